@@ -1,0 +1,1 @@
+"""Shared asset library: cards, lorebooks, personas, presets, writing styles."""

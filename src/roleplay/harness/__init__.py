@@ -1,0 +1,1 @@
+"""Generic agent harness: event log, sessions, surface, projections, agent loop. Knows nothing of roleplay."""

@@ -1,0 +1,1 @@
+"""Test doubles that also serve offline demos: fake OpenAI-compatible server, helpers."""
