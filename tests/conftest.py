@@ -9,10 +9,11 @@ is unset; under CI (``CI=true``) a missing URL is a failure, because CI must run
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from tests_support import postgres_url_or_skip
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = PROJECT_ROOT.parent / "shared"
@@ -31,15 +32,6 @@ def corpus_dir(shared_dir: Path) -> Path:
     if not corpus.is_dir():
         pytest.skip("../shared/corpus is absent")
     return corpus
-
-
-def postgres_url_or_skip() -> str:
-    url = os.environ.get("RP_TEST_POSTGRES_URL")
-    if not url:
-        if os.environ.get("CI") == "true":
-            pytest.fail("RP_TEST_POSTGRES_URL must be set under CI: PostgreSQL tests may not be skipped")
-        pytest.skip("RP_TEST_POSTGRES_URL not set")
-    return url
 
 
 @pytest.fixture(scope="session")

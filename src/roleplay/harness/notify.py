@@ -1,0 +1,134 @@
+"""Live notifications: appended events and transient ``assistant/chunk`` deltas, in order.
+
+Within a process the store publishes straight to the broker after each commit. On PostgreSQL a
+listener also turns ``NOTIFY`` messages from other processes into the same publications
+(``store/postgres.py``). Delivery is at-least-once from the broker's side, so each subscription
+keeps its own cursor: it drops events it has already delivered and fills any gap from the log
+before yielding, which makes the stream exactly-once and gapless in seq order for the reader
+(and makes resuming an SSE stream from ``Last-Event-ID`` a matter of passing ``after_seq``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .events import Event
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store.base import EventStore
+
+MAX_QUEUE = 10_000
+
+
+@dataclass(frozen=True)
+class Notification:
+    kind: str  # "event" | "chunk"
+    event: Event | None = None
+    data: dict[str, Any] | None = None
+
+
+class Subscription:
+    def __init__(self, broker: "Broker", session_id: str, after_seq: int | None) -> None:
+        self._broker = broker
+        self.session_id = session_id
+        self._start = after_seq
+        self.last_seq = after_seq if after_seq is not None else 0
+        self._queue: asyncio.Queue[Notification] = asyncio.Queue(MAX_QUEUE)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: list[Notification] = []
+        self._closed = False
+
+    async def __aenter__(self) -> "Subscription":
+        store = self._broker.store
+        self._loop = asyncio.get_running_loop()
+        await store._remote_listen()
+        # Register before reading the head so nothing appended in between is missed.
+        self._broker._add(self)
+        if self._start is None:
+            self.last_seq = await store.head(self.session_id)
+        else:
+            await store.get_session(self.session_id)
+            self._pending.extend(Notification("event", e) for e in await store.read(self.session_id, after_seq=self.last_seq))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._broker._remove(self)
+
+    def _offer(self, note: Notification) -> None:
+        if self._loop is None or self._closed:
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._put, note)
+        except RuntimeError:  # loop closed: the reader is gone
+            self.close()
+
+    def _put(self, note: Notification) -> None:
+        try:
+            self._queue.put_nowait(note)
+        except asyncio.QueueFull:
+            # A reader that stopped reading must not grow memory without bound. Dropping events
+            # is safe (the gap is refilled from the log); dropping chunks only loses cosmetics.
+            pass
+
+    def __aiter__(self) -> "Subscription":
+        return self
+
+    async def __anext__(self) -> Notification:
+        while True:
+            if self._pending:
+                note = self._pending.pop(0)
+            else:
+                note = await self._queue.get()
+            if note.kind == "chunk":
+                return note
+            assert note.event is not None
+            seq = note.event.seq
+            if seq <= self.last_seq:
+                continue
+            if seq > self.last_seq + 1:
+                missing = await self._broker.store.read(self.session_id, after_seq=self.last_seq, until_seq=seq - 1)
+                self._pending = [Notification("event", e) for e in missing] + [note] + self._pending
+                continue
+            self.last_seq = seq
+            return note
+
+    async def next(self, timeout: float | None = None) -> Notification:
+        return await asyncio.wait_for(self.__anext__(), timeout)
+
+
+class Broker:
+    def __init__(self, store: "EventStore") -> None:
+        self.store = store
+        self._subs: dict[str, set[Subscription]] = {}
+
+    def subscribe(self, session_id: str, *, after_seq: int | None = None) -> Subscription:
+        return Subscription(self, session_id, after_seq)
+
+    def _add(self, sub: Subscription) -> None:
+        self._subs.setdefault(sub.session_id, set()).add(sub)
+
+    def _remove(self, sub: Subscription) -> None:
+        subs = self._subs.get(sub.session_id)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                self._subs.pop(sub.session_id, None)
+
+    def has_subscribers(self, session_id: str) -> bool:
+        return bool(self._subs.get(session_id))
+
+    def publish_events(self, session_id: str, events: list[Event]) -> None:
+        for sub in list(self._subs.get(session_id, ())):
+            for ev in events:
+                sub._offer(Notification("event", ev))
+
+    def publish_chunk(self, session_id: str, data: dict[str, Any]) -> None:
+        for sub in list(self._subs.get(session_id, ())):
+            sub._offer(Notification("chunk", data=data))

@@ -1,0 +1,224 @@
+"""Sessions: the harness API that everything above the store uses.
+
+``SessionService`` adds to the raw store what needs knowledge of the event vocabulary:
+
+- session creation with seed events and setup commands, all in one transaction
+  (the spec's ``ctx.agents.create({seed, setup})``);
+- appends whose surface replacements are checked against the current surface (the target must be
+  on it) and stamped with ``sourceEventSeqs``, the seqs of the events they replace;
+- commands (``command/run`` → handler → ``command/done``);
+- projections loaded through snapshots; fork, archive, children.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from roleplay.clock import IdGenerator, ulid_ids
+from roleplay.errors import ConflictError, RpError, ValidationError
+
+from .commands import CommandContext, CommandRegistry, CommandSpec, commands_projection
+from .events import MESSAGE_TYPES, Event, EventDraft, validate_payload
+from .projections import Loaded, Projection, ProjectionRegistry, load
+from .store.base import EventStore, SessionFilter, SessionRecord
+from .surface import SURFACE, apply_surface, find_node, initial_surface, replaced_seqs, surface_projection
+
+MAX_CAS_RETRIES = 50
+_BATCH_SEQ_BASE = 10**15
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    command_id: str
+    ok: bool
+    result: Any
+    error: dict[str, Any] | None
+    events: list[Event]
+
+
+class SessionService:
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        commands: CommandRegistry | None = None,
+        projections: ProjectionRegistry | None = None,
+        ids: IdGenerator | None = None,
+    ) -> None:
+        self.store = store
+        self.commands = commands or CommandRegistry()
+        self.projections = projections or ProjectionRegistry()
+        self.ids = ids or getattr(store, "ids", ulid_ids)
+        for builtin in (surface_projection, commands_projection):
+            if builtin.name not in self.projections.names():
+                self.projections.register(builtin)
+
+    # -- creation --------------------------------------------------------------------------------
+    async def create(
+        self,
+        preset: str,
+        *,
+        parent_id: str | None = None,
+        title: str | None = None,
+        workspace: str | None = None,
+        seed: Sequence[EventDraft] = (),
+        setup: Sequence[CommandSpec] = (),
+        session_id: str | None = None,
+    ) -> SessionRecord:
+        """Create a session whose log starts with ``seed`` then each setup command's run+done.
+
+        Setup commands run before anything is written; an unknown command or invalid seed
+        creates nothing. A handler that rejects its args is recorded as ``command/done`` error
+        (the session still exists, and that command does not count), exactly as it would be later.
+        """
+        session_id = session_id or self.ids("ses_")
+        drafts = list(seed)
+        stamped = self._stamp_surface_ops(initial_surface(), drafts)
+        for spec in setup:
+            command_id = self.ids("cmd_")
+            ok, value = self.commands.execute(spec, CommandContext(session_id, command_id))
+            stamped.append(EventDraft("command/run", {"commandId": command_id, "name": spec.name, "args": spec.args}))
+            stamped.append(_done_draft(command_id, ok, value))
+        return await self.store.create_session(
+            preset=preset, session_id=session_id, parent_id=parent_id, workspace=workspace, title=title, events=stamped
+        )
+
+    # -- appends ---------------------------------------------------------------------------------
+    async def append(self, session_id: str, drafts: Sequence[EventDraft], *, expected_seq: int) -> list[Event]:
+        drafts = list(drafts)
+        if any(d.type in MESSAGE_TYPES for d in drafts if isinstance(d, EventDraft)):
+            loaded = await load(self.store, session_id, surface_projection)
+            if loaded.upto_seq != expected_seq:
+                head = await self.store.head(session_id)
+                if head != expected_seq:
+                    from .store.base import conflict
+
+                    raise conflict(session_id, expected_seq, head)
+            drafts = self._stamp_surface_ops(loaded.state, drafts)
+        return await self.store.append(session_id, expected_seq, drafts)
+
+    async def append_retrying(self, session_id: str, drafts: Sequence[EventDraft]) -> list[Event]:
+        """Append at whatever the head is, retrying on conflict. Only for events whose meaning does
+        not depend on what precedes them (e.g. a ``command/done`` for a run already logged)."""
+        for _ in range(MAX_CAS_RETRIES):
+            head = await self.store.head(session_id)
+            try:
+                return await self.append(session_id, drafts, expected_seq=head)
+            except ConflictError:
+                continue
+        raise RpError("event.contended", f"could not append to {session_id} after {MAX_CAS_RETRIES} conflicts")
+
+    def _stamp_surface_ops(self, surface: dict[str, Any], drafts: list[EventDraft]) -> list[EventDraft]:
+        """Validate message drafts against the surface they would apply to, in batch order, and
+        record which event seqs each replacement replaces. Raises before anything is written."""
+        out: list[EventDraft] = []
+        pending_seq = _BATCH_SEQ_BASE  # batch members have no seq yet: placeholders above any real one
+        for i, draft in enumerate(drafts):
+            if not isinstance(draft, EventDraft) or draft.type not in MESSAGE_TYPES:
+                out.append(draft)
+                continue
+            payload = validate_payload(draft.type, draft.payload, index=i if len(drafts) > 1 else None)
+            op = payload.get("surfaceOp")
+            prefix = f"/{i}" if len(drafts) > 1 else ""
+            if op:
+                seqs = replaced_seqs(surface, op)
+                if seqs is None:
+                    raise ValidationError(
+                        "surface.target_not_found",
+                        f"message {op['targetMessageId']!r} is not on the current surface",
+                        pointer=f"{prefix}/payload/surfaceOp/targetMessageId",
+                    )
+                if any(s > _BATCH_SEQ_BASE for s in seqs):
+                    raise ValidationError(
+                        "surface.target_in_batch",
+                        "a replacement cannot target a message appended in the same batch",
+                        pointer=f"{prefix}/payload/surfaceOp/targetMessageId",
+                    )
+                payload["surfaceOp"]["sourceEventSeqs"] = seqs
+            elif find_node(surface["nodes"], payload["messageId"]) >= 0:
+                raise ValidationError(
+                    "surface.duplicate_message_id",
+                    f"message id {payload['messageId']!r} is already on the surface; replace it with a surfaceOp",
+                    pointer=f"{prefix}/payload/messageId",
+                )
+            pending_seq += 1
+            apply_surface(surface, Event("", pending_seq, draft.type, payload, ""))
+            out.append(EventDraft(draft.type, payload))
+        return out
+
+    # -- commands --------------------------------------------------------------------------------
+    async def run_command(
+        self,
+        session_id: str,
+        name: str,
+        args: dict[str, Any],
+        *,
+        expected_seq: int | None = None,
+        source: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> CommandOutcome:
+        """Log ``command/run``, execute the handler, log ``command/done``.
+
+        The run is durable before the handler runs, so a crash in between leaves a run without a
+        done, which never counts. ``expected_seq`` makes the run itself a CAS append.
+        """
+        self.commands.get(name)  # an unknown command fails before anything is written
+        command_id = self.ids("cmd_")
+        run_payload: dict[str, Any] = {"commandId": command_id, "name": name, "args": args}
+        if source is not None:
+            run_payload["source"] = source
+        head = expected_seq if expected_seq is not None else await self.store.head(session_id)
+        run_events = await self.append(session_id, [EventDraft("command/run", run_payload)], expected_seq=head)
+        ok, value = self.commands.execute(CommandSpec(name, args), CommandContext(session_id, command_id, state or {}))
+        done_events = await self.append_retrying(session_id, [_done_draft(command_id, ok, value)])
+        return CommandOutcome(
+            command_id=command_id,
+            ok=ok,
+            result=value if ok else None,
+            error=None if ok else value,
+            events=run_events + done_events,
+        )
+
+    # -- reads -----------------------------------------------------------------------------------
+    async def get(self, session_id: str) -> SessionRecord:
+        return await self.store.get_session(session_id)
+
+    async def events(
+        self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[Event]:
+        return await self.store.read(session_id, after_seq=after_seq, until_seq=until_seq, limit=limit)
+
+    async def projection(self, session_id: str, name: str | Projection, **kw: Any) -> Loaded:
+        proj = name if isinstance(name, Projection) else self.projections.get(name)
+        return await load(self.store, session_id, proj, **kw)
+
+    async def surface(self, session_id: str) -> dict[str, Any]:
+        return (await self.projection(session_id, SURFACE)).state
+
+    async def list(
+        self, *, archived: bool | None = False, parent_id: str | None = None, roots_only: bool = False, limit: int = 100, offset: int = 0
+    ) -> list[SessionRecord]:
+        return await self.store.list_sessions(
+            SessionFilter(archived=archived, parent_id=parent_id, roots_only=roots_only, limit=limit, offset=offset)
+        )
+
+    async def children(self, parent_id: str) -> list[SessionRecord]:
+        await self.store.get_session(parent_id)
+        return await self.store.list_sessions(SessionFilter(archived=None, parent_id=parent_id, limit=10_000))
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def fork(self, session_id: str, at_seq: int, *, title: str | None = None) -> SessionRecord:
+        return await self.store.fork(session_id, at_seq, title=title)
+
+    async def archive(self, session_id: str, archived: bool = True) -> SessionRecord:
+        return await self.store.set_archived(session_id, archived)
+
+
+def _done_draft(command_id: str, ok: bool, value: Any) -> EventDraft:
+    if ok:
+        payload: dict[str, Any] = {"commandId": command_id, "kind": "success"}
+        if value is not None:
+            payload["result"] = value
+        return EventDraft("command/done", payload)
+    return EventDraft("command/done", {"commandId": command_id, "kind": "error", "error": value})

@@ -1,0 +1,327 @@
+"""The event store interface shared by the SQLite and PostgreSQL backends.
+
+A backend implements a handful of dialect-specific primitives (``_insert_session``,
+``_append_rows``, …); everything that must behave identically on both (payload validation, CAS
+semantics, error codes, live notifications) lives here, so the shared conformance suite in
+``tests/harness/test_store.py`` tests one behaviour, twice.
+
+Append semantics: ``append(session_id, expected_seq, drafts)`` succeeds only when the session's
+head is exactly ``expected_seq``; the drafts get ``expected_seq + 1 …``. Both backends do the
+compare-and-swap as a conditional ``UPDATE sessions SET head_seq = … WHERE head_seq = expected``
+(row-locked, so concurrent writers in several processes serialise on it) and keep
+``UNIQUE(session_id, seq)`` on events as a second guard. Rows are never updated or deleted.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from typing import Any, AsyncIterator, Iterable, Sequence
+
+from roleplay.clock import Clock, IdGenerator, iso, system_clock, ulid_ids
+from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationError
+
+from ..events import MAX_EVENT_BYTES, Event, EventDraft, event_version, validate_payload
+from ..notify import Broker, Subscription
+
+MAX_BATCH = 10_000
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    preset: str
+    parent_id: str | None = None
+    forked_from: str | None = None
+    forked_at_seq: int | None = None
+    workspace: str | None = None
+    title: str | None = None
+    archived: bool = False
+    head_seq: int = 0
+    created_at: str = ""
+    updated_at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {
+            "id": d["id"],
+            "preset": d["preset"],
+            "parentId": d["parent_id"],
+            "forkedFrom": d["forked_from"],
+            "forkedAtSeq": d["forked_at_seq"],
+            "workspace": d["workspace"],
+            "title": d["title"],
+            "archived": d["archived"],
+            "headSeq": d["head_seq"],
+            "createdAt": d["created_at"],
+            "updatedAt": d["updated_at"],
+        }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    session_id: str
+    name: str
+    version: int
+    upto_seq: int
+    state: Any
+
+
+@dataclass(frozen=True)
+class PreparedEvent:
+    """A validated draft with its normalised payload serialised once, ready for the backend."""
+
+    type: str
+    version: int
+    payload: dict[str, Any]
+    payload_json: str
+
+
+@dataclass
+class SessionFilter:
+    archived: bool | None = False
+    parent_id: str | None = None
+    roots_only: bool = False
+    limit: int = 100
+    offset: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def prepare_drafts(drafts: Sequence[EventDraft]) -> list[PreparedEvent]:
+    """Validate every draft before any I/O: a bad batch writes nothing."""
+    if not isinstance(drafts, (list, tuple)) or not drafts:
+        raise ValidationError("event.empty_batch", "an append needs at least one event")
+    if len(drafts) > MAX_BATCH:
+        raise ValidationError("event.batch_too_large", f"at most {MAX_BATCH} events per append")
+    prepared = []
+    for i, draft in enumerate(drafts):
+        if not isinstance(draft, EventDraft):
+            raise ValidationError("event.invalid_draft", "events must be EventDraft values", pointer=f"/{i}")
+        payload = validate_payload(draft.type, draft.payload, index=i if len(drafts) > 1 else None)
+        try:
+            text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except ValueError as exc:
+            raise ValidationError("event.invalid_payload", f"payload is not valid JSON: {exc}", pointer=f"/{i}/payload") from None
+        if len(text.encode("utf-8")) > MAX_EVENT_BYTES:
+            raise ValidationError(
+                "event.too_large", f"event payload exceeds {MAX_EVENT_BYTES} bytes", pointer=f"/{i}/payload"
+            )
+        prepared.append(PreparedEvent(draft.type, event_version(draft.type), payload, text))
+    return prepared
+
+
+def conflict(session_id: str, expected: int, head: int) -> ConflictError:
+    return ConflictError(
+        "event.seq_conflict",
+        f"session {session_id} is at seq {head}, not at the expected seq {expected}; re-read and retry",
+        details={"sessionId": session_id, "expectedSeq": expected, "headSeq": head},
+    )
+
+
+def session_not_found(session_id: str) -> NotFoundError:
+    return NotFoundError("session.not_found", f"no session {session_id!r}", details={"sessionId": session_id})
+
+
+class EventStore(ABC):
+    """Async event store. Subclasses implement the primitives marked abstract."""
+
+    dialect: str = ""
+
+    def __init__(self, *, clock: Clock = system_clock, ids: IdGenerator = ulid_ids) -> None:
+        self.clock = clock
+        self.ids = ids
+        self.broker = Broker(self)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @abstractmethod
+    async def migrate(self) -> list[int]:
+        """Apply pending numbered migrations; return the numbers applied now."""
+
+    @abstractmethod
+    async def schema_version(self) -> int: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> "EventStore":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def now(self) -> str:
+        value = self.clock()
+        return iso(value) if isinstance(value, datetime) else str(value)
+
+    # -- sessions --------------------------------------------------------------------------------
+    async def create_session(
+        self,
+        *,
+        preset: str,
+        session_id: str | None = None,
+        parent_id: str | None = None,
+        workspace: str | None = None,
+        title: str | None = None,
+        events: Sequence[EventDraft] = (),
+    ) -> SessionRecord:
+        """Create a session and its initial events in one transaction."""
+        if not isinstance(preset, str) or not preset.strip():
+            raise ValidationError("session.invalid_preset", "a session needs a non-empty preset name", pointer="/preset")
+        prepared = prepare_drafts(events) if events else []
+        if parent_id is not None:
+            await self.get_session(parent_id)
+        now = self.now()
+        record = SessionRecord(
+            id=session_id or self.ids("ses_"),
+            preset=preset,
+            parent_id=parent_id,
+            workspace=workspace,
+            title=title,
+            head_seq=len(prepared),
+            created_at=now,
+            updated_at=now,
+        )
+        await self._insert_session(record, prepared, now)
+        if prepared:
+            self.broker.publish_events(record.id, self._as_events(record.id, 0, prepared, now))
+        return record
+
+    @abstractmethod
+    async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str) -> None: ...
+
+    @abstractmethod
+    async def get_session(self, session_id: str) -> SessionRecord:
+        """Raise ``session.not_found`` when absent."""
+
+    @abstractmethod
+    async def list_sessions(self, flt: SessionFilter | None = None) -> list[SessionRecord]: ...
+
+    async def set_archived(self, session_id: str, archived: bool = True) -> SessionRecord:
+        await self.get_session(session_id)
+        await self._set_archived(session_id, archived, self.now())
+        return await self.get_session(session_id)
+
+    @abstractmethod
+    async def _set_archived(self, session_id: str, archived: bool, now: str) -> None: ...
+
+    async def fork(
+        self, source_id: str, at_seq: int, *, session_id: str | None = None, title: str | None = None
+    ) -> SessionRecord:
+        """New session holding events 1..at_seq of the source; the source is untouched."""
+        source = await self.get_session(source_id)
+        if not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 0 or at_seq > source.head_seq:
+            raise ValidationError(
+                "session.fork_out_of_range",
+                f"cannot fork {source_id} at seq {at_seq}: valid seqs are 0..{source.head_seq}",
+                pointer="/atSeq",
+                details={"sessionId": source_id, "atSeq": at_seq, "headSeq": source.head_seq},
+            )
+        now = self.now()
+        record = replace(
+            source,
+            id=session_id or self.ids("ses_"),
+            forked_from=source_id,
+            forked_at_seq=at_seq,
+            title=title if title is not None else source.title,
+            archived=False,
+            head_seq=at_seq,
+            created_at=now,
+            updated_at=now,
+        )
+        await self._fork(source, record, at_seq)
+        return record
+
+    @abstractmethod
+    async def _fork(self, source: SessionRecord, record: SessionRecord, at_seq: int) -> None: ...
+
+    # -- events ----------------------------------------------------------------------------------
+    async def append(self, session_id: str, expected_seq: int, drafts: Sequence[EventDraft]) -> list[Event]:
+        if not isinstance(expected_seq, int) or isinstance(expected_seq, bool) or expected_seq < 0:
+            raise ValidationError("event.invalid_expected_seq", "expected_seq must be an integer ≥ 0", pointer="/expectedSeq")
+        prepared = prepare_drafts(drafts)
+        now = self.now()
+        await self._append_rows(session_id, expected_seq, prepared, now)
+        events = self._as_events(session_id, expected_seq, prepared, now)
+        self.broker.publish_events(session_id, events)
+        return events
+
+    @abstractmethod
+    async def _append_rows(self, session_id: str, expected_seq: int, events: list[PreparedEvent], now: str) -> None:
+        """Atomically CAS the head and insert; raise ``conflict`` / ``session_not_found``."""
+
+    @abstractmethod
+    async def read(
+        self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[Event]:
+        """Events with after_seq < seq ≤ until_seq in seq order; ``session.not_found`` if absent."""
+
+    async def head(self, session_id: str) -> int:
+        return (await self.get_session(session_id)).head_seq
+
+    async def iter_events(self, session_id: str, *, after_seq: int = 0, page: int = 2000) -> AsyncIterator[Event]:
+        cursor = after_seq
+        while True:
+            batch = await self.read(session_id, after_seq=cursor, limit=page)
+            for ev in batch:
+                yield ev
+            if len(batch) < page:
+                return
+            cursor = batch[-1].seq
+
+    @abstractmethod
+    async def dump(self) -> list[tuple[Any, ...]]:
+        """Every row of the event and session tables in a stable order (byte-identity tests)."""
+
+    # -- snapshots -------------------------------------------------------------------------------
+    @abstractmethod
+    async def save_snapshot(self, snapshot: Snapshot) -> None: ...
+
+    @abstractmethod
+    async def load_snapshot(self, session_id: str, name: str, version: int) -> Snapshot | None: ...
+
+    @abstractmethod
+    async def delete_snapshots(self, session_id: str | None = None) -> int: ...
+
+    # -- live notifications ----------------------------------------------------------------------
+    def subscribe(self, session_id: str, *, after_seq: int | None = None) -> Subscription:
+        """Appended events (in seq order, gaps filled from the log) and transient chunks."""
+        return self.broker.subscribe(session_id, after_seq=after_seq)
+
+    async def publish_chunk(self, session_id: str, data: dict[str, Any]) -> None:
+        """A transient ``assistant/chunk`` delta: delivered to subscribers, never stored."""
+        self.broker.publish_chunk(session_id, data)
+
+    async def _remote_listen(self) -> None:
+        """Backends that can deliver across processes start a listener here (PostgreSQL)."""
+        return None
+
+    # -- helpers ---------------------------------------------------------------------------------
+    @staticmethod
+    def _as_events(session_id: str, start: int, prepared: Iterable[PreparedEvent], now: str) -> list[Event]:
+        return [
+            Event(session_id, start + i + 1, p.type, p.payload, now, p.version) for i, p in enumerate(prepared)
+        ]
+
+
+def check_page_args(after_seq: int, until_seq: int | None, limit: int | None) -> None:
+    if not isinstance(after_seq, int) or after_seq < 0:
+        raise ValidationError("event.invalid_range", "after_seq must be an integer ≥ 0", pointer="/afterSeq")
+    if until_seq is not None and (not isinstance(until_seq, int) or until_seq < 0):
+        raise ValidationError("event.invalid_range", "until_seq must be an integer ≥ 0", pointer="/untilSeq")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValidationError("event.invalid_range", "limit must be a positive integer", pointer="/limit")
+
+
+__all__ = [
+    "EventStore",
+    "SessionRecord",
+    "SessionFilter",
+    "Snapshot",
+    "PreparedEvent",
+    "RpError",
+    "conflict",
+    "session_not_found",
+    "check_page_args",
+]

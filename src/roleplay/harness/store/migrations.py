@@ -1,0 +1,129 @@
+"""Numbered, append-only schema migrations (the simonw/llm pattern).
+
+Never edit or reorder a migration that has shipped: add a new number. Each migration carries the
+statements for both dialects so that the two backends cannot drift apart silently; the shared
+conformance suite checks that both reach the same ``schema_version``.
+
+Feature tables (assets, settings) are added by later numbers in this same list, because every
+store in every process must agree on one linear history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    number: int
+    name: str
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "sessions and append-only events",
+        sqlite=(
+            """CREATE TABLE sessions (
+                id            TEXT PRIMARY KEY,
+                preset        TEXT NOT NULL,
+                parent_id     TEXT REFERENCES sessions(id),
+                forked_from   TEXT REFERENCES sessions(id),
+                forked_at_seq INTEGER,
+                workspace     TEXT,
+                title         TEXT,
+                archived      INTEGER NOT NULL DEFAULT 0,
+                head_seq      INTEGER NOT NULL DEFAULT 0 CHECK (head_seq >= 0),
+                created_at    TEXT NOT NULL,
+                updated_at    TEXT NOT NULL
+            )""",
+            "CREATE INDEX sessions_parent ON sessions(parent_id)",
+            "CREATE INDEX sessions_listing ON sessions(archived, updated_at)",
+            """CREATE TABLE events (
+                global_pos INTEGER PRIMARY KEY AUTOINCREMENT,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                seq        INTEGER NOT NULL CHECK (seq > 0),
+                type       TEXT NOT NULL,
+                v          INTEGER NOT NULL DEFAULT 1,
+                payload    TEXT NOT NULL CHECK (json_valid(payload)),
+                created_at TEXT NOT NULL,
+                UNIQUE (session_id, seq)
+            )""",
+            """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
+            """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
+        ),
+        postgres=(
+            """CREATE TABLE sessions (
+                id            text PRIMARY KEY,
+                preset        text NOT NULL,
+                parent_id     text REFERENCES sessions(id),
+                forked_from   text REFERENCES sessions(id),
+                forked_at_seq bigint,
+                workspace     text,
+                title         text,
+                archived      boolean NOT NULL DEFAULT false,
+                head_seq      bigint NOT NULL DEFAULT 0 CHECK (head_seq >= 0),
+                created_at    text NOT NULL,
+                updated_at    text NOT NULL
+            )""",
+            "CREATE INDEX sessions_parent ON sessions(parent_id)",
+            "CREATE INDEX sessions_listing ON sessions(archived, updated_at)",
+            # json, not jsonb: the stored text stays exactly what was appended, as on SQLite.
+            """CREATE TABLE events (
+                global_pos bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                session_id text NOT NULL REFERENCES sessions(id),
+                seq        bigint NOT NULL CHECK (seq > 0),
+                type       text NOT NULL,
+                v          integer NOT NULL DEFAULT 1,
+                payload    json NOT NULL,
+                created_at text NOT NULL,
+                CONSTRAINT events_session_seq UNIQUE (session_id, seq)
+            )""",
+            """CREATE FUNCTION rp_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN RAISE EXCEPTION 'events are append-only'; END $$""",
+            """CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
+               FOR EACH ROW EXECUTE FUNCTION rp_events_append_only()""",
+        ),
+    ),
+    Migration(
+        2,
+        "projection snapshots",
+        sqlite=(
+            """CREATE TABLE snapshots (
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                name       TEXT NOT NULL,
+                version    INTEGER NOT NULL,
+                upto_seq   INTEGER NOT NULL,
+                state      TEXT NOT NULL,
+                PRIMARY KEY (session_id, name, version)
+            )""",
+        ),
+        postgres=(
+            """CREATE TABLE snapshots (
+                session_id text NOT NULL REFERENCES sessions(id),
+                name       text NOT NULL,
+                version    integer NOT NULL,
+                upto_seq   bigint NOT NULL,
+                state      text NOT NULL,
+                PRIMARY KEY (session_id, name, version)
+            )""",
+        ),
+    ),
+)
+
+LATEST = MIGRATIONS[-1].number
+MIGRATIONS_TABLE_SQLITE = "CREATE TABLE IF NOT EXISTS _migrations (number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+MIGRATIONS_TABLE_POSTGRES = "CREATE TABLE IF NOT EXISTS _migrations (number integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)"
+
+
+def _check_sequence() -> None:
+    numbers = [m.number for m in MIGRATIONS]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise RuntimeError(f"migrations must be numbered 1..n without gaps, got {numbers}")
+
+
+_check_sequence()

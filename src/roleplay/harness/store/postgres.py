@@ -1,0 +1,373 @@
+"""PostgreSQL event store (psycopg 3, async pool), for many stateless app processes.
+
+The append is the same compare-and-swap as on SQLite: a conditional ``UPDATE sessions … WHERE
+head_seq = expected`` takes the session row lock, so concurrent writers in any number of
+processes serialise per session and the loser sees a conflict instead of a gap.
+
+Live notifications cross processes through ``NOTIFY`` sent inside the append transaction (so it
+is delivered exactly when the rows become visible). The payload names the session and seq range,
+never the event itself (NOTIFY payloads are capped at 8000 bytes); listeners read the rows. Each
+store tags its notifications with a random origin so it ignores its own echo, having already
+published locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import secrets
+from typing import Any
+
+from roleplay.clock import Clock, IdGenerator, system_clock, ulid_ids
+from roleplay.errors import RpError
+
+from ..events import Event
+from .base import (
+    EventStore,
+    PreparedEvent,
+    SessionFilter,
+    SessionRecord,
+    Snapshot,
+    check_page_args,
+    conflict,
+    session_not_found,
+)
+from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
+
+try:  # the driver is the optional ``postgres`` extra
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+    AsyncConnectionPool = None  # type: ignore[assignment,misc]
+
+_SESSION_COLUMNS = "id, preset, parent_id, forked_from, forked_at_seq, workspace, title, archived, head_seq, created_at, updated_at"
+_MIGRATION_LOCK = 0x52505F4D4947  # any constant: serialises concurrent `migrate` calls
+NOTIFY_LIMIT = 7000
+
+
+def _session(row: tuple[Any, ...]) -> SessionRecord:
+    return SessionRecord(*row[:7], archived=bool(row[7]), head_seq=row[8], created_at=row[9], updated_at=row[10])
+
+
+class PostgresStore(EventStore):
+    dialect = "postgresql"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock = system_clock,
+        ids: IdGenerator = ulid_ids,
+        min_size: int = 1,
+        max_size: int = 8,
+    ) -> None:
+        if psycopg is None:
+            raise RpError(
+                "store.driver_missing",
+                "PostgreSQL support needs the 'postgres' extra: pip install 'roleplay[postgres]'",
+            )
+        super().__init__(clock=clock, ids=ids)
+        self.url = url
+        self._pool = AsyncConnectionPool(url, min_size=min_size, max_size=max_size, open=False)
+        self._opened = False
+        self._open_lock: asyncio.Lock | None = None
+        self._origin = secrets.token_hex(8)  # not replayed: identifies this process's notifications
+        self._channel: str | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._listening: asyncio.Event | None = None
+
+    async def _ensure_open(self) -> None:
+        if self._opened:
+            return
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if not self._opened:
+                try:
+                    await self._pool.open(wait=True, timeout=15)
+                except Exception as exc:  # noqa: BLE001 - any connection failure gets one clear code
+                    raise RpError("store.unavailable", f"cannot connect to PostgreSQL: {exc}") from exc
+                async with self._pool.connection() as conn:
+                    cur = await conn.execute("SELECT current_schema()")
+                    schema = (await cur.fetchone())[0] or "public"
+                self._channel = "rp_events_" + re.sub(r"[^a-z0-9_]", "_", schema.lower())[:40]
+                self._opened = True
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            try:
+                await self._listener
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
+                pass
+            self._listener = None
+        if self._opened:
+            await self._pool.close()
+            self._opened = False
+
+    async def _fetchone(self, sql: str, args: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+        await self._ensure_open()
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql, args)
+            return await cur.fetchone()
+
+    async def _fetchall(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
+        await self._ensure_open()
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql, args)
+            return await cur.fetchall()
+
+    # -- migrations ------------------------------------------------------------------------------
+    async def migrate(self) -> list[int]:
+        await self._ensure_open()
+        now = self.now()
+        applied: list[int] = []
+        async with self._pool.connection() as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await conn.execute(MIGRATIONS_TABLE_POSTGRES)
+                cur = await conn.execute("SELECT number FROM _migrations")
+                done = {r[0] for r in await cur.fetchall()}
+                for m in MIGRATIONS:
+                    if m.number in done:
+                        continue
+                    for stmt in m.postgres:
+                        await conn.execute(stmt)
+                    await conn.execute(
+                        "INSERT INTO _migrations(number, name, applied_at) VALUES (%s,%s,%s)", (m.number, m.name, now)
+                    )
+                    applied.append(m.number)
+        return applied
+
+    async def schema_version(self) -> int:
+        row = await self._fetchone("SELECT to_regclass('_migrations') IS NOT NULL")
+        if not row or not row[0]:
+            return 0
+        row = await self._fetchone("SELECT coalesce(max(number), 0) FROM _migrations")
+        return int(row[0]) if row else 0
+
+    # -- sessions --------------------------------------------------------------------------------
+    async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str) -> None:
+        await self._ensure_open()
+        async with self._pool.connection() as conn:
+            try:
+                async with conn.transaction():
+                    await conn.execute(
+                        f"INSERT INTO sessions({_SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                        (
+                            record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
+                            record.workspace, record.title, record.archived, record.head_seq, now, now,
+                        ),
+                    )
+                    if events:
+                        await self._insert_events(conn, record.id, 0, events, now)
+                        await self._notify(conn, record.id, 1, len(events))
+            except psycopg.errors.UniqueViolation as exc:
+                raise RpError("session.exists", f"session {record.id!r} already exists") from exc
+
+    async def get_session(self, session_id: str) -> SessionRecord:
+        row = await self._fetchone(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id=%s", (session_id,))
+        if row is None:
+            raise session_not_found(session_id)
+        return _session(row)
+
+    async def list_sessions(self, flt: SessionFilter | None = None) -> list[SessionRecord]:
+        flt = flt or SessionFilter()
+        where, args = [], []
+        if flt.archived is not None:
+            where.append("archived=%s")
+            args.append(flt.archived)
+        if flt.parent_id is not None:
+            where.append("parent_id=%s")
+            args.append(flt.parent_id)
+        elif flt.roots_only:
+            where.append("parent_id IS NULL")
+        sql = f"SELECT {_SESSION_COLUMNS} FROM sessions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s"
+        return [_session(r) for r in await self._fetchall(sql, [*args, flt.limit, flt.offset])]
+
+    async def _set_archived(self, session_id: str, archived: bool, now: str) -> None:
+        await self._ensure_open()
+        async with self._pool.connection() as conn:
+            await conn.execute("UPDATE sessions SET archived=%s, updated_at=%s WHERE id=%s", (archived, now, session_id))
+
+    async def _fork(self, source: SessionRecord, record: SessionRecord, at_seq: int) -> None:
+        await self._ensure_open()
+        async with self._pool.connection() as conn:
+            async with conn.transaction():
+                await conn.execute(
+                    f"INSERT INTO sessions({_SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                    (
+                        record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
+                        record.workspace, record.title, False, at_seq, record.created_at, record.updated_at,
+                    ),
+                )
+                await conn.execute(
+                    "INSERT INTO events(session_id, seq, type, v, payload, created_at) "
+                    "SELECT %s, seq, type, v, payload, created_at FROM events WHERE session_id=%s AND seq<=%s ORDER BY seq",
+                    (record.id, source.id, at_seq),
+                )
+                await conn.execute(
+                    "INSERT INTO snapshots(session_id, name, version, upto_seq, state) "
+                    "SELECT %s, name, version, upto_seq, state FROM snapshots WHERE session_id=%s AND upto_seq<=%s",
+                    (record.id, source.id, at_seq),
+                )
+
+    # -- events ----------------------------------------------------------------------------------
+    async def _append_rows(self, session_id: str, expected_seq: int, events: list[PreparedEvent], now: str) -> None:
+        await self._ensure_open()
+        async with self._pool.connection() as conn:
+            async with conn.transaction():
+                cur = await conn.execute(
+                    "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE id = %s AND head_seq = %s RETURNING head_seq",
+                    (len(events), now, session_id, expected_seq),
+                )
+                if await cur.fetchone() is None:
+                    cur = await conn.execute("SELECT head_seq FROM sessions WHERE id=%s", (session_id,))
+                    row = await cur.fetchone()
+                    if row is None:
+                        raise session_not_found(session_id)
+                    raise conflict(session_id, expected_seq, row[0])
+                await self._insert_events(conn, session_id, expected_seq, events, now)
+                await self._notify(conn, session_id, expected_seq + 1, expected_seq + len(events))
+
+    @staticmethod
+    async def _insert_events(conn: Any, session_id: str, start: int, events: list[PreparedEvent], now: str) -> None:
+        # One INSERT … unnest instead of executemany: pipeline mode turns a constraint violation
+        # into noisy "pipeline aborted" warnings (stack.md §3.2).
+        await conn.execute(
+            "INSERT INTO events(session_id, seq, type, v, payload, created_at) "
+            "SELECT %s, s, t, v, p::json, %s FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[]) AS u(s, t, v, p)",
+            (
+                session_id,
+                now,
+                [start + i + 1 for i in range(len(events))],
+                [e.type for e in events],
+                [e.version for e in events],
+                [e.payload_json for e in events],
+            ),
+        )
+
+    async def read(
+        self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[Event]:
+        check_page_args(after_seq, until_seq, limit)
+        sql = "SELECT seq, type, v, payload::text, created_at FROM events WHERE session_id=%s AND seq>%s"
+        args: list[Any] = [session_id, after_seq]
+        if until_seq is not None:
+            sql += " AND seq<=%s"
+            args.append(until_seq)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        rows = await self._fetchall(sql, args)
+        if not rows and await self._fetchone("SELECT 1 FROM sessions WHERE id=%s", (session_id,)) is None:
+            raise session_not_found(session_id)
+        loads = json.loads
+        return [Event(session_id, r[0], r[1], loads(r[3]), r[4], r[2]) for r in rows]
+
+    async def dump(self) -> list[tuple[Any, ...]]:
+        ev = await self._fetchall(
+            "SELECT 'event', session_id, seq, type, v, payload::text, created_at FROM events ORDER BY global_pos"
+        )
+        ses = await self._fetchall(f"SELECT 'session', {_SESSION_COLUMNS} FROM sessions ORDER BY id")
+        return ev + ses
+
+    # -- snapshots -------------------------------------------------------------------------------
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        text = json.dumps(snapshot.state, ensure_ascii=False, separators=(",", ":"))
+        await self._ensure_open()
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO snapshots(session_id, name, version, upto_seq, state) VALUES (%s,%s,%s,%s,%s) "
+                "ON CONFLICT (session_id, name, version) DO UPDATE SET upto_seq=excluded.upto_seq, state=excluded.state "
+                "WHERE excluded.upto_seq > snapshots.upto_seq",
+                (snapshot.session_id, snapshot.name, snapshot.version, snapshot.upto_seq, text),
+            )
+
+    async def load_snapshot(self, session_id: str, name: str, version: int) -> Snapshot | None:
+        row = await self._fetchone(
+            "SELECT upto_seq, state FROM snapshots WHERE session_id=%s AND name=%s AND version=%s",
+            (session_id, name, version),
+        )
+        if row is None:
+            return None
+        return Snapshot(session_id, name, version, row[0], json.loads(row[1]))
+
+    async def delete_snapshots(self, session_id: str | None = None) -> int:
+        await self._ensure_open()
+        async with self._pool.connection() as conn:
+            if session_id is None:
+                cur = await conn.execute("DELETE FROM snapshots")
+            else:
+                cur = await conn.execute("DELETE FROM snapshots WHERE session_id=%s", (session_id,))
+            return cur.rowcount
+
+    # -- live notifications across processes -----------------------------------------------------
+    async def _notify(self, conn: Any, session_id: str, first: int, last: int) -> None:
+        payload = json.dumps({"o": self._origin, "k": "e", "s": session_id, "f": first, "l": last})
+        await conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload))
+
+    async def publish_chunk(self, session_id: str, data: dict[str, Any]) -> None:
+        self.broker.publish_chunk(session_id, data)
+        await self._ensure_open()
+        for part in _split_chunk(data):
+            payload = json.dumps({"o": self._origin, "k": "c", "s": session_id, "d": part}, ensure_ascii=False)
+            async with self._pool.connection() as conn:
+                await conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload))
+
+    async def _remote_listen(self) -> None:
+        """Start (once) the LISTEN task and wait until it is listening, so a subscriber that reads
+        the head right after this returns cannot miss a notification in between."""
+        await self._ensure_open()
+        if self._listener is None:
+            self._listening = asyncio.Event()
+            self._listener = asyncio.create_task(self._listen_loop(), name="rp-pg-listener")
+        assert self._listening is not None
+        done, _ = await asyncio.wait(
+            {asyncio.ensure_future(self._listening.wait()), self._listener}, return_when=asyncio.FIRST_COMPLETED
+        )
+        if self._listener.done() and self._listener.exception() is not None:
+            raise RpError("store.listen_failed", f"cannot LISTEN on PostgreSQL: {self._listener.exception()}")
+
+    async def _listen_loop(self) -> None:
+        assert self._listening is not None
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        try:
+            await conn.execute(f'LISTEN "{self._channel}"')
+            self._listening.set()
+            async for note in conn.notifies():
+                try:
+                    msg = json.loads(note.payload)
+                except ValueError:
+                    continue
+                if msg.get("o") == self._origin:
+                    continue
+                session_id = msg.get("s")
+                if not isinstance(session_id, str) or not self.broker.has_subscribers(session_id):
+                    continue
+                if msg.get("k") == "c":
+                    self.broker.publish_chunk(session_id, msg.get("d") or {})
+                elif msg.get("k") == "e":
+                    events = await self.read(session_id, after_seq=int(msg["f"]) - 1, until_seq=int(msg["l"]))
+                    self.broker.publish_events(session_id, events)
+        finally:
+            await conn.close()
+
+
+def _split_chunk(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Keep each NOTIFY under PostgreSQL's 8000-byte payload cap by splitting a long ``text``."""
+    encoded = json.dumps(data, ensure_ascii=False)
+    if len(encoded.encode("utf-8")) <= NOTIFY_LIMIT:
+        return [data]
+    text = data.get("text")
+    if not isinstance(text, str):
+        raise RpError("event.chunk_too_large", "a chunk without a splittable 'text' field exceeds the notify limit")
+    overhead = len(json.dumps({**data, "text": ""}, ensure_ascii=False).encode("utf-8"))
+    step = max(1, (NOTIFY_LIMIT - overhead) // 6)  # worst case: a control char escapes to 6 bytes
+    return [{**data, "text": text[i : i + step]} for i in range(0, len(text), step)]

@@ -1,0 +1,365 @@
+"""SQLite event store: one file, WAL mode, one writer thread per process (datasette's pattern).
+
+Writes are queued to a dedicated thread that owns the only write connection, so within a process
+they never contend; across processes ``BEGIN IMMEDIATE`` plus ``busy_timeout`` serialises them
+and the conditional head update makes the append a compare-and-swap. Reads run on worker threads
+with their own connections, which WAL lets proceed while a write is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from roleplay.clock import Clock, IdGenerator, system_clock, ulid_ids
+from roleplay.errors import RpError
+
+from ..events import Event
+from .base import (
+    EventStore,
+    PreparedEvent,
+    SessionFilter,
+    SessionRecord,
+    Snapshot,
+    check_page_args,
+    conflict,
+    session_not_found,
+)
+from .migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
+
+T = TypeVar("T")
+
+_SESSION_COLUMNS = "id, preset, parent_id, forked_from, forked_at_seq, workspace, title, archived, head_seq, created_at, updated_at"
+
+
+def _session(row: tuple[Any, ...]) -> SessionRecord:
+    return SessionRecord(
+        id=row[0],
+        preset=row[1],
+        parent_id=row[2],
+        forked_from=row[3],
+        forked_at_seq=row[4],
+        workspace=row[5],
+        title=row[6],
+        archived=bool(row[7]),
+        head_seq=row[8],
+        created_at=row[9],
+        updated_at=row[10],
+    )
+
+
+class SQLiteStore(EventStore):
+    dialect = "sqlite"
+
+    def __init__(self, path: str | Path, *, clock: Clock = system_clock, ids: IdGenerator = ulid_ids) -> None:
+        super().__init__(clock=clock, ids=ids)
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _enable_wal(self.path)
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._writer = threading.Thread(target=self._writer_loop, name=f"rp-sqlite-writer:{self.path.name}", daemon=True)
+        self._writer.start()
+        self._closed = False
+
+    # -- connections -----------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _writer_loop(self) -> None:
+        conn = self._connect()
+        try:
+            while True:
+                item = self._queue.get()
+                if item is None:
+                    return
+                fn, loop, fut = item
+                try:
+                    result: Any = fn(conn)
+                    outcome: tuple[bool, Any] = (True, result)
+                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    outcome = (False, exc)
+                try:
+                    loop.call_soon_threadsafe(_settle, fut, outcome)
+                except RuntimeError:
+                    pass  # the awaiting loop is gone; nothing to deliver to
+        finally:
+            conn.close()
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise RpError("store.closed", "the store is closed")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        self._queue.put((fn, loop, fut))
+        return await fut
+
+    def _reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise RpError("store.closed", "the store is closed")
+        return await asyncio.to_thread(lambda: fn(self._reader()))
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        await asyncio.to_thread(self._writer.join)
+        with self._readers_lock:
+            for conn in self._readers:
+                try:
+                    conn.close()
+                except sqlite3.ProgrammingError:
+                    pass  # created in another thread that already finished with it
+            self._readers.clear()
+
+    # -- migrations ------------------------------------------------------------------------------
+    async def migrate(self) -> list[int]:
+        now = self.now()
+
+        def run(conn: sqlite3.Connection) -> list[int]:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(MIGRATIONS_TABLE_SQLITE)
+            done = {r[0] for r in conn.execute("SELECT number FROM _migrations")}
+            applied = []
+            for m in MIGRATIONS:
+                if m.number in done:
+                    continue
+                for stmt in m.sqlite:
+                    conn.execute(stmt)
+                conn.execute("INSERT INTO _migrations(number, name, applied_at) VALUES (?,?,?)", (m.number, m.name, now))
+                applied.append(m.number)
+            conn.execute("COMMIT")
+            return applied
+
+        return await self._write(run)
+
+    async def schema_version(self) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name='_migrations'").fetchone()
+            if not exists:
+                return 0
+            return conn.execute("SELECT coalesce(max(number), 0) FROM _migrations").fetchone()[0]
+
+        return await self._read(run)
+
+    # -- sessions --------------------------------------------------------------------------------
+    async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                f"INSERT INTO sessions({_SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
+                    record.workspace, record.title, int(record.archived), record.head_seq, now, now,
+                ),
+            )
+            _insert_events(conn, record.id, 0, events, now)
+            conn.execute("COMMIT")
+
+        try:
+            await self._write(run)
+        except sqlite3.IntegrityError as exc:
+            raise RpError("session.exists", f"session {record.id!r} already exists") from exc
+
+    async def get_session(self, session_id: str) -> SessionRecord:
+        row = await self._read(
+            lambda c: c.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id=?", (session_id,)).fetchone()
+        )
+        if row is None:
+            raise session_not_found(session_id)
+        return _session(row)
+
+    async def list_sessions(self, flt: SessionFilter | None = None) -> list[SessionRecord]:
+        flt = flt or SessionFilter()
+        where, args = [], []
+        if flt.archived is not None:
+            where.append("archived=?")
+            args.append(int(flt.archived))
+        if flt.parent_id is not None:
+            where.append("parent_id=?")
+            args.append(flt.parent_id)
+        elif flt.roots_only:
+            where.append("parent_id IS NULL")
+        sql = f"SELECT {_SESSION_COLUMNS} FROM sessions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?"
+        rows = await self._read(lambda c: c.execute(sql, (*args, flt.limit, flt.offset)).fetchall())
+        return [_session(r) for r in rows]
+
+    async def _set_archived(self, session_id: str, archived: bool, now: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE sessions SET archived=?, updated_at=? WHERE id=?", (int(archived), now, session_id))
+
+        await self._write(run)
+
+    async def _fork(self, source: SessionRecord, record: SessionRecord, at_seq: int) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            head = conn.execute("SELECT head_seq FROM sessions WHERE id=?", (source.id,)).fetchone()
+            if head is None:
+                raise session_not_found(source.id)
+            conn.execute(
+                f"INSERT INTO sessions({_SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
+                    record.workspace, record.title, 0, at_seq, record.created_at, record.updated_at,
+                ),
+            )
+            conn.execute(
+                "INSERT INTO events(session_id, seq, type, v, payload, created_at) "
+                "SELECT ?, seq, type, v, payload, created_at FROM events WHERE session_id=? AND seq<=? ORDER BY seq",
+                (record.id, source.id, at_seq),
+            )
+            # A snapshot of the source that covers only the shared prefix is valid for the fork too.
+            conn.execute(
+                "INSERT INTO snapshots(session_id, name, version, upto_seq, state) "
+                "SELECT ?, name, version, upto_seq, state FROM snapshots WHERE session_id=? AND upto_seq<=?",
+                (record.id, source.id, at_seq),
+            )
+            conn.execute("COMMIT")
+
+        await self._write(run)
+
+    # -- events ----------------------------------------------------------------------------------
+    async def _append_rows(self, session_id: str, expected_seq: int, events: list[PreparedEvent], now: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT head_seq FROM sessions WHERE id=?", (session_id,)).fetchone()
+            if row is None:
+                raise session_not_found(session_id)
+            if row[0] != expected_seq:
+                raise conflict(session_id, expected_seq, row[0])
+            _insert_events(conn, session_id, expected_seq, events, now)
+            conn.execute(
+                "UPDATE sessions SET head_seq=?, updated_at=? WHERE id=? AND head_seq=?",
+                (expected_seq + len(events), now, session_id, expected_seq),
+            )
+            conn.execute("COMMIT")
+
+        await self._write(run)
+
+    async def read(
+        self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[Event]:
+        check_page_args(after_seq, until_seq, limit)
+
+        def run(conn: sqlite3.Connection) -> tuple[bool, list[tuple[Any, ...]]]:
+            sql = "SELECT seq, type, v, payload, created_at FROM events WHERE session_id=? AND seq>?"
+            args: list[Any] = [session_id, after_seq]
+            if until_seq is not None:
+                sql += " AND seq<=?"
+                args.append(until_seq)
+            sql += " ORDER BY seq"
+            if limit is not None:
+                sql += " LIMIT ?"
+                args.append(limit)
+            rows = conn.execute(sql, args).fetchall()
+            exists = bool(rows) or conn.execute("SELECT 1 FROM sessions WHERE id=?", (session_id,)).fetchone() is not None
+            return exists, rows
+
+        exists, rows = await self._read(run)
+        if not exists:
+            raise session_not_found(session_id)
+        loads = json.loads
+        return [Event(session_id, r[0], r[1], loads(r[3]), r[4], r[2]) for r in rows]
+
+    async def dump(self) -> list[tuple[Any, ...]]:
+        def run(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            ev = conn.execute("SELECT 'event', session_id, seq, type, v, payload, created_at FROM events ORDER BY global_pos").fetchall()
+            ses = conn.execute(f"SELECT 'session', {_SESSION_COLUMNS} FROM sessions ORDER BY id").fetchall()
+            return ev + ses
+
+        return await self._read(run)
+
+    # -- snapshots -------------------------------------------------------------------------------
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        text = json.dumps(snapshot.state, ensure_ascii=False, separators=(",", ":"))
+
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO snapshots(session_id, name, version, upto_seq, state) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(session_id, name, version) DO UPDATE SET upto_seq=excluded.upto_seq, state=excluded.state "
+                "WHERE excluded.upto_seq > snapshots.upto_seq",
+                (snapshot.session_id, snapshot.name, snapshot.version, snapshot.upto_seq, text),
+            )
+
+        await self._write(run)
+
+    async def load_snapshot(self, session_id: str, name: str, version: int) -> Snapshot | None:
+        row = await self._read(
+            lambda c: c.execute(
+                "SELECT upto_seq, state FROM snapshots WHERE session_id=? AND name=? AND version=?",
+                (session_id, name, version),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return Snapshot(session_id, name, version, row[0], json.loads(row[1]))
+
+    async def delete_snapshots(self, session_id: str | None = None) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            if session_id is None:
+                return conn.execute("DELETE FROM snapshots").rowcount
+            return conn.execute("DELETE FROM snapshots WHERE session_id=?", (session_id,)).rowcount
+
+        return await self._write(run)
+
+
+def _enable_wal(path: Path) -> None:
+    """WAL is a property of the file, set once. Switching needs an exclusive lock that SQLite
+    does not wait for through the busy handler, so several processes opening a new file at the
+    same moment retry here instead of failing."""
+    for attempt in range(200):
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() == "wal":
+                return
+        except sqlite3.OperationalError:
+            pass
+        finally:
+            conn.close()
+        time.sleep(0.01 * (1 + attempt % 10))
+    raise RpError("store.unavailable", f"cannot switch {path} to WAL mode: the database stays locked")
+
+
+def _insert_events(conn: sqlite3.Connection, session_id: str, start: int, events: list[PreparedEvent], now: str) -> None:
+    conn.executemany(
+        "INSERT INTO events(session_id, seq, type, v, payload, created_at) VALUES (?,?,?,?,?,?)",
+        [(session_id, start + i + 1, e.type, e.version, e.payload_json, now) for i, e in enumerate(events)],
+    )
+
+
+def _settle(fut: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    if fut.cancelled():
+        return
+    ok, value = outcome
+    if ok:
+        fut.set_result(value)
+    else:
+        fut.set_exception(value)

@@ -1,0 +1,145 @@
+"""The surface: the model-visible message list folded out of a session's events.
+
+Nodes come from ``user/message``, ``assistant/message`` and ``tool/result`` events. A message whose
+payload has ``surfaceOp: {op: "replace", range, targetMessageId}`` does not append; it rewrites
+the current surface:
+
+- ``range: "node"`` (an edit) swaps the one target node for the new message, which takes the
+  target's message id, so references to that message stay valid.
+- ``range: "suffix"`` (delete, regenerate) drops the target node and every node after it, then
+  appends the new message.
+- An assistant replacement with no visible content (the spec's ``deriveEventMessage() → null``)
+  contributes no node: an empty ``node`` replacement removes the node, an empty ``suffix``
+  replacement truncates.
+
+``compaction/checkpoint`` replaces the whole active surface with one summary node. The event log
+keeps every event; only the projection changes.
+
+The fold is pure and total: an op whose target is not on the surface is ignored here (the session
+service rejects such appends, so this only matters for hand-made logs) and counted in
+``ignoredOps`` so that the anomaly stays visible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .events import Event, is_empty_assistant
+from .projections import Projection
+
+SURFACE = "harness/surface"
+
+
+def initial_surface() -> dict[str, Any]:
+    return {"nodes": [], "ignoredOps": 0}
+
+
+def _node(event: Event) -> dict[str, Any] | None:
+    p = event.payload
+    if event.type == "user/message":
+        node = {"id": p["messageId"], "role": "user", "seq": event.seq, "content": p["content"]}
+    elif event.type == "assistant/message":
+        if is_empty_assistant(p):
+            return None
+        node = {"id": p["messageId"], "role": "assistant", "seq": event.seq, "content": p["content"]}
+        if p.get("toolCalls"):
+            node["toolCalls"] = p["toolCalls"]
+    elif event.type == "tool/result":
+        node = {
+            "id": f"tool:{p['callId']}",
+            "role": "tool",
+            "seq": event.seq,
+            "toolCallId": p["callId"],
+            "name": p["name"],
+            "content": p["content"],
+        }
+        if not p["ok"]:
+            node["isError"] = True
+        return node
+    else:
+        return None
+    if p.get("source") is not None:
+        node["source"] = p["source"]
+    return node
+
+
+def find_node(nodes: list[dict[str, Any]], message_id: str) -> int:
+    """Index of the node with ``message_id``, searching from the end (targets are usually recent)."""
+    for i in range(len(nodes) - 1, -1, -1):
+        if nodes[i]["id"] == message_id:
+            return i
+    return -1
+
+
+def apply_surface(state: dict[str, Any], event: Event) -> dict[str, Any]:
+    nodes: list[dict[str, Any]] = state["nodes"]
+    if event.type == "compaction/checkpoint":
+        p = event.payload
+        state["nodes"] = [
+            {
+                "id": p["checkpointId"],
+                "role": "user",
+                "kind": "compaction/summary",
+                "seq": event.seq,
+                "content": [{"type": "text", "text": p["summary"]}],
+            }
+        ]
+        return state
+    if event.type not in ("user/message", "assistant/message", "tool/result"):
+        return state
+    new = _node(event)
+    op = event.payload.get("surfaceOp") if event.type != "tool/result" else None
+    if not op:
+        if new is not None:
+            nodes.append(new)
+        return state
+    at = find_node(nodes, op["targetMessageId"])
+    if at < 0:
+        state["ignoredOps"] += 1
+        return state
+    if op["range"] == "node":
+        if new is None:
+            del nodes[at]
+        else:
+            old = nodes[at]
+            new["id"] = old["id"]
+            new["replaces"] = old.get("replaces", []) + [old["seq"]]
+            nodes[at] = new
+    else:
+        del nodes[at:]
+        if new is not None:
+            nodes.append(new)
+    return state
+
+
+surface_projection = Projection(name=SURFACE, version=1, initial=initial_surface, apply=apply_surface)
+
+
+def replaced_seqs(state: dict[str, Any], op: dict[str, Any]) -> list[int] | None:
+    """The event seqs whose nodes ``op`` would replace on this surface; None when the target is
+    not on the surface. Recorded as ``sourceEventSeqs`` so that owners of business entities can
+    be retired (suffix) or migrated (node) from the log alone."""
+    nodes = state["nodes"]
+    at = find_node(nodes, op["targetMessageId"])
+    if at < 0:
+        return None
+    span = [nodes[at]] if op["range"] == "node" else nodes[at:]
+    seqs: list[int] = []
+    for node in span:
+        seqs.extend(node.get("replaces", []))
+        seqs.append(node["seq"])
+    return sorted(seqs)
+
+
+def to_model_messages(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The surface as neutral chat messages (role, content, toolCalls, toolCallId)."""
+    out = []
+    for node in state["nodes"]:
+        msg: dict[str, Any] = {"role": node["role"], "content": node["content"]}
+        if "toolCalls" in node:
+            msg["toolCalls"] = node["toolCalls"]
+        if node["role"] == "tool":
+            msg["toolCallId"] = node["toolCallId"]
+            msg["name"] = node["name"]
+        out.append(msg)
+    return out

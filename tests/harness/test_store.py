@@ -1,0 +1,307 @@
+"""One conformance suite for the event store, run on SQLite and on PostgreSQL (see conftest)."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from typing import Any
+
+import pytest
+
+from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationError
+from roleplay.harness.events import EventDraft
+from roleplay.harness.store import EventStore, SessionFilter, Snapshot, open_store
+from roleplay.harness.store.migrations import LATEST
+
+pytestmark = pytest.mark.anyio
+
+
+def user(mid: str, text: str = "hi") -> EventDraft:
+    return EventDraft("user/message", {"messageId": mid, "content": [{"type": "text", "text": text}]})
+
+
+def assistant(mid: str, text: str = "hello") -> EventDraft:
+    return EventDraft("assistant/message", {"messageId": mid, "content": [{"type": "text", "text": text}]})
+
+
+async def test_migrate_is_idempotent_and_numbered(store: EventStore) -> None:
+    assert await store.schema_version() == LATEST
+    assert await store.migrate() == []
+
+
+async def test_fresh_store_reports_schema_zero_then_applies_all(make_store) -> None:  # type: ignore[no-untyped-def]
+    s = make_store()
+    try:
+        assert await s.schema_version() == 0
+        assert await s.migrate() == list(range(1, LATEST + 1))
+    finally:
+        await s.close()
+
+
+async def test_create_with_seed_and_read(store: EventStore) -> None:
+    rec = await store.create_session(preset="roleplay", title="T", workspace="w", events=[user("m1"), assistant("m2")])
+    assert rec.head_seq == 2 and rec.preset == "roleplay" and rec.title == "T" and rec.workspace == "w"
+    events = await store.read(rec.id)
+    assert [(e.seq, e.type, e.payload["messageId"]) for e in events] == [(1, "user/message", "m1"), (2, "assistant/message", "m2")]
+    assert (await store.get_session(rec.id)).head_seq == 2
+
+
+async def test_append_assigns_gapless_seqs(store: EventStore) -> None:
+    rec = await store.create_session(preset="p")
+    got = await store.append(rec.id, 0, [user("a"), assistant("b")])
+    assert [e.seq for e in got] == [1, 2]
+    got = await store.append(rec.id, 2, [user("c")])
+    assert got[0].seq == 3
+    assert [e.seq for e in await store.read(rec.id)] == [1, 2, 3]
+
+
+async def test_read_ranges(store: EventStore) -> None:
+    rec = await store.create_session(preset="p", events=[user(f"m{i}") for i in range(10)])
+    assert [e.seq for e in await store.read(rec.id, after_seq=7)] == [8, 9, 10]
+    assert [e.seq for e in await store.read(rec.id, after_seq=2, until_seq=5)] == [3, 4, 5]
+    assert [e.seq for e in await store.read(rec.id, after_seq=2, limit=2)] == [3, 4]
+    assert await store.read(rec.id, after_seq=10) == []
+    with pytest.raises(ValidationError) as exc:
+        await store.read(rec.id, after_seq=-1)
+    assert exc.value.code == "event.invalid_range"
+
+
+async def _assert_unchanged(store: EventStore, before: list[Any]) -> None:
+    assert await store.dump() == before
+
+
+async def test_stale_append_conflicts_and_writes_nothing(store: EventStore) -> None:
+    rec = await store.create_session(preset="p", events=[user("m1")])
+    before = await store.dump()
+    for stale in (0, 2, 7):
+        with pytest.raises(ConflictError) as exc:
+            await store.append(rec.id, stale, [assistant("x")])
+        assert exc.value.code == "event.seq_conflict"
+        assert exc.value.details["headSeq"] == 1
+    await _assert_unchanged(store, before)
+
+
+@pytest.mark.parametrize(
+    "draft, code, pointer",
+    [
+        (EventDraft("no/such", {}), "event.unknown_type", "/type"),
+        (EventDraft("user/message", {"messageId": "m"}), "event.invalid_payload", "/payload/content"),
+        (EventDraft("user/message", {"messageId": "m", "content": [{"type": "text"}]}), "event.invalid_payload", "/payload/content/0/text/text"),
+        (EventDraft("user/message", {"messageId": "m", "content": [], "bogus": 1}), "event.invalid_payload", "/payload/bogus"),
+        (EventDraft("turn/end", {"turnId": "t", "outcome": "exploded"}), "event.invalid_payload", "/payload/outcome"),
+        (EventDraft("command/done", {"commandId": "c", "kind": "maybe"}), "event.invalid_payload", "/payload/kind"),
+        (EventDraft("tool/result", "not an object"), "event.invalid_payload", "/payload"),  # type: ignore[arg-type]
+    ],
+)
+async def test_bad_events_are_rejected_and_write_nothing(store: EventStore, draft: EventDraft, code: str, pointer: str) -> None:
+    rec = await store.create_session(preset="p", events=[user("m1")])
+    before = await store.dump()
+    with pytest.raises(ValidationError) as exc:
+        await store.append(rec.id, 1, [draft])
+    assert exc.value.code == code
+    assert exc.value.pointer == pointer
+    await _assert_unchanged(store, before)
+
+
+async def test_one_bad_event_in_a_batch_rejects_the_whole_batch(store: EventStore) -> None:
+    rec = await store.create_session(preset="p")
+    before = await store.dump()
+    with pytest.raises(ValidationError) as exc:
+        await store.append(rec.id, 0, [user("ok"), EventDraft("user/message", {"messageId": 5, "content": []})])
+    assert exc.value.pointer == "/1/payload/messageId"
+    await _assert_unchanged(store, before)
+
+
+async def test_non_finite_numbers_are_rejected(store: EventStore) -> None:
+    rec = await store.create_session(preset="p")
+    before = await store.dump()
+    with pytest.raises(ValidationError) as exc:
+        await store.append(rec.id, 0, [EventDraft("command/run", {"commandId": "c", "name": "n", "args": {"x": float("nan")}})])
+    assert exc.value.code == "event.invalid_payload"
+    assert exc.value.pointer == "/payload/args/x"
+    nested: dict = {}
+    cur = nested
+    for _ in range(200):
+        cur["a"] = {}
+        cur = cur["a"]
+    with pytest.raises(ValidationError) as exc:
+        await store.append(rec.id, 0, [EventDraft("command/run", {"commandId": "c", "name": "n", "args": nested})])
+    assert exc.value.code == "event.too_deep"
+    await _assert_unchanged(store, before)
+
+
+async def test_unknown_session(store: EventStore) -> None:
+    await store.create_session(preset="p", events=[user("m1")])
+    before = await store.dump()
+    for call in (
+        lambda: store.append("ses_nope", 0, [user("x")]),
+        lambda: store.read("ses_nope"),
+        lambda: store.get_session("ses_nope"),
+        lambda: store.fork("ses_nope", 0),
+        lambda: store.set_archived("ses_nope"),
+    ):
+        with pytest.raises(NotFoundError) as exc:
+            await call()
+        assert exc.value.code == "session.not_found"
+    await _assert_unchanged(store, before)
+
+
+async def test_fork_holds_prefix_and_leaves_source_untouched(store: EventStore) -> None:
+    src = await store.create_session(preset="p", title="src", events=[user("m1"), assistant("m2"), user("m3")])
+    before = await store.read(src.id)
+    fork = await store.fork(src.id, 2)
+    assert (fork.forked_from, fork.forked_at_seq, fork.head_seq, fork.title) == (src.id, 2, 2, "src")
+    got = await store.read(fork.id)
+    assert [(e.seq, e.type, e.payload) for e in got] == [(e.seq, e.type, e.payload) for e in before[:2]]
+    await store.append(fork.id, 2, [assistant("f3")])
+    assert await store.read(src.id) == before
+    assert (await store.get_session(src.id)).head_seq == 3
+    empty = await store.fork(src.id, 0)
+    assert empty.head_seq == 0 and await store.read(empty.id) == []
+
+
+@pytest.mark.parametrize("at", [4, 99, -1])
+async def test_fork_past_the_end_is_rejected(store: EventStore, at: int) -> None:
+    src = await store.create_session(preset="p", events=[user("m1"), user("m2"), user("m3")])
+    before = await store.dump()
+    with pytest.raises(ValidationError) as exc:
+        await store.fork(src.id, at)
+    assert exc.value.code == "session.fork_out_of_range"
+    assert exc.value.details["headSeq"] == 3
+    await _assert_unchanged(store, before)
+
+
+async def test_list_archive_and_children(store: EventStore) -> None:
+    a = await store.create_session(preset="p", title="a")
+    b = await store.create_session(preset="p", title="b")
+    child = await store.create_session(preset="writer", parent_id=a.id)
+    assert {s.id for s in await store.list_sessions()} == {a.id, b.id, child.id}
+    await store.set_archived(b.id)
+    assert {s.id for s in await store.list_sessions()} == {a.id, child.id}
+    assert [s.id for s in await store.list_sessions(SessionFilter(archived=True))] == [b.id]
+    assert {s.id for s in await store.list_sessions(SessionFilter(archived=None))} == {a.id, b.id, child.id}
+    assert [s.id for s in await store.list_sessions(SessionFilter(parent_id=a.id))] == [child.id]
+    assert {s.id for s in await store.list_sessions(SessionFilter(roots_only=True))} == {a.id}
+    restored = await store.set_archived(b.id, False)
+    assert restored.archived is False
+
+
+async def test_child_of_unknown_parent_is_rejected(store: EventStore) -> None:
+    with pytest.raises(NotFoundError):
+        await store.create_session(preset="writer", parent_id="ses_missing")
+    assert await store.dump() == []
+
+
+async def test_events_cannot_be_updated_or_deleted(store: EventStore) -> None:
+    rec = await store.create_session(preset="p", events=[user("m1")])
+    if store.dialect == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(store.path)  # type: ignore[attr-defined]
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("UPDATE events SET type='x'")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("DELETE FROM events")
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store.url, autocommit=True) as conn:  # type: ignore[attr-defined]
+            with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+                conn.execute("UPDATE events SET type='x'")
+            with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+                conn.execute("DELETE FROM events")
+    assert len(await store.read(rec.id)) == 1
+
+
+async def test_snapshots_keep_the_newest(store: EventStore) -> None:
+    rec = await store.create_session(preset="p")
+    await store.save_snapshot(Snapshot(rec.id, "x", 1, 5, {"n": 5}))
+    await store.save_snapshot(Snapshot(rec.id, "x", 1, 3, {"n": 3}))  # older: ignored
+    snap = await store.load_snapshot(rec.id, "x", 1)
+    assert snap is not None and (snap.upto_seq, snap.state) == (5, {"n": 5})
+    assert await store.load_snapshot(rec.id, "x", 2) is None
+    assert await store.delete_snapshots(rec.id) == 1
+    assert await store.load_snapshot(rec.id, "x", 1) is None
+
+
+async def test_unicode_and_nested_payload_round_trip(store: EventStore) -> None:
+    text = "你好，世界 🌸 \"quoted\" \\ back\nslash \u2028"
+    rec = await store.create_session(preset="p")
+    await store.append(rec.id, 0, [EventDraft("command/run", {"commandId": "c1", "name": "x", "args": {"t": text, "n": [1, {"a": None}]}})])
+    (ev,) = await store.read(rec.id)
+    assert ev.payload["args"] == {"t": text, "n": [1, {"a": None}]}
+
+
+async def test_session_record_survives_reopen(make_store) -> None:  # type: ignore[no-untyped-def]
+    s = make_store()
+    await s.migrate()
+    rec = await s.create_session(preset="p", events=[user("m1")])
+    await s.close()
+    s2 = make_store()
+    try:
+        assert (await s2.get_session(rec.id)).head_seq == 1
+        with pytest.raises(RpError):
+            await s2.create_session(preset="p", session_id=rec.id)
+    finally:
+        await s2.close()
+
+
+# -- concurrency ----------------------------------------------------------------------------------
+
+
+def _writer_process(url: str, session_id: str, n: int, worker: int) -> int:
+    """Append ``n`` events one by one with CAS retries; return the number of conflicts seen."""
+
+    async def run() -> int:
+        store = open_store(url)
+        conflicts = 0
+        try:
+            done = 0
+            while done < n:
+                head = await store.head(session_id)
+                try:
+                    await store.append(session_id, head, [user(f"w{worker}-{done}")])
+                    done += 1
+                except ConflictError:
+                    conflicts += 1
+        finally:
+            await store.close()
+        return conflicts
+
+    return asyncio.run(run())
+
+
+@pytest.mark.slow
+async def test_four_processes_append_gapless(store: EventStore, store_url: str) -> None:
+    rec = await store.create_session(preset="p")
+    ctx = multiprocessing.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    with ctx.Pool(4) as pool:
+        results = [pool.apply_async(_writer_process, (store_url, rec.id, 100, w)) for w in range(4)]
+        await loop.run_in_executor(None, lambda: [r.get(timeout=240) for r in results])
+    events = await store.read(rec.id)
+    assert [e.seq for e in events] == list(range(1, 401))
+    ids = [e.payload["messageId"] for e in events]
+    assert len(set(ids)) == 400
+    for w in range(4):  # each writer's own appends stay in its order
+        mine = [int(i.split("-")[1]) for i in ids if i.startswith(f"w{w}-")]
+        assert mine == list(range(100))
+    assert (await store.get_session(rec.id)).head_seq == 400
+
+
+async def test_concurrent_appends_in_one_process(store: EventStore) -> None:
+    rec = await store.create_session(preset="p")
+
+    async def writer(w: int) -> None:
+        done = 0
+        while done < 25:
+            head = await store.head(rec.id)
+            try:
+                await store.append(rec.id, head, [user(f"w{w}-{done}")])
+                done += 1
+            except ConflictError:
+                await asyncio.sleep(0)
+
+    await asyncio.gather(*(writer(w) for w in range(4)))
+    assert [e.seq for e in await store.read(rec.id)] == list(range(1, 101))
