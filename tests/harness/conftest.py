@@ -7,7 +7,8 @@ tests never see each other's rows and the schema is dropped afterwards.
 from __future__ import annotations
 
 import secrets
-from typing import AsyncIterator, Callable
+from contextlib import contextmanager
+from typing import AsyncIterator, Callable, Iterator
 from urllib.parse import quote
 
 import pytest
@@ -27,11 +28,8 @@ def _schema_url(base: str, schema: str) -> str:
     return f"{base}{sep}options={quote(f'-csearch_path={schema}')}"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path) -> str:  # type: ignore[no-untyped-def]
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'rp.db'}"
-        return
+@contextmanager
+def fresh_pg_schema() -> Iterator[str]:
     import psycopg
 
     base = postgres_url_or_skip()
@@ -43,6 +41,22 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> str:  # type: ignore[
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'rp.db'}"
+        return
+    with fresh_pg_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema, for tests of PostgreSQL-only behaviour."""
+    with fresh_pg_schema() as url:
+        yield url
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from .store.base import EventStore, SessionFilter, SessionRecord
 from .surface import SURFACE, apply_surface, find_node, initial_surface, replaced_seqs, surface_projection
 
 MAX_CAS_RETRIES = 50
-_BATCH_SEQ_BASE = 10**15
+SURFACE_TYPES = MESSAGE_TYPES | {"tool/result", "compaction/checkpoint"}
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class SessionService:
         """
         session_id = session_id or self.ids("ses_")
         drafts = list(seed)
-        stamped = self._stamp_surface_ops(initial_surface(), drafts)
+        stamped = self._stamp_surface_ops(initial_surface(), 0, drafts)
         for spec in setup:
             command_id = self.ids("cmd_")
             ok, value = self.commands.execute(spec, CommandContext(session_id, command_id))
@@ -95,7 +95,7 @@ class SessionService:
                     from .store.base import conflict
 
                     raise conflict(session_id, expected_seq, head)
-            drafts = self._stamp_surface_ops(loaded.state, drafts)
+            drafts = self._stamp_surface_ops(loaded.state, expected_seq, drafts)
         return await self.store.append(session_id, expected_seq, drafts)
 
     async def append_retrying(self, session_id: str, drafts: Sequence[EventDraft]) -> list[Event]:
@@ -109,19 +109,29 @@ class SessionService:
                 continue
         raise RpError("event.contended", f"could not append to {session_id} after {MAX_CAS_RETRIES} conflicts")
 
-    def _stamp_surface_ops(self, surface: dict[str, Any], drafts: list[EventDraft]) -> list[EventDraft]:
+    def _stamp_surface_ops(self, surface: dict[str, Any], head: int, drafts: list[EventDraft]) -> list[EventDraft]:
         """Validate message drafts against the surface they would apply to, in batch order, and
-        record which event seqs each replacement replaces. Raises before anything is written."""
+        record which event seqs each replacement replaces. Batch members will get seqs
+        ``head + 1 …`` (the append is a CAS at ``head``), so a replacement may target a message
+        earlier in the same batch. Raises before anything is written."""
         out: list[EventDraft] = []
-        pending_seq = _BATCH_SEQ_BASE  # batch members have no seq yet: placeholders above any real one
         for i, draft in enumerate(drafts):
-            if not isinstance(draft, EventDraft) or draft.type not in MESSAGE_TYPES:
+            if not isinstance(draft, EventDraft) or draft.type not in SURFACE_TYPES:
                 out.append(draft)
                 continue
-            payload = validate_payload(draft.type, draft.payload, index=i if len(drafts) > 1 else None)
-            op = payload.get("surfaceOp")
             prefix = f"/{i}" if len(drafts) > 1 else ""
+            payload = validate_payload(draft.type, draft.payload, index=i if len(drafts) > 1 else None)
+            op = payload.get("surfaceOp") if draft.type in MESSAGE_TYPES else None
             if op:
+                at = find_node(surface["nodes"], op["targetMessageId"])
+                if at >= 0 and surface["nodes"][at].get("kind") == "compaction/summary":
+                    # The spec: a checkpoint carries surface ownership of what it replaced, so it
+                    # has no ordinary edit, delete or regenerate; forking before it is the way back.
+                    raise ValidationError(
+                        "surface.target_not_replaceable",
+                        "a compaction summary cannot be edited, deleted or regenerated; fork before the checkpoint instead",
+                        pointer=f"{prefix}/payload/surfaceOp/targetMessageId",
+                    )
                 seqs = replaced_seqs(surface, op)
                 if seqs is None:
                     raise ValidationError(
@@ -129,21 +139,14 @@ class SessionService:
                         f"message {op['targetMessageId']!r} is not on the current surface",
                         pointer=f"{prefix}/payload/surfaceOp/targetMessageId",
                     )
-                if any(s > _BATCH_SEQ_BASE for s in seqs):
-                    raise ValidationError(
-                        "surface.target_in_batch",
-                        "a replacement cannot target a message appended in the same batch",
-                        pointer=f"{prefix}/payload/surfaceOp/targetMessageId",
-                    )
                 payload["surfaceOp"]["sourceEventSeqs"] = seqs
-            elif find_node(surface["nodes"], payload["messageId"]) >= 0:
+            elif draft.type in MESSAGE_TYPES and find_node(surface["nodes"], payload["messageId"]) >= 0:
                 raise ValidationError(
                     "surface.duplicate_message_id",
                     f"message id {payload['messageId']!r} is already on the surface; replace it with a surfaceOp",
                     pointer=f"{prefix}/payload/messageId",
                 )
-            pending_seq += 1
-            apply_surface(surface, Event("", pending_seq, draft.type, payload, ""))
+            apply_surface(surface, Event("", head + i + 1, draft.type, payload, ""))
             out.append(EventDraft(draft.type, payload))
         return out
 

@@ -1,0 +1,168 @@
+"""SessionService: creation with seed and setup commands, validated replacements, commands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from roleplay.errors import ConflictError, NotFoundError, ValidationError
+from roleplay.harness.commands import CommandContext, CommandRegistry, CommandSpec, successful_commands
+from roleplay.harness.events import EventDraft
+from roleplay.harness.sessions import SessionService
+from roleplay.harness.store import EventStore
+
+pytestmark = pytest.mark.anyio
+
+
+def text_msg(role: str, mid: str, text: str, op: dict[str, Any] | None = None) -> EventDraft:
+    payload: dict[str, Any] = {"messageId": mid, "content": [{"type": "text", "text": text}] if text else []}
+    if op:
+        payload["surfaceOp"] = op
+    return EventDraft(f"{role}/message", payload)
+
+
+def set_title(args: dict[str, Any], ctx: CommandContext) -> dict[str, Any]:
+    title = args.get("title")
+    if not isinstance(title, str) or not title:
+        raise ValidationError("demo.bad_title", "title must be a non-empty string", pointer="/title")
+    return {"title": title.strip()}
+
+
+@pytest.fixture
+def service(store: EventStore) -> SessionService:
+    commands = CommandRegistry()
+    commands.register("demo-set-title", set_title)
+    return SessionService(store, commands=commands)
+
+
+async def test_create_with_seed_and_setup_commands(service: SessionService) -> None:
+    rec = await service.create(
+        "roleplay",
+        title="story",
+        seed=[text_msg("assistant", "open", "Once upon a time.")],
+        setup=[CommandSpec("demo-set-title", {"title": " Tale "}), CommandSpec("demo-set-title", {"title": ""})],
+    )
+    events = await service.events(rec.id)
+    assert [e.type for e in events] == ["assistant/message", "command/run", "command/done", "command/run", "command/done"]
+    assert events[2].payload["kind"] == "success" and events[2].payload["result"] == {"title": "Tale"}
+    assert events[4].payload["kind"] == "error" and events[4].payload["error"]["code"] == "demo.bad_title"
+    ok = successful_commands(events)
+    assert [(run.payload["args"], done.payload["result"]) for run, done in ok] == [({"title": " Tale "}, {"title": "Tale"})]
+    cmds = (await service.projection(rec.id, "harness/commands")).state
+    assert [c["result"] for c in cmds["succeeded"]] == [{"title": "Tale"}]
+    assert cmds["failed"][0]["error"]["pointer"] == "/title"
+
+
+async def test_unknown_setup_command_creates_nothing(service: SessionService, store: EventStore) -> None:
+    with pytest.raises(NotFoundError) as exc:
+        await service.create("p", setup=[CommandSpec("no-such-command")])
+    assert exc.value.code == "command.unknown"
+    assert await store.dump() == []
+
+
+async def test_command_counts_only_after_success_done(service: SessionService) -> None:
+    rec = await service.create("p")
+    # A run whose done never came (crash) and a done without a run do not count.
+    await service.append(rec.id, [EventDraft("command/run", {"commandId": "c1", "name": "demo-set-title", "args": {"title": "x"}})], expected_seq=0)
+    await service.append(rec.id, [EventDraft("command/done", {"commandId": "c9", "kind": "success", "result": 1})], expected_seq=1)
+    assert successful_commands(await service.events(rec.id)) == []
+    outcome = await service.run_command(rec.id, "demo-set-title", {"title": "ok"})
+    assert outcome.ok and outcome.result == {"title": "ok"}
+    failed = await service.run_command(rec.id, "demo-set-title", {"title": 3})
+    assert not failed.ok and failed.error is not None and failed.error["code"] == "demo.bad_title"
+    state = (await service.projection(rec.id, "harness/commands")).state
+    assert [c["commandId"] for c in state["succeeded"]] == [outcome.command_id]
+    assert list(state["pending"]) == ["c1"]
+
+
+async def test_run_command_with_stale_expected_seq_writes_nothing(service: SessionService, store: EventStore) -> None:
+    rec = await service.create("p", seed=[text_msg("user", "u", "x")])
+    before = await store.dump()
+    with pytest.raises(ConflictError):
+        await service.run_command(rec.id, "demo-set-title", {"title": "x"}, expected_seq=0)
+    with pytest.raises(NotFoundError):
+        await service.run_command(rec.id, "nope", {})
+    assert await store.dump() == before
+
+
+async def test_replacement_is_stamped_with_source_event_seqs(service: SessionService) -> None:
+    rec = await service.create("p", seed=[text_msg("user", "u1", "a"), text_msg("assistant", "a1", "b"), text_msg("user", "u2", "c"), text_msg("assistant", "a2", "d")])
+    (edit,) = await service.append(rec.id, [text_msg("assistant", "e1", "B", {"op": "replace", "range": "node", "targetMessageId": "a1"})], expected_seq=4)
+    assert edit.payload["surfaceOp"]["sourceEventSeqs"] == [2]
+    (delete,) = await service.append(rec.id, [text_msg("assistant", "d1", "", {"op": "replace", "range": "suffix", "targetMessageId": "a1"})], expected_seq=5)
+    assert delete.payload["surfaceOp"]["sourceEventSeqs"] == [2, 3, 4, 5]
+    surface = await service.surface(rec.id)
+    assert [n["id"] for n in surface["nodes"]] == ["u1"]
+
+
+async def test_replacement_of_a_message_not_on_the_surface_is_rejected(service: SessionService, store: EventStore) -> None:
+    rec = await service.create("p", seed=[text_msg("user", "u1", "a")])
+    before = await store.dump()
+    with pytest.raises(ValidationError) as exc:
+        await service.append(rec.id, [text_msg("assistant", "x", "y", {"op": "replace", "range": "suffix", "targetMessageId": "ghost"})], expected_seq=1)
+    assert exc.value.code == "surface.target_not_found" and exc.value.pointer == "/payload/surfaceOp/targetMessageId"
+    with pytest.raises(ValidationError) as exc:
+        await service.append(rec.id, [text_msg("user", "u1", "dup")], expected_seq=1)
+    assert exc.value.code == "surface.duplicate_message_id"
+    with pytest.raises(ValidationError) as exc:
+        await service.append(
+            rec.id,
+            [text_msg("user", "n1", "a"), text_msg("user", "n2", "b", {"op": "replace", "range": "node", "targetMessageId": "zz"})],
+            expected_seq=1,
+        )
+    assert exc.value.code == "surface.target_not_found" and exc.value.pointer == "/1/payload/surfaceOp/targetMessageId"
+    with pytest.raises(ConflictError):
+        await service.append(rec.id, [text_msg("user", "u9", "x")], expected_seq=0)
+    assert await store.dump() == before
+
+
+async def test_replacement_may_target_a_message_earlier_in_the_same_batch(service: SessionService) -> None:
+    rec = await service.create("p", seed=[text_msg("user", "u1", "a")])
+    events = await service.append(
+        rec.id,
+        [text_msg("assistant", "a1", "draft"), text_msg("assistant", "a1e", "final", {"op": "replace", "range": "node", "targetMessageId": "a1"})],
+        expected_seq=1,
+    )
+    assert events[1].payload["surfaceOp"]["sourceEventSeqs"] == [2]
+    assert [n["seq"] for n in (await service.surface(rec.id))["nodes"]] == [1, 3]
+
+
+async def test_compaction_summary_cannot_be_replaced(service: SessionService, store: EventStore) -> None:
+    rec = await service.create("p", seed=[text_msg("user", "u1", "a"), EventDraft("compaction/checkpoint", {"checkpointId": "cp", "summary": "s"})])
+    before = await store.dump()
+    with pytest.raises(ValidationError) as exc:
+        await service.append(rec.id, [text_msg("assistant", "d", "", {"op": "replace", "range": "suffix", "targetMessageId": "cp"})], expected_seq=2)
+    assert exc.value.code == "surface.target_not_replaceable"
+    assert await store.dump() == before
+
+
+async def test_seed_replacements_are_validated_too(service: SessionService, store: EventStore) -> None:
+    with pytest.raises(ValidationError) as exc:
+        await service.create("p", seed=[text_msg("assistant", "x", "y", {"op": "replace", "range": "node", "targetMessageId": "ghost"})])
+    assert exc.value.code == "surface.target_not_found"
+    assert await store.dump() == []
+
+
+async def test_children_fork_and_archive(service: SessionService) -> None:
+    parent = await service.create("roleplay", seed=[text_msg("user", "u1", "a"), text_msg("assistant", "a1", "b")])
+    w1 = await service.create("writer", parent_id=parent.id)
+    w2 = await service.create("writer", parent_id=parent.id)
+    assert {c.id for c in await service.children(parent.id)} == {w1.id, w2.id}
+    assert {s.id for s in await service.list(roots_only=True)} == {parent.id}
+    fork = await service.fork(parent.id, 1, title="branch")
+    assert [n["id"] for n in (await service.surface(fork.id))["nodes"]] == ["u1"]
+    assert [n["id"] for n in (await service.surface(parent.id))["nodes"]] == ["u1", "a1"]
+    await service.archive(fork.id)
+    assert fork.id not in {s.id for s in await service.list()}
+    with pytest.raises(NotFoundError):
+        await service.children("ses_missing")
+
+
+def test_registry_rejects_duplicate_registration() -> None:
+    reg = CommandRegistry()
+    reg.register("x", set_title)
+    reg.register("x", set_title)  # same handler again: harmless
+    with pytest.raises(ValidationError):
+        reg.register("x", lambda a, c: None)
+    assert reg.names() == ["x"]
