@@ -1,2 +1,33 @@
-def main():
-    pass
+"""``rp``: the command-line interface. Each feature contributes its own command group."""
+
+from __future__ import annotations
+
+import click
+
+from roleplay import __version__
+from roleplay.cli_context import CliState
+from roleplay.harness.cli import db, sessions
+
+
+@click.group()
+@click.version_option(__version__, prog_name="rp")
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False),
+    envvar="RP_HOME",
+    help="Data directory (default: $RP_HOME or the platform data dir). $RP_DATABASE_URL selects PostgreSQL.",
+)
+@click.pass_context
+def cli(ctx: click.Context, home: str | None) -> None:
+    """roleplay: long-form AI roleplay with a replayable event log."""
+    state = ctx.ensure_object(CliState)
+    if state.home is None:
+        state.home = home
+
+
+cli.add_command(db)
+cli.add_command(sessions)
+
+
+def main() -> None:
+    cli(obj=CliState())

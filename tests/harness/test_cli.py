@@ -1,0 +1,111 @@
+"""``rp db`` and ``rp sessions`` end to end through click, on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from roleplay.cli import cli
+from roleplay.cli_context import CliState
+from roleplay.harness.events import EventDraft
+from roleplay.harness.store import open_store
+
+
+def invoke(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), env=env, obj=CliState())
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def env(store_url: str, tmp_path: Path) -> dict[str, str]:
+    return {"RP_DATABASE_URL": store_url, "RP_HOME": str(tmp_path / "home")}
+
+
+def seed(store_url: str) -> tuple[str, str]:
+    async def go() -> tuple[str, str]:
+        store = open_store(store_url)
+        await store.migrate()
+        try:
+            rec = await store.create_session(
+                preset="roleplay",
+                title="Tea party",
+                events=[
+                    EventDraft("user/message", {"messageId": "u1", "content": [{"type": "text", "text": "Hello there"}]}),
+                    EventDraft("assistant/message", {"messageId": "a1", "content": [{"type": "text", "text": "General Kenobi"}]}),
+                    EventDraft("command/run", {"commandId": "c1", "name": "x", "args": {}}),
+                ],
+            )
+            child = await store.create_session(preset="writer", parent_id=rec.id)
+            return rec.id, child.id
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def test_db_migrate_is_idempotent(env: dict[str, str]) -> None:
+    code, out, _ = invoke(env, "db", "migrate", "--json")
+    assert code == 0 and json.loads(out)["applied"] == [1, 2]
+    code, out, _ = invoke(env, "db", "migrate", "--json")
+    assert code == 0 and json.loads(out) | {"database": None} == {"database": None, "applied": [], "schemaVersion": 2}
+
+
+def test_sessions_list_show_events_fork_archive(env: dict[str, str], store_url: str) -> None:
+    sid, child = seed(store_url)
+    code, out, _ = invoke(env, "sessions", "list", "--json")
+    assert code == 0 and {s["id"] for s in json.loads(out)} == {sid, child}
+    code, out, _ = invoke(env, "sessions", "list", "--roots", "--json")
+    assert [s["id"] for s in json.loads(out)] == [sid]
+    code, out, _ = invoke(env, "sessions", "list", "--parent", sid, "--json")
+    assert [s["id"] for s in json.loads(out)] == [child]
+
+    code, out, _ = invoke(env, "sessions", "show", sid, "--json")
+    shown = json.loads(out)
+    assert shown["title"] == "Tea party" and shown["headSeq"] == 3
+    assert [c["id"] for c in shown["children"]] == [child]
+    assert [n["id"] for n in shown["surface"]] == ["u1", "a1"]
+    code, out, _ = invoke(env, "sessions", "show", sid)
+    assert code == 0 and "General Kenobi" in out and "children: " + child in out
+
+    code, out, _ = invoke(env, "sessions", "events", sid, "--after", "1", "--json")
+    assert [e["seq"] for e in json.loads(out)] == [2, 3]
+    code, out, _ = invoke(env, "sessions", "events", sid, "--until", "1")
+    assert code == 0 and "user/message" in out and "assistant/message" not in out
+
+    code, out, _ = invoke(env, "sessions", "fork", sid, "--at", "2", "--title", "branch", "--json")
+    fork = json.loads(out)
+    assert (fork["forkedFrom"], fork["forkedAtSeq"], fork["headSeq"], fork["title"]) == (sid, 2, 2, "branch")
+
+    code, out, _ = invoke(env, "sessions", "archive", fork["id"], "--json")
+    assert code == 0 and json.loads(out)["archived"] is True
+    code, out, _ = invoke(env, "sessions", "list", "--json")
+    assert fork["id"] not in {s["id"] for s in json.loads(out)}
+    code, out, _ = invoke(env, "sessions", "list", "--archived", "--json")
+    assert [s["id"] for s in json.loads(out)] == [fork["id"]]
+    code, out, _ = invoke(env, "sessions", "archive", fork["id"], "--undo")
+    assert code == 0 and out.startswith("unarchived")
+
+
+def test_errors_have_codes_and_exit_1(env: dict[str, str], store_url: str) -> None:
+    sid, _ = seed(store_url)
+    code, out, err = invoke(env, "sessions", "fork", sid, "--at", "9")
+    assert code == 1 and "error [session.fork_out_of_range]" in err and "Traceback" not in err
+    code, out, _ = invoke(env, "sessions", "fork", sid, "--at", "9", "--json")
+    assert code == 1 and json.loads(out)["error"]["code"] == "session.fork_out_of_range"
+    code, out, err = invoke(env, "sessions", "events", "ses_nope")
+    assert code == 1 and "session.not_found" in err
+
+
+def test_home_option_on_the_command_beats_the_environment(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    env = {"RP_HOME": str(a), "RP_DATABASE_URL": ""}
+    assert invoke(env, "db", "migrate")[0] == 0
+    assert (a / "roleplay.db").exists() and not b.exists()
+    assert invoke(env, "sessions", "list", "--home", str(b))[0] == 0
+    assert (b / "roleplay.db").exists()
+    assert invoke(env, "--home", str(tmp_path / "c"), "db", "migrate")[0] == 0
+    assert (tmp_path / "c" / "roleplay.db").exists()
