@@ -1,0 +1,44 @@
+"""The built-in 通用叙事 (general narrative) writing style, created on first initialisation and
+marked default.
+
+Text lives in ``seed_general_narrative.json`` (package data), written for this project from the
+spec: it is tied to no genre or tone and only covers expression — third-person limited point of
+view, sentence rhythm, narrative focus, action and space, dialogue weaving, sensory selection and
+rhetorical restraint. Immersion, continuity, character autonomy, plot progress and closure are the
+example preset's job (its 写作指导 field), so the two never give competing orders.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any, Mapping
+
+from roleplay.assets.seeding import SeedSpec
+
+from .model import KIND, parse_writing_style
+
+SEED_KEY = "rp.seed.writing-style.general-narrative"
+SEED_VERSION = 1
+
+
+def _normalize(data: Any) -> Mapping[str, Any]:
+    return parse_writing_style(data).to_json_dict()
+
+
+def _load() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("seed_general_narrative.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+GENERAL_NARRATIVE_SEED = SeedSpec(
+    kind=KIND,
+    key=SEED_KEY,
+    version=SEED_VERSION,
+    content=_load(),
+    normalize=_normalize,
+    make_default=True,
+    legacy_hashes=frozenset(),
+)
+
+__all__ = ["GENERAL_NARRATIVE_SEED", "SEED_KEY", "SEED_VERSION"]
