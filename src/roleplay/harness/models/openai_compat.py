@@ -1,0 +1,292 @@
+"""A ``ChatModel`` for any OpenAI-compatible Chat Completions endpoint, on ``openai.AsyncOpenAI``.
+
+Always streams: the loop shows deltas live, and ``complete()`` drains the same path, so there is one
+response-assembly code path to get right. The SDK's own retries are off (``max_retries=0``) so
+that every retry is ours: counted, logged as a warning, and slept through an injectable ``sleep``.
+Retries only happen before the first byte of a stream; once deltas reached the caller a retry
+would duplicate them, so a mid-stream failure is raised as is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import openai
+
+from roleplay.errors import RpError
+
+from .failures import RetryPolicy, is_retryable, map_error, retry_after_seconds
+from .types import (
+    Capabilities,
+    Completed,
+    ModelRequest,
+    ModelResponse,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+)
+from .wire import messages_to_wire, tool_choice_to_wire, tools_to_wire, usage_from_wire
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass
+class PreparedRequest:
+    """What will be sent: the base URL chosen for this request and the SDK keyword arguments."""
+
+    base_url: str
+    kwargs: dict[str, Any]
+    thinking: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+def beta_url_for(base_url: str) -> str:
+    """DeepSeek's beta lives beside ``/v1``, not under it: ``https://api.deepseek.com/beta``."""
+    root = base_url.rstrip("/")
+    if root.endswith("/v1"):
+        root = root[: -len("/v1")]
+    return root + "/beta"
+
+
+class OpenAICompatModel:
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str | None,
+        provider: str = "openai",
+        label: str | None = None,
+        capabilities: Capabilities | None = None,
+        thinking_default: bool = False,
+        beta_base_url: str | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Sleep | None = None,
+        timeout: float = 300.0,
+        connect_timeout: float = 10.0,
+        default_max_tokens: int | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.label = label or f"{provider}/{model}"
+        self.capabilities = capabilities or Capabilities()
+        self.base_url = base_url.rstrip("/")
+        self.beta_base_url = (beta_base_url or beta_url_for(self.base_url)).rstrip("/")
+        # Whether thinking is on when a request names no effort: a property of the model (DeepSeek
+        # V4 defaults to thinking; the legacy ``deepseek-chat`` alias does not).
+        self.thinking_default = thinking_default
+        self.retry = retry or RetryPolicy()
+        self._sleep: Sleep = sleep or asyncio.sleep
+        self._timeout = openai.Timeout(timeout, connect=connect_timeout)
+        self.default_max_tokens = default_max_tokens
+        # Local servers (Ollama, llama.cpp) take no key, but the SDK insists on a non-empty one.
+        self._api_key = api_key or "no-key"
+        self._clients: dict[str, openai.AsyncOpenAI] = {}
+
+    def __repr__(self) -> str:
+        # Never show the key, even in debug output.
+        return f"OpenAICompatModel(provider={self.provider!r}, model={self.model!r}, base_url={self.base_url!r})"
+
+    def prepare(self, request: ModelRequest) -> PreparedRequest:
+        caps = self.capabilities
+        warnings: list[str] = []
+        effort = request.reasoning_effort
+        thinking = self.thinking_default if effort is None else effort != "none"
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages_to_wire(request.messages, caps),
+            "stream": True,
+        }
+        if caps.supports_stream_usage:
+            kwargs["stream_options"] = {"include_usage": True}
+        extra_body: dict[str, Any] = {}
+        base_url = self.base_url
+        if request.tools:
+            kwargs["tools"] = tools_to_wire(request.tools, caps)
+            choice = request.tool_choice
+            forced = choice == "required" or isinstance(choice, dict)
+            if forced and thinking and not caps.supports_tool_choice_in_thinking:
+                warnings.append(f"tool_choice {choice!r} is not supported in thinking mode; sent 'auto' instead")
+                choice = "auto"
+            kwargs["tool_choice"] = tool_choice_to_wire(choice)
+            if caps.strict_tools_need_beta_base_url and caps.supports_strict_tools and any(t.strict for t in request.tools):
+                base_url = self.beta_base_url
+        max_tokens = request.max_tokens or self.default_max_tokens
+        if max_tokens is not None:
+            kwargs[caps.max_tokens_param] = max_tokens
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if effort is not None:
+            if caps.thinking_via_extra_body:
+                extra_body["thinking"] = {"type": "enabled" if thinking else "disabled"}
+            # With a thinking switch, "none" is said by the switch and no effort is sent.
+            mapped = _map_effort(effort, caps) if thinking or not caps.thinking_via_extra_body else None
+            if mapped is not None:
+                kwargs["reasoning_effort"] = mapped
+        extra_body.update(request.extra)
+        if extra_body:
+            kwargs["extra_body"] = extra_body
+        return PreparedRequest(base_url=base_url, kwargs=kwargs, thinking=thinking, warnings=warnings)
+
+    def _client(self, base_url: str) -> openai.AsyncOpenAI:
+        client = self._clients.get(base_url)
+        if client is None:
+            client = openai.AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=base_url,
+                max_retries=0,
+                timeout=self._timeout,
+            )
+            self._clients[base_url] = client
+        return client
+
+    async def aclose(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            await client.close()
+
+    def _error(self, exc: BaseException, base_url: str, attempts: int) -> RpError:
+        return map_error(
+            exc,
+            provider=self.provider,
+            model=self.model,
+            base_url=base_url,
+            caps=self.capabilities,
+            api_key=self._api_key,
+            attempts=attempts,
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        prepared = self.prepare(request)
+        client = self._client(prepared.base_url)
+        attempts = 0
+        retried: list[str] = []
+        while True:
+            attempts += 1
+            try:
+                sdk_stream = await client.chat.completions.create(**prepared.kwargs)
+                break
+            except openai.OpenAIError as exc:
+                if is_retryable(exc) and attempts <= self.retry.max_retries:
+                    retried.append(_failure_name(exc))
+                    await self._sleep(self.retry.delay(attempts, retry_after_seconds(exc)))
+                    continue
+                raise self._error(exc, prepared.base_url, attempts) from None
+        warnings = list(prepared.warnings)
+        if retried:
+            warnings.append(f"retried {len(retried)} time(s) after: {', '.join(retried)}")
+        assembler = _Assembler(self.capabilities.reasoning_field)
+        try:
+            async for chunk in sdk_stream:
+                for event in assembler.feed(chunk):
+                    yield event
+        except openai.OpenAIError as exc:
+            raise self._error(exc, prepared.base_url, attempts) from None
+        finally:
+            await sdk_stream.close()
+        yield Completed(assembler.response(self.provider, self.model, tuple(warnings)))
+
+
+def _map_effort(effort: str, caps: Capabilities) -> str | None:
+    if caps.reasoning_effort_map is None:
+        return effort
+    return caps.reasoning_effort_map.get(effort)
+
+
+def _failure_name(exc: BaseException) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    return "connection error"
+
+
+class _Assembler:
+    """Builds one response from stream chunks; tool calls are keyed by ``index`` because parallel
+    calls arrive as interleavable fragments and only the first fragment carries id and name."""
+
+    def __init__(self, reasoning_field: str) -> None:
+        self._reasoning_field = reasoning_field
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._served_model: str | None = None
+
+    def feed(self, chunk: Any) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        if getattr(chunk, "model", None):
+            self._served_model = chunk.model
+        if getattr(chunk, "usage", None) is not None:
+            # model_dump keeps the provider's extra fields (DeepSeek's cache counters).
+            self._usage = chunk.usage.model_dump()
+        for choice in chunk.choices or []:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            if delta is not None:
+                reasoning = _extra_str(delta, self._reasoning_field) or _extra_str(delta, "reasoning")
+                if reasoning:
+                    self._reasoning.append(reasoning)
+                    events.append(ReasoningDelta(reasoning))
+                if delta.content:
+                    self._text.append(delta.content)
+                    events.append(TextDelta(delta.content))
+                for fragment in delta.tool_calls or []:
+                    events.append(self._feed_call(fragment))
+            if choice.finish_reason:
+                self._finish = choice.finish_reason
+        return events
+
+    def _feed_call(self, fragment: Any) -> ToolCallDelta:
+        slot = self._calls.setdefault(fragment.index, {"id": None, "name": None, "arguments": []})
+        function = fragment.function
+        name = function.name if function is not None else None
+        arguments = (function.arguments if function is not None else None) or ""
+        if fragment.id and not slot["id"]:
+            slot["id"] = fragment.id
+        if name and not slot["name"]:
+            slot["name"] = name
+        slot["arguments"].append(arguments)
+        return ToolCallDelta(index=fragment.index, id=fragment.id, name=name, arguments_fragment=arguments)
+
+    def response(self, provider: str, model: str, warnings: tuple[str, ...]) -> ModelResponse:
+        if self._finish is None:
+            # A cut connection can end the SSE body cleanly; a reply without a finish reason must
+            # not be committed as if it were whole.
+            raise RpError(
+                "model.incomplete_stream",
+                f"{provider} model {model!r} stopped streaming before it finished the reply",
+                details={"provider": provider, "model": model},
+            )
+        calls = [
+            ToolCall(
+                id=slot["id"] or f"call_{index}",
+                name=slot["name"] or "",
+                arguments="".join(slot["arguments"]),
+            )
+            for index, slot in sorted(self._calls.items())
+        ]
+        return ModelResponse(
+            text="".join(self._text),
+            reasoning="".join(self._reasoning) if self._reasoning else None,
+            tool_calls=calls,
+            usage=usage_from_wire(self._usage),
+            finish_reason=self._finish,
+            model=self._served_model or model,
+            provider=provider,
+            warnings=warnings,
+        )
+
+
+def _extra_str(obj: Any, name: str) -> str | None:
+    # The SDK types do not declare reasoning fields; pydantic keeps them as extras.
+    value = getattr(obj, name, None)
+    if value is None and getattr(obj, "model_extra", None):
+        value = obj.model_extra.get(name)
+    return value if isinstance(value, str) else None

@@ -1,0 +1,188 @@
+"""Routes: which provider, model and effort a run uses, and building the model for one.
+
+A route spec reads ``provider/model[/effort]``: ``deepseek/deepseek-flash``,
+``deepseek/deepseek-v4-pro/max``, ``openai/gpt-4o-mini``, ``openai/meta-llama/llama-3-8b`` (model
+names may contain slashes; a trailing effort word is the effort), or just ``demo`` / ``scripted``.
+A bare known model name (``deepseek-flash``) finds its provider.
+
+Resolution order: the explicit spec, then ``settings["model"]``, then ``RP_MODEL``, then whichever
+key is set (``DEEPSEEK_API_KEY`` before ``OPENAI_API_KEY``/``OPENAI_BASE_URL``). With none of
+them the user is told to set a key or use ``--model demo``; the demo is never chosen silently,
+because a user who thinks they talk to a real model would be misled.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from roleplay.errors import RpError
+
+from .deepseek import deepseek_model
+from .demo import DemoModel, DemoPolicies
+from .failures import RetryPolicy
+from .openai_compat import OpenAICompatModel, Sleep
+from .registry import OPENAI_BASE_URL, PROVIDERS, get_provider, provider_for_model
+from .scripted import ScriptedModel
+from .types import REASONING_EFFORTS, Capabilities, ChatModel
+
+
+@dataclass(frozen=True)
+class Route:
+    provider: str
+    model: str
+    reasoning_effort: str | None = None
+    max_output_tokens: int | None = None
+    base_url: str | None = None
+
+    @property
+    def spec(self) -> str:
+        out = f"{self.provider}/{self.model}"
+        return f"{out}/{self.reasoning_effort}" if self.reasoning_effort else out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def parse_route_spec(spec: str, env: Mapping[str, str] | None = None) -> Route:
+    env = os.environ if env is None else env
+    text = spec.strip()
+    if not text:
+        raise RpError("model.bad_route", "an empty model route; use e.g. deepseek/deepseek-flash or demo")
+    parts = text.split("/")
+    effort = None
+    if len(parts) >= 3 and parts[-1] in REASONING_EFFORTS:
+        effort = parts.pop()
+    head, rest = parts[0], "/".join(parts[1:])
+    if head in PROVIDERS:
+        provider = PROVIDERS[head]
+        model = rest or provider.default_model
+    elif len(parts) == 1:
+        known = provider_for_model(head)
+        provider = get_provider(known) if known else get_provider(_default_provider(env, spec=text))
+        model = head
+    else:
+        raise RpError(
+            "model.unknown_provider",
+            f"unknown provider {head!r} in route {text!r}; known: {', '.join(PROVIDERS)}",
+            details={"route": text},
+        )
+    if any(not p for p in model.split("/")):
+        raise RpError("model.bad_route", f"route {text!r} has an empty model name part")
+    return Route(provider=provider.name, model=model, reasoning_effort=effort)
+
+
+def resolve_route(
+    spec: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Route:
+    """The route for a run. ``settings`` may hold ``model`` (a spec), ``reasoning_effort``,
+    ``max_output_tokens`` and ``base_url``; a spec's own effort wins over the settings'."""
+    env = os.environ if env is None else env
+    settings = dict(settings or {})
+    unknown = set(settings) - {"model", "reasoning_effort", "max_output_tokens", "base_url"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise RpError("model.bad_route", f"unknown route setting {name!r}", pointer=f"/{name}")
+    if settings.get("model") is not None and not isinstance(settings["model"], str):
+        raise RpError("model.bad_route", "the model route must be a string", pointer="/model")
+    chosen = spec or settings.get("model") or env.get("RP_MODEL")
+    if chosen:
+        route = parse_route_spec(chosen, env)
+    else:
+        provider = get_provider(_default_provider(env, spec=None))
+        model = (env.get(provider.model_env) if provider.model_env else None) or provider.default_model
+        route = Route(provider=provider.name, model=model)
+    effort = route.reasoning_effort or settings.get("reasoning_effort")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise RpError(
+            "model.bad_effort",
+            f"unknown reasoning effort {effort!r}; use one of {', '.join(REASONING_EFFORTS)}",
+            pointer="/reasoning_effort",
+        )
+    max_out = settings.get("max_output_tokens")
+    if max_out is not None and (isinstance(max_out, bool) or not isinstance(max_out, int) or max_out < 1):
+        raise RpError("model.bad_route", "max_output_tokens must be a positive integer", pointer="/max_output_tokens")
+    base_url = settings.get("base_url")
+    if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
+        raise RpError("model.bad_route", "base_url must be an http(s) URL", pointer="/base_url")
+    return Route(route.provider, route.model, effort, max_out, base_url)
+
+
+def _default_provider(env: Mapping[str, str], *, spec: str | None) -> str:
+    if env.get("DEEPSEEK_API_KEY"):
+        return "deepseek"
+    if env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"):
+        return "openai"
+    what = f"model {spec!r} names no provider and" if spec else "no model is configured:"
+    raise RpError(
+        "model.not_configured",
+        f"{what} no API key is set. Set DEEPSEEK_API_KEY (or OPENAI_API_KEY, optionally with "
+        "OPENAI_BASE_URL for another OpenAI-compatible server), or use `--model demo` for the "
+        "offline demo model.",
+    )
+
+
+def deprecation_note(route: Route) -> str | None:
+    info = PROVIDERS[route.provider].model(route.model)
+    if info is None or info.deprecated is None:
+        return None
+    instead = f"; use {route.provider}/{info.alias_of}" if info.alias_of else ""
+    return f"{route.spec}: {info.deprecated}{instead}"
+
+
+def build_model(
+    route: Route,
+    env: Mapping[str, str] | None = None,
+    *,
+    sleep: Sleep | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: float = 300.0,
+    demo_policies: DemoPolicies | None = None,
+) -> ChatModel:
+    """A ready ``ChatModel`` for the route. Keys come from ``env`` and nowhere else."""
+    env = os.environ if env is None else env
+    provider = get_provider(route.provider)
+    if provider.demo:
+        return DemoModel(model=route.model, policies=demo_policies)
+    if provider.test_double:
+        return ScriptedModel(model=route.model)
+    base_url = route.base_url or (env.get(provider.base_url_env) if provider.base_url_env else None)
+    key = env.get(provider.key_env) if provider.key_env else None
+    if provider.name == "deepseek":
+        if not key:
+            raise RpError(
+                "model.not_configured",
+                f"route {route.spec} needs DEEPSEEK_API_KEY; set it, or use `--model demo` for the offline demo",
+            )
+        return deepseek_model(
+            route.model,
+            api_key=key,
+            base_url=base_url,
+            retry=retry,
+            sleep=sleep,
+            timeout=timeout,
+            default_max_tokens=route.max_output_tokens,
+        )
+    official = base_url is None or base_url.rstrip("/") == OPENAI_BASE_URL
+    if official and not key:
+        raise RpError(
+            "model.not_configured",
+            f"route {route.spec} needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server); "
+            "or use `--model demo` for the offline demo",
+        )
+    return OpenAICompatModel(
+        model=route.model,
+        base_url=base_url or OPENAI_BASE_URL,
+        api_key=key,
+        provider="openai",
+        label=f"{route.model} via {'OpenAI' if official else base_url}",
+        # OpenAI's reasoning models reject ``max_tokens``; most other servers only know it.
+        capabilities=Capabilities(max_tokens_param="max_completion_tokens" if official else "max_tokens"),
+        retry=retry,
+        sleep=sleep,
+        timeout=timeout,
+        default_max_tokens=route.max_output_tokens,
+    )

@@ -1,0 +1,207 @@
+"""Provider-neutral values the agent loop speaks: messages, tools, requests, responses, stream events.
+
+These are plain dataclasses on purpose. The event log is the conversation; the loop builds a
+``ModelRequest`` from projections on every step and persists what comes back, so nothing here may
+hold provider state or depend on the ``openai`` SDK. Each provider translates at its own edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Literal, Protocol, Union, runtime_checkable
+
+from roleplay.errors import RpError
+
+Role = Literal["system", "user", "assistant", "tool"]
+ToolChoice = Union[Literal["auto", "none", "required"], dict[str, str]]
+
+# Reasoning effort words accepted anywhere a route or request names one. Providers map them onto
+# what their API understands; "none" means "turn thinking off" where the provider can.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    # Raw JSON text exactly as the model produced it: validation and lenient parsing belong to the
+    # tool layer, which must be able to report what was actually sent.
+    arguments: str
+
+
+@dataclass
+class ChatMessage:
+    role: Role
+    content: str | list[dict[str, Any]] = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    reasoning: str | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        """The text blocks joined; images are skipped."""
+        return content_text(self.content)
+
+
+def content_text(content: str | list[dict[str, Any]]) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content if block.get("type") == "text")
+
+
+@dataclass
+class ModelRequest:
+    messages: list[ChatMessage]
+    tools: list[ToolSpec] = field(default_factory=list)
+    tool_choice: ToolChoice = "auto"
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    temperature: float | None = None
+    # Extra body fields merged into the provider request as-is (e.g. ``response_format``). They
+    # are the caller's responsibility: no provider validates them.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+            raise RpError(
+                "model.bad_effort",
+                f"unknown reasoning effort {self.reasoning_effort!r}; use one of {', '.join(REASONING_EFFORTS)}",
+            )
+        choice = self.tool_choice
+        if isinstance(choice, dict):
+            if set(choice) != {"name"} or not isinstance(choice.get("name"), str):
+                raise RpError("model.bad_tool_choice", 'a named tool_choice must be {"name": <tool name>}')
+            if choice["name"] not in {t.name for t in self.tools}:
+                raise RpError("model.bad_tool_choice", f"tool_choice names {choice['name']!r}, which is not offered")
+        elif choice not in ("auto", "none", "required"):
+            raise RpError("model.bad_tool_choice", f"unknown tool_choice {choice!r}")
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    # Prompt-cache accounting: DeepSeek reports hits and misses; OpenAI reports cached tokens, from
+    # which misses follow. None means the provider did not say.
+    cache_hit_tokens: int | None = None
+    cache_miss_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    text: str
+    reasoning: str | None
+    tool_calls: list[ToolCall]
+    # None when the server sent no usage at all (some OpenAI-compatible servers ignore
+    # ``stream_options``); zeros would be a lie the step log would keep forever.
+    usage: Usage | None
+    finish_reason: str
+    model: str
+    provider: str
+    # Adjustments a provider made to fit the request to its API (e.g. a forced tool_choice
+    # downgraded in thinking mode). The loop logs them; they are never errors.
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    index: int
+    id: str | None
+    name: str | None
+    arguments_fragment: str
+
+
+@dataclass(frozen=True)
+class Completed:
+    response: ModelResponse
+
+
+StreamEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, Completed]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a provider's API can and cannot do, as flags instead of ``isinstance`` checks.
+
+    Defaults describe a plain OpenAI-compatible server; each provider overrides what differs and
+    says why next to the override.
+    """
+
+    # Send our images as ``image_url`` data URLs. When False, a request with an image fails early
+    # with ``model.images_unsupported`` instead of a provider 400 the user cannot read.
+    supports_images: bool = True
+    # Assistant messages that carried tool calls must be sent back with their reasoning (the
+    # field below), even an empty string, or the API answers 400.
+    requires_reasoning_on_tool_turns: bool = False
+    # Wire name of the reasoning text, both in responses and when sent back.
+    reasoning_field: str = "reasoning_content"
+    # ``"strict": true`` on a function is only honoured on a separate beta base URL; when any
+    # offered tool is strict the request goes there.
+    strict_tools_need_beta_base_url: bool = False
+    # Whether ``strict`` may be sent at all; when False it is dropped and the loop's own
+    # validation is the only guard.
+    supports_strict_tools: bool = True
+    # Forced tool_choice ("required" or a named tool) allowed while thinking is on. When False it
+    # is downgraded to "auto" and a warning is returned.
+    supports_tool_choice_in_thinking: bool = True
+    # Thinking switched through ``extra_body={"thinking": {"type": "enabled"|"disabled"}}``.
+    thinking_via_extra_body: bool = False
+    # Map of our effort words to the provider's ``reasoning_effort`` values; None passes them
+    # through unchanged, an empty map means the parameter is never sent.
+    reasoning_effort_map: dict[str, str] | None = None
+    # Name of the output-length parameter. DeepSeek silently ignores ``max_completion_tokens``;
+    # OpenAI's reasoning models reject ``max_tokens``.
+    max_tokens_param: str = "max_tokens"
+    # Ask for a final usage chunk with ``stream_options={"include_usage": true}``.
+    supports_stream_usage: bool = True
+    # Regex on the error message that marks a context-window overflow; group 1, when present, is
+    # the window in tokens. OpenAI's ``context_length_exceeded`` code is always recognised too.
+    context_overflow_pattern: str | None = r"maximum context length is (\d+) tokens"
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    provider: str
+    model: str
+    label: str
+    capabilities: Capabilities
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Yield deltas, then exactly one ``Completed``; failures raise ``RpError``."""
+        ...
+
+
+async def complete(model: ChatModel, request: ModelRequest) -> ModelResponse:
+    """Drain a stream and return its response (for callers with no live channel)."""
+    result: ModelResponse | None = None
+    async for event in model.stream(request):
+        if isinstance(event, Completed):
+            if result is not None:
+                raise RpError("model.protocol", f"{model.provider} stream completed twice")
+            result = event.response
+    if result is None:
+        raise RpError("model.protocol", f"{model.provider} stream ended without a Completed event")
+    return result

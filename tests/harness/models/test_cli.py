@@ -1,0 +1,97 @@
+"""`rp models list|test` through click's CliRunner, against the fake server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from roleplay.harness.models.cli import models
+from roleplay.testing.fake_openai import FakeReply, serve_fake_openai
+
+ENV_NAMES = ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "DEEPSEEK_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "RP_MODEL")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    # The developer's own keys must not leak into (or change) these tests.
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def run(args, env=None):
+    return CliRunner().invoke(models, args, env=env or {}, catch_exceptions=False)
+
+
+def test_list_marks_configuration_and_the_demo():
+    result = run(["list"], {"DEEPSEEK_API_KEY": "sk-x"})
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert "deepseek: DeepSeek [configured]" in lines
+    assert any(line.startswith("openai:") and "not configured: set OPENAI_API_KEY or OPENAI_BASE_URL" in line for line in lines)
+    assert any("demo/demo" in line and "DEMO" in line for line in lines)
+    assert any("deepseek/deepseek-chat" in line and "deprecated" in line for line in lines)
+    assert "scripted" not in result.output
+    assert lines[-1] == "default route: deepseek/deepseek-flash"
+
+
+def test_list_json_and_all():
+    payload = json.loads(run(["list", "--json", "--all"]).output)
+    by_name = {p["provider"]: p for p in payload["providers"]}
+    assert payload["default_route"] is None
+    assert by_name["demo"]["demo"] and by_name["demo"]["configured"]
+    assert not by_name["deepseek"]["configured"] and by_name["scripted"]["test_double"]
+    assert [m["route"] for m in by_name["deepseek"]["models"] if m["default"]] == ["deepseek/deepseek-flash"]
+
+
+def test_test_command_json_through_deepseek_route():
+    with serve_fake_openai(flavor="deepseek", api_keys=["sk-ds"], strict=True) as fake:
+        fake.enqueue(FakeReply(text="Hello, traveller!", reasoning="greet", usage={"prompt_tokens": 20, "prompt_cache_hit_tokens": 16}))
+        result = run(["test", "--json", "--prompt", "Say hi"], {"DEEPSEEK_API_KEY": "sk-ds", "DEEPSEEK_BASE_URL": fake.root_url})
+        sent = fake.chat_requests[0].body
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["ok"] and payload["route"] == "deepseek/deepseek-flash" and not payload["demo"]
+    assert payload["reply"] == "Hello, traveller!" and payload["reasoning"] == "greet"
+    assert payload["usage"]["cache_hit_tokens"] == 16 and payload["usage"]["cache_miss_tokens"] == 4
+    assert payload["latency_ms"] >= 0 and payload["warnings"] == []
+    assert sent["messages"] == [{"role": "user", "content": "Say hi"}]
+
+
+def test_test_command_text_through_openai_compatible_route():
+    with serve_fake_openai(strict=True) as fake:
+        fake.enqueue("Hi from a local server.")
+        result = run(["test", "--model", "openai/llama3"], {"OPENAI_BASE_URL": fake.base_url})
+        assert fake.chat_requests[0].body["model"] == "llama3"
+    assert result.exit_code == 0
+    assert "route:    openai/llama3" in result.output
+    assert "reply:    Hi from a local server." in result.output
+    assert "usage:    prompt " in result.output and "latency:  " in result.output
+
+
+def test_test_command_warns_about_deprecated_names():
+    with serve_fake_openai(flavor="deepseek", strict=True) as fake:
+        fake.enqueue("ok")
+        result = run(["test", "--model", "deepseek/deepseek-reasoner"], {"DEEPSEEK_API_KEY": "k", "DEEPSEEK_BASE_URL": fake.root_url})
+    assert "warning:  deepseek/deepseek-reasoner: alias retired" in result.output
+
+
+def test_demo_needs_no_key():
+    payload = json.loads(run(["test", "--model", "demo", "--json", "--prompt", "I light a candle"]).output)
+    assert payload["demo"] and payload["label"] == "demo (offline, not a real model)"
+    assert "I light a candle" in payload["reply"]
+
+
+def test_errors_are_reported_with_their_code():
+    with serve_fake_openai(api_keys=["sk-right"], strict=True) as fake:
+        env = {"OPENAI_API_KEY": "sk-wrong-123456789", "OPENAI_BASE_URL": fake.base_url}
+        text = run(["test"], env)
+        as_json = run(["test", "--json"], env)
+    assert text.exit_code == 1 and "[model.auth]" in text.output and "sk-wrong-123456789" not in text.output
+    assert as_json.exit_code == 1 and json.loads(as_json.output)["error"]["code"] == "model.auth"
+
+
+def test_not_configured_points_to_the_demo():
+    result = run(["test"])
+    assert result.exit_code == 1 and "[model.not_configured]" in result.output and "--model demo" in result.output
