@@ -7,6 +7,7 @@ import click
 from roleplay import __version__
 from roleplay.cli_context import CliState
 from roleplay.harness.cli import db, sessions
+from roleplay.harness.models.cli import models
 
 
 @click.group()
@@ -27,6 +28,7 @@ def cli(ctx: click.Context, home: str | None) -> None:
 
 cli.add_command(db)
 cli.add_command(sessions)
+cli.add_command(models)
 
 
 def main() -> None:

@@ -95,6 +95,11 @@ class PostgresStore(EventStore):
                 self._channel = "rp_events_" + re.sub(r"[^a-z0-9_]", "_", schema.lower())[:40]
                 self._opened = True
 
+    def connection(self) -> Any:
+        """``async with store.connection() as conn`` — a pooled connection for feature tables
+        (assets, settings) that live in the same database."""
+        return _PooledConnection(self)
+
     async def close(self) -> None:
         if self._listener is not None:
             self._listener.cancel()
@@ -358,6 +363,20 @@ class PostgresStore(EventStore):
                     self.broker.publish_events(session_id, events)
         finally:
             await conn.close()
+
+
+class _PooledConnection:
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._cm: Any = None
+
+    async def __aenter__(self) -> Any:
+        await self._store._ensure_open()
+        self._cm = self._store._pool.connection()
+        return await self._cm.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._cm.__aexit__(*exc)
 
 
 def _split_chunk(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -122,6 +122,16 @@ class SQLiteStore(EventStore):
             raise RpError("store.closed", "the store is closed")
         return await asyncio.to_thread(lambda: fn(self._reader()))
 
+    # Feature tables (assets, settings) live in the same file and must go through the same single
+    # writer, or concurrent writers in one process would contend on the SQLite lock.
+    async def execute_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` on the writer thread; ``fn`` manages its own transaction."""
+        return await self._write(fn)
+
+    async def execute_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` on a reader connection."""
+        return await self._read(fn)
+
     async def close(self) -> None:
         if self._closed:
             return
