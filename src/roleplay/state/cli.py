@@ -1,0 +1,109 @@
+"""``rp state``: check a namespace definition and simulate story updates against it, offline.
+
+The main CLI attaches :data:`state_group` with ``add_command``. Output is JSON on stdout: the
+resulting projection (and the activity view of the last update) on success, otherwise every
+error with its ``source`` file and a JSON Pointer into that file. Exit code 1 on errors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from roleplay.errors import Problem, RpError
+from roleplay.state.definition import DEFAULT_NAMESPACE, validate_definition
+from roleplay.state.projection import bootstrap_payload, empty_view, fold
+from roleplay.state.schema import validate_value
+from roleplay.state.update import execute_updates
+
+
+class _Failed(Exception):
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__("check failed")
+        self.errors = errors
+
+
+def _error(source: str, problem: Problem) -> dict[str, Any]:
+    return {"source": source, **problem.to_dict()}
+
+
+def _load(path: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise _Failed(
+            [_error(path, Problem("state.cli.json_invalid", f"not JSON: {exc.msg}", None, {"line": exc.lineno, "column": exc.colno}))]
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _Failed([_error(path, Problem("state.cli.unreadable", str(exc)))]) from None
+
+
+def _emit(document: dict[str, Any]) -> None:
+    click.echo(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2))
+
+
+def run_check(definition_path: str, value_path: str | None, update_paths: tuple[str, ...], namespace: str) -> dict[str, Any]:
+    """The check as a function: returns the success document or raises :class:`_Failed`."""
+    definition = _load(definition_path)
+    errors = [_error(definition_path, p) for p in validate_definition(definition)]
+    if errors:
+        raise _Failed(errors)
+    if value_path is None:
+        if update_paths:
+            raise _Failed([_error(definition_path, Problem("state.cli.value_required", "--update needs --value (the initial value)"))])
+        return {"ok": True, "definition": definition}
+    value = _load(value_path)
+    errors = [_error(value_path, p) for p in validate_value(definition["schema"], value)]
+    if errors:
+        raise _Failed(errors)
+    try:
+        view = fold(empty_view(), "bootstrap", bootstrap_payload(definition, value, namespace=namespace))
+    except RpError as exc:  # only the namespace id can still be wrong here
+        raise _Failed([_error("--namespace", p) for p in exc.problems] or [_error("--namespace", Problem(exc.code, exc.message))]) from None
+    for path in update_paths:
+        document = _load(path)
+        single = isinstance(document, dict)
+        effects = [document] if single else document
+        try:
+            execute_updates(view["state"], effects)
+        except RpError as exc:
+            raise _Failed([_error(path, _relative(p, single)) for p in exc.problems]) from None
+        view = fold(view, "commit", {"effects": effects})
+    return {"ok": True, "projection": view["state"], "activity": view["activity"]}
+
+
+def _relative(problem: Problem, single: bool) -> Problem:
+    # A file holding one effect object is addressed from its root, not as element 0 of a list.
+    if single and problem.pointer is not None and (problem.pointer == "/0" or problem.pointer.startswith("/0/")):
+        problem.pointer = problem.pointer[2:]
+    return problem
+
+
+@click.group("state")
+def state_group() -> None:
+    """Check rp.state v2 namespace definitions and simulate state.update effects."""
+
+
+@state_group.command("check")
+@click.argument("definition", type=click.Path(exists=True, dir_okay=False))
+@click.option("--value", "value_path", type=click.Path(exists=True, dir_okay=False), help="Initial value JSON.")
+@click.option(
+    "--update",
+    "update_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A state.update effect (object) or a commit's effect list (array); repeatable, applied in order. "
+    "The namespace starts at revision 1 and each applied update adds 1.",
+)
+@click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="Namespace id to simulate.")
+def check(definition: str, value_path: str | None, update_paths: tuple[str, ...], namespace: str) -> None:
+    """Validate DEFINITION (and --value), then apply each --update; print JSON."""
+    try:
+        _emit(run_check(definition, value_path, update_paths, namespace))
+    except _Failed as failed:
+        _emit({"ok": False, "errors": failed.errors})
+        click.get_current_context().exit(1)
+

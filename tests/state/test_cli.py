@@ -1,0 +1,103 @@
+"""`rp state check` through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from roleplay.state.cli import state_group
+
+AFF = "/characters/李钰/好感度"
+
+
+@pytest.fixture
+def files(tmp_path, make):
+    def write(name, data):
+        path = tmp_path / name
+        path.write_text(data if isinstance(data, str) else json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        return str(path)
+
+    return write
+
+
+def run(*args):
+    result = CliRunner().invoke(state_group, ["check", *args])
+    return result.exit_code, json.loads(result.output)
+
+
+def test_valid_definition_value_and_updates(files, make):
+    definition = files("def.json", make.definition())
+    value = files("value.json", make.value())
+    first = files("u1.json", make.effect([make.change("increment", AFF, by=2, rule="liyu-affection")], revision=1))
+    second = files("u2.json", [make.effect([make.change("set", "/weather", value="雨", rule="weather")], revision=2)])
+    code, out = run(definition, "--value", value, "--update", first, "--update", second)
+    assert code == 0 and out["ok"] is True
+    story = out["projection"]["namespaces"]["story"]
+    assert story["revision"] == 3 and story["value"]["characters"]["李钰"]["好感度"] == 12 and story["value"]["weather"] == "雨"
+    assert [d["code"] for d in story["diagnostics"]["lastCommit"]] == ["state.rule.every_turn_missing"]
+    assert out["activity"]["namespaces"]["story"][0]["after"] == "雨"
+
+
+def test_definition_only(files, make):
+    code, out = run(files("def.json", make.definition()))
+    assert code == 0 and out == {"ok": True, "definition": make.definition()}
+
+
+def test_definition_errors_are_all_listed_with_pointers(files, make):
+    definition = make.definition()
+    definition["schema"]["properties"]["day"]["$ref"] = "#/x"
+    definition["schema"]["properties"]["weather"]["pattern"] = "^."
+    definition["owner"] = "李钰"
+    path = files("def.json", definition)
+    code, out = run(path)
+    assert code == 1 and out["ok"] is False
+    assert [(e["source"], e["code"], e["pointer"]) for e in out["errors"]] == [
+        (path, "state.definition.field_unknown", "/owner"),
+        (path, "state.schema.ref_forbidden", "/schema/properties/day/$ref"),
+        (path, "state.schema.pattern_forbidden", "/schema/properties/weather/pattern"),
+    ]
+
+
+def test_update_errors_point_into_the_update_file(files, make):
+    definition = files("def.json", make.definition())
+    value = files("value.json", make.value())
+    bad = files("bad.json", make.effect([{"op": "merge", "path": "", "value": {}}, make.change("increment", AFF, by=float("nan"), rule="liyu-affection")]))
+    code, out = run(definition, "--value", value, "--update", bad)
+    assert code == 1
+    assert [(e["code"], e["pointer"]) for e in out["errors"]] == [
+        ("state.update.op_unsupported", "/payload/changes/0/op"),
+        ("state.update.reason_missing", "/payload/changes/0/reason"),
+        ("state.update.rule_required", "/payload/changes/0/ruleId"),
+        ("state.update.by_invalid", "/payload/changes/1/by"),
+        ("state.update.path_conflict", "/payload/changes/1/path"),
+    ]
+    assert all(e["source"] == bad for e in out["errors"])
+
+
+def test_value_errors_and_bad_json(files, make):
+    definition = files("def.json", make.definition())
+    code, out = run(definition, "--value", files("v.json", {"day": 0, "characters": {}}))
+    assert code == 1 and [(e["code"], e["pointer"]) for e in out["errors"]] == [("state.value.schema_violation", "/day")]
+    code, out = run(files("broken.json", "{nope"))
+    assert code == 1 and out["errors"][0]["code"] == "state.cli.json_invalid"
+    code, out = run(definition, "--update", files("u.json", []))
+    assert code == 1 and out["errors"][0]["code"] == "state.cli.value_required"
+
+
+def test_stale_revision_in_a_later_update(files, make):
+    definition = files("def.json", make.definition())
+    value = files("value.json", make.value())
+    update = files("u.json", make.effect([make.change("increment", AFF, by=1, rule="liyu-affection")], revision=1))
+    code, out = run(definition, "--value", value, "--update", update, "--update", update)
+    assert code == 1 and [(e["code"], e["pointer"]) for e in out["errors"]] == [("state.update.revision_mismatch", "/expectedRevision")]
+
+
+def test_namespace_option(files, make):
+    definition = files("def.json", make.definition("schema-only"))
+    value = files("value.json", make.value())
+    code, out = run(definition, "--value", value, "--namespace", "world")
+    assert code == 0 and list(out["projection"]["namespaces"]) == ["world"]
+    code, out = run(definition, "--value", value, "--namespace", "bad name")
+    assert code == 1 and out["errors"][0]["code"] == "state.namespace.name_invalid"
