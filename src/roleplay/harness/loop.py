@@ -1,0 +1,336 @@
+"""The agent loop: one turn = steps of (model request → tool calls) until a final answer.
+
+Everything lands in the session log in this order (DESIGN.md §3.3)::
+
+    turn/start → user/message
+      step/start → model/request → assistant/message (text, reasoning, toolCalls)
+                 → [tool/call → tool/result]* → step/end
+      … more steps while the model calls tools …
+    turn/end {outcome: completed | step-limit | aborted | interrupted | error}
+
+Rules kept here:
+
+- The step limit is hard. A model that is still calling tools when it runs out ends the turn
+  with ``step-limit``; no text is invented for it.
+- Abort (an ``asyncio.Event``) is raced against the model stream and every tool call. The turn
+  ends ``aborted``, and a partial stream is discarded, never stored as a message.
+- A crash leaves a turn open. The next run closes it as ``interrupted`` before starting.
+- One run per session across processes (``leases.run_lease``); a second start gets ``run.busy``.
+- The request always offers the run's visible tools, so the tool list and system prompt stay
+  byte-stable for prompt caching (stack.md §2). A per-step mask narrows what may be *called*: a
+  masked call gets a ``tool.not_available`` result, which the model sees and can recover from.
+- Text and reasoning deltas go to live subscribers as ``assistant/chunk`` notifications. The
+  durable ``assistant/message`` carries the whole text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, TypeVar
+
+from roleplay.clock import IdGenerator
+from roleplay.errors import ConflictError, RpError
+
+from .events import Event, EventDraft
+from .leases import run_lease
+from .models.types import ChatMessage, ChatModel, Completed, ModelRequest, ModelResponse, ReasoningDelta, TextDelta, ToolCall
+from .projections import load
+from .prompts import PromptAssembly, PromptContext, tool_sections
+from .sessions import SessionService
+from .surface import surface_projection
+from .tools import ToolContext, ToolRegistry, ToolResultData
+from .turns import turns_projection
+
+T = TypeVar("T")
+DEFAULT_STEP_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What a per-step tool mask may look at."""
+
+    index: int
+    previous_calls: tuple[str, ...]  # names of the tools called in earlier steps of this turn
+
+
+@dataclass
+class AgentSpec:
+    prompt: PromptAssembly
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
+    allowed_tools: Iterable[str] | None = None  # None: every registered tool
+    step_limit: int = DEFAULT_STEP_LIMIT
+    step_mask: Callable[[StepView], Iterable[str] | None] | None = None
+    mode: str | None = None
+    depth: int = 0
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    temperature: float | None = None
+    services: dict[str, Any] = field(default_factory=dict)  # handed to tools via ToolContext
+
+
+@dataclass
+class TurnResult:
+    session_id: str
+    turn_id: str
+    outcome: str
+    text: str
+    steps: int
+    error: dict[str, Any] | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    tool_results: list[ToolResultData] = field(default_factory=list)
+
+
+class _Aborted(Exception):
+    pass
+
+
+class AgentLoop:
+    def __init__(self, service: SessionService, model: ChatModel, spec: AgentSpec, *, ids: IdGenerator | None = None) -> None:
+        if spec.step_limit < 1:
+            raise RpError("loop.invalid_step_limit", "step_limit must be at least 1")
+        self.service = service
+        self.store = service.store
+        self.model = model
+        self.spec = spec
+        self.ids = ids or service.ids
+        self.visible = [t.name for t in spec.tools.visible(spec.allowed_tools, depth=spec.depth)]
+        self.prompt = spec.prompt.copy()
+        for section in tool_sections(spec.tools.visible(self.visible, depth=spec.depth)):
+            if section.id not in self.prompt.ids():
+                self.prompt.add(section)
+        self.route = {"provider": model.provider, "model": model.model, "label": model.label}
+        self._head = 0
+
+    # -- public ----------------------------------------------------------------------------------
+    async def run_turn(
+        self,
+        session_id: str,
+        content: str | list[dict[str, Any]],
+        *,
+        abort: asyncio.Event | None = None,
+        source: dict[str, Any] | None = None,
+    ) -> TurnResult:
+        async with run_lease(self.store, session_id):
+            await self.close_interrupted(session_id)
+            return await self._run(session_id, content, abort or asyncio.Event(), source)
+
+    async def close_interrupted(self, session_id: str) -> list[str]:
+        """Close every turn a crash left open, as ``interrupted``. Returns their ids."""
+        state = (await load(self.store, session_id, turns_projection)).state
+        self._head = await self.store.head(session_id)
+        open_turns = sorted(state["open"].items(), key=lambda kv: kv[1])
+        if open_turns:
+            nodes = (await load(self.store, session_id, surface_projection)).state["nodes"]
+            drafts = [_unanswered(c, "tool.interrupted", "the run stopped before this call finished", None, None) for c in dangling_calls(nodes)]
+            drafts += [EventDraft("turn/end", {"turnId": t, "outcome": "interrupted"}) for t, _ in open_turns]
+            await self._append(session_id, drafts)
+        return [t for t, _ in open_turns]
+
+    # -- the turn --------------------------------------------------------------------------------
+    async def _run(self, session_id: str, content: str | list[dict[str, Any]], abort: asyncio.Event, source: dict[str, Any] | None) -> TurnResult:
+        turn_id = self.ids("turn_")
+        message_id = self.ids("msg_")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        user: dict[str, Any] = {"messageId": message_id, "content": blocks, "turnId": turn_id}
+        if source is not None:
+            user["source"] = source
+        start: dict[str, Any] = {"turnId": turn_id, "inputMessageId": message_id}
+        if self.spec.mode:
+            start["mode"] = self.spec.mode
+        await self._append(session_id, [EventDraft("turn/start", start), EventDraft("user/message", user)])
+
+        result = TurnResult(session_id, turn_id, "completed", "", 0)
+        called: list[str] = []
+        try:
+            for index in range(self.spec.step_limit):
+                result.steps = index + 1
+                done = await self._step(session_id, turn_id, index, called, abort, result)
+                if done:
+                    break
+            else:
+                result.outcome = "step-limit"
+        except _Aborted:
+            result.outcome = "aborted"
+        except RpError as exc:
+            result.outcome = "error"
+            result.error = exc.to_dict()
+        end: dict[str, Any] = {"turnId": turn_id, "outcome": result.outcome}
+        if result.error:
+            end["error"] = {k: v for k, v in result.error.items() if k in ("code", "message", "pointer", "details")}
+        await self._append(session_id, [EventDraft("turn/end", end)])
+        return result
+
+    async def _step(self, session_id: str, turn_id: str, index: int, called: list[str], abort: asyncio.Event, result: TurnResult) -> bool:
+        """One model request and its tool calls. True when the turn is finished."""
+        if abort.is_set():
+            raise _Aborted
+        step_id = self.ids("step_")
+        callable_now = set(self.visible)
+        if self.spec.step_mask is not None:
+            mask = self.spec.step_mask(StepView(index, tuple(called)))
+            if mask is not None:
+                callable_now &= set(mask)
+        prompt = self.prompt.assemble(PromptContext(session_id, frozenset(self.visible), {"mode": self.spec.mode}))
+        history = (await load(self.store, session_id, surface_projection)).state["nodes"]
+        request = ModelRequest(
+            messages=[ChatMessage("system", prompt.text)] + nodes_to_messages(history),
+            tools=[self.spec.tools.get(n).spec() for n in self.visible],
+            max_tokens=self.spec.max_tokens,
+            reasoning_effort=self.spec.reasoning_effort,
+            temperature=self.spec.temperature,
+        )
+        await self._append(
+            session_id,
+            [
+                EventDraft("step/start", {"turnId": turn_id, "stepId": step_id, "index": index}),
+                EventDraft(
+                    "model/request",
+                    {"turnId": turn_id, "stepId": step_id, "route": self.route, "sections": prompt.section_ids, "hash": prompt.hash, "tools": self.visible},
+                ),
+            ],
+        )
+        try:
+            response = await self._race(self._stream(session_id, turn_id, step_id, request), abort)
+        except (_Aborted, RpError):
+            await self._append(session_id, [EventDraft("step/end", {"turnId": turn_id, "stepId": step_id})])
+            raise
+        message = _assistant_payload(self.ids("msg_"), turn_id, step_id, response, self.route)
+        await self._append(session_id, [EventDraft("assistant/message", message)])
+        for key, value in (response.usage.to_dict() if response.usage else {}).items():
+            result.usage[key] = result.usage.get(key, 0) + value
+        step_end: dict[str, Any] = {"turnId": turn_id, "stepId": step_id, "finishReason": response.finish_reason}
+        if response.usage is not None:
+            step_end["usage"] = response.usage.to_dict()
+        if not response.tool_calls:
+            result.text = response.text
+            await self._append(session_id, [EventDraft("step/end", step_end)])
+            return True
+        try:
+            for n, call in enumerate(response.tool_calls):
+                await self._append(
+                    session_id,
+                    [EventDraft("tool/call", {"callId": call.id, "name": call.name, "arguments": call.arguments, "turnId": turn_id, "stepId": step_id})],
+                )
+                ctx = ToolContext(session_id, turn_id, step_id, call.id, self.spec.depth, abort, self.spec.services)
+                try:
+                    outcome = await self._race(self.spec.tools.execute(call, ctx, visible=callable_now), abort)
+                except _Aborted:
+                    # Every call the model made must get a result, or the next request would carry
+                    # a dangling tool call that providers reject.
+                    pending = response.tool_calls[n:]
+                    await self._append(session_id, [_unanswered(c, "tool.aborted", "the turn was aborted", turn_id, step_id) for c in pending])
+                    raise
+                result.tool_results.append(outcome)
+                payload = {**outcome.payload(), "turnId": turn_id, "stepId": step_id}
+                await self._append(session_id, [EventDraft("tool/result", payload)])
+                called.append(call.name)
+        finally:
+            await self._append(session_id, [EventDraft("step/end", step_end)])
+        return False
+
+    async def _stream(self, session_id: str, turn_id: str, step_id: str, request: ModelRequest) -> ModelResponse:
+        response: ModelResponse | None = None
+        async for event in self.model.stream(request):
+            if isinstance(event, TextDelta) and event.text:
+                await self.store.publish_chunk(session_id, {"type": "assistant/chunk", "turnId": turn_id, "stepId": step_id, "text": event.text})
+            elif isinstance(event, ReasoningDelta) and event.text:
+                await self.store.publish_chunk(session_id, {"type": "assistant/chunk", "turnId": turn_id, "stepId": step_id, "reasoning": event.text})
+            elif isinstance(event, Completed):
+                response = event.response
+        if response is None:
+            raise RpError("model.protocol", f"{self.model.provider} stream ended without a response")
+        return response
+
+    async def _race(self, work: Awaitable[T], abort: asyncio.Event) -> T:
+        """Await ``work`` unless ``abort`` fires first; then cancel it and raise _Aborted."""
+        task = asyncio.ensure_future(work)
+        waiter = asyncio.ensure_future(abort.wait())
+        try:
+            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            waiter.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001 - the aborted work's fate is irrelevant
+            pass
+        raise _Aborted
+
+    async def _append(self, session_id: str, drafts: list[EventDraft]) -> list[Event]:
+        """Append at the head we know; the lease makes us the only runner, but commands from other
+        writers (a UI binding a card, say) may interleave, so a conflict re-reads the head."""
+        for _ in range(20):
+            try:
+                events = await self.service.append(session_id, drafts, expected_seq=self._head)
+            except ConflictError:
+                self._head = await self.store.head(session_id)
+                continue
+            self._head = events[-1].seq
+            return events
+        raise RpError("event.contended", f"could not append to {session_id}: the log keeps moving")
+
+
+def _assistant_payload(message_id: str, turn_id: str, step_id: str, response: ModelResponse, route: dict[str, Any]) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if response.reasoning is not None:
+        # Kept even when empty on tool turns: DeepSeek wants reasoning_content sent back for them.
+        content.append({"type": "reasoning", "text": response.reasoning})
+    if response.text:
+        content.append({"type": "text", "text": response.text})
+    payload: dict[str, Any] = {
+        "messageId": message_id,
+        "content": content,
+        "turnId": turn_id,
+        "stepId": step_id,
+        "model": {k: route[k] for k in ("provider", "model")},
+        "finishReason": response.finish_reason,
+    }
+    if response.tool_calls:
+        payload["toolCalls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
+    if response.warnings:
+        payload["model"]["warnings"] = list(response.warnings)
+    return payload
+
+
+def _unanswered(call: ToolCall | dict[str, Any], code: str, message: str, turn_id: str | None, step_id: str | None) -> EventDraft:
+    call_id, name = (call.id, call.name) if isinstance(call, ToolCall) else (call["id"], call["name"])
+    payload: dict[str, Any] = {"callId": call_id, "name": name, "ok": False, "content": f"Error [{code}]: {message}", "error": {"code": code, "message": message}}
+    if turn_id is not None:
+        payload["turnId"] = turn_id
+    if step_id is not None:
+        payload["stepId"] = step_id
+    return EventDraft("tool/result", payload)
+
+
+def dangling_calls(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls on the surface that have no result after them."""
+    answered = {n["toolCallId"] for n in nodes if n["role"] == "tool"}
+    return [c for n in nodes if n["role"] == "assistant" for c in n.get("toolCalls", []) if c["id"] not in answered]
+
+
+def nodes_to_messages(nodes: list[dict[str, Any]]) -> list[ChatMessage]:
+    """Surface nodes → provider-neutral chat messages (reasoning travels in its own field)."""
+    out: list[ChatMessage] = []
+    for node in nodes:
+        role = node["role"]
+        content = node["content"]
+        if role == "tool":
+            out.append(ChatMessage("tool", content, tool_call_id=node["toolCallId"], name=node.get("name")))
+            continue
+        blocks = [b for b in content if b.get("type") in ("text", "image")]
+        reasoning_blocks = [b["text"] for b in content if b.get("type") == "reasoning"]
+        reasoning = "".join(reasoning_blocks) if reasoning_blocks else None
+        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in node.get("toolCalls", [])]
+        if role == "assistant":
+            text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            out.append(ChatMessage("assistant", text, tool_calls=calls, reasoning=reasoning))
+        else:
+            only_text = all(b.get("type") == "text" for b in blocks)
+            out.append(ChatMessage("user", "".join(b["text"] for b in blocks) if only_text else blocks))
+    return out

@@ -1,0 +1,269 @@
+"""The agent loop: lifecycle events, tools, step limit, abort, crash recovery, one run per session,
+and the real provider path through the fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from roleplay.errors import ConflictError, RpError
+from roleplay.harness.events import EventDraft
+from roleplay.harness.leases import run_lease
+from roleplay.harness.loop import AgentLoop, AgentSpec, StepView
+from roleplay.harness.models.deepseek import deepseek_model
+from roleplay.harness.models.openai_compat import OpenAICompatModel
+from roleplay.harness.models.scripted import ScriptedModel
+from roleplay.harness.projections import fold
+from roleplay.harness.prompts import PromptAssembly, PromptSection
+from roleplay.harness.sessions import SessionService
+from roleplay.harness.store import EventStore
+from roleplay.harness.surface import surface_projection
+from roleplay.harness.tools import Tool, ToolOutput, ToolRegistry
+from roleplay.testing.fake_openai import FakeError, FakeReply, serve_fake_openai
+
+pytestmark = pytest.mark.anyio
+
+
+def add_tool() -> Tool:
+    return Tool(
+        "add",
+        "Add two integers.",
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"], "additionalProperties": False},
+        lambda args, ctx: ToolOutput(str(args["a"] + args["b"]), meta={"kind": "test/sum"}),
+        guidance="Use add for arithmetic.",
+    )
+
+
+def slow_tool() -> Tool:
+    async def handler(args: dict[str, Any], ctx: Any) -> str:
+        await asyncio.sleep(30)
+        return "late"
+
+    return Tool("slow", "Takes forever.", {"type": "object", "properties": {}}, handler)
+
+
+def spec(**kw: Any) -> AgentSpec:
+    tools = kw.pop("tools", ToolRegistry([add_tool(), slow_tool()]))
+    return AgentSpec(prompt=PromptAssembly([PromptSection("identity", "You are a test agent.", 0)]), tools=tools, **kw)
+
+
+@pytest.fixture
+def service(store: EventStore) -> SessionService:
+    return SessionService(store)
+
+
+async def types(service: SessionService, sid: str) -> list[str]:
+    return [e.type for e in await service.events(sid)]
+
+
+async def test_plain_turn_logs_the_full_lifecycle(service: SessionService) -> None:
+    model = ScriptedModel(["Hello back."])
+    sid = (await service.create("chat")).id
+    result = await AgentLoop(service, model, spec()).run_turn(sid, "Hello")
+    assert (result.outcome, result.text, result.steps) == ("completed", "Hello back.", 1)
+    assert await types(service, sid) == ["turn/start", "user/message", "step/start", "model/request", "assistant/message", "step/end", "turn/end"]
+    events = await service.events(sid)
+    req = events[3].payload
+    assert req["sections"] == ["identity", "tool:add"] and len(req["hash"]) == 64 and req["tools"] == ["add", "slow"]
+    assert req["route"]["provider"] == "scripted"
+    assert events[-1].payload == {"turnId": result.turn_id, "outcome": "completed"}
+    assert [m.role for m in model.requests[0].messages] == ["system", "user"]
+    assert "Use add for arithmetic." in model.requests[0].messages[0].content
+
+
+async def test_tool_calls_run_in_order_and_fold_back_to_the_surface(service: SessionService) -> None:
+    model = ScriptedModel(
+        [
+            {"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}, {"name": "add", "arguments": {"a": 1, "b": "x"}}], "reasoning": "need sums"},
+            "The sum is 5.",
+        ]
+    )
+    sid = (await service.create("chat")).id
+    result = await AgentLoop(service, model, spec()).run_turn(sid, "2+3?")
+    assert result.outcome == "completed" and result.steps == 2
+    assert [r.ok for r in result.tool_results] == [True, False]
+    assert result.tool_results[0].meta == {"kind": "test/sum"}
+    assert result.tool_results[1].error["code"] == "tool.invalid_arguments" and result.tool_results[1].error["pointer"] == "/b"  # type: ignore[index]
+    assert await types(service, sid) == [
+        "turn/start", "user/message",
+        "step/start", "model/request", "assistant/message", "tool/call", "tool/result", "tool/call", "tool/result", "step/end",
+        "step/start", "model/request", "assistant/message", "step/end",
+        "turn/end",
+    ]  # fmt: skip
+    second = model.requests[1].messages
+    assert [m.role for m in second] == ["system", "user", "assistant", "tool", "tool"]
+    assert second[2].reasoning == "need sums" and [c.name for c in second[2].tool_calls] == ["add", "add"]
+    assert second[3].content == "5" and second[3].tool_call_id == second[2].tool_calls[0].id
+    # The durable log folds back to the same surface the live run built.
+    events = await service.events(sid)
+    assert fold(surface_projection, events) == await service.surface(sid)
+
+
+async def test_step_limit_ends_the_turn_without_inventing_text(service: SessionService) -> None:
+    model = ScriptedModel(responder=lambda req: {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]})
+    sid = (await service.create("chat")).id
+    result = await AgentLoop(service, model, spec(step_limit=3)).run_turn(sid, "loop forever")
+    assert (result.outcome, result.steps, result.text) == ("step-limit", 3, "")
+    events = await service.events(sid)
+    assert events[-1].payload["outcome"] == "step-limit"
+    assistant_texts = [b for e in events if e.type == "assistant/message" for b in e.payload["content"] if b["type"] == "text"]
+    assert assistant_texts == [] and len(model.requests) == 3
+
+
+async def test_step_mask_makes_masked_calls_fail_without_changing_the_offered_tools(service: SessionService) -> None:
+    model = ScriptedModel([{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]}, "ok"])
+
+    def mask(view: StepView) -> list[str]:
+        return ["slow"]  # in every step only `slow` may be called
+
+    sid = (await service.create("chat")).id
+    result = await AgentLoop(service, model, spec(step_mask=mask)).run_turn(sid, "x")
+    assert result.tool_results[0].error["code"] == "tool.not_available"  # type: ignore[index]
+    assert [t.name for t in model.requests[0].tools] == ["add", "slow"] == [t.name for t in model.requests[1].tools]
+
+
+async def test_visible_tool_set_drops_tool_sections(service: SessionService) -> None:
+    model = ScriptedModel(["fine"])
+    sid = (await service.create("chat")).id
+    await AgentLoop(service, model, spec(allowed_tools=["slow"])).run_turn(sid, "x")
+    assert [t.name for t in model.requests[0].tools] == ["slow"]
+    req = [e for e in await service.events(sid) if e.type == "model/request"][0].payload
+    assert req["sections"] == ["identity"]
+
+
+async def test_model_error_ends_the_turn_with_error(service: SessionService) -> None:
+    model = ScriptedModel([RpError("model.context_overflow", "too long", details={"limit": 10})])
+    sid = (await service.create("chat")).id
+    result = await AgentLoop(service, model, spec()).run_turn(sid, "x")
+    assert result.outcome == "error" and result.error["code"] == "model.context_overflow"  # type: ignore[index]
+    end = (await service.events(sid))[-1]
+    assert end.payload["outcome"] == "error" and end.payload["error"]["code"] == "model.context_overflow"
+
+
+async def test_abort_during_a_tool_call_closes_the_turn_and_answers_the_call(service: SessionService) -> None:
+    model = ScriptedModel([{"tool_calls": [{"name": "slow", "arguments": {}}, {"name": "add", "arguments": {"a": 1, "b": 2}}]}])
+    sid = (await service.create("chat")).id
+    abort = asyncio.Event()
+    task = asyncio.ensure_future(AgentLoop(service, model, spec()).run_turn(sid, "x", abort=abort))
+    await asyncio.sleep(0.3)
+    abort.set()
+    result = await asyncio.wait_for(task, 10)
+    assert result.outcome == "aborted"
+    events = await service.events(sid)
+    assert events[-1].payload["outcome"] == "aborted"
+    results = [e.payload for e in events if e.type == "tool/result"]
+    assert [r["error"]["code"] for r in results] == ["tool.aborted", "tool.aborted"]
+    surface = await service.surface(sid)
+    assert [n["role"] for n in surface["nodes"]] == ["user", "assistant", "tool", "tool"]
+
+
+async def test_abort_while_the_model_streams(service: SessionService) -> None:
+    async def never(req: Any) -> str:
+        await asyncio.sleep(60)
+        return "never"
+
+    model = ScriptedModel(responder=never)
+    sid = (await service.create("chat")).id
+    abort = asyncio.Event()
+    task = asyncio.ensure_future(AgentLoop(service, model, spec()).run_turn(sid, "x", abort=abort))
+    await asyncio.sleep(0.2)
+    abort.set()
+    result = await asyncio.wait_for(task, 10)
+    assert result.outcome == "aborted"
+    assert "assistant/message" not in await types(service, sid)
+
+
+async def test_crash_leaves_an_open_turn_that_the_next_start_closes(service: SessionService) -> None:
+    sid = (await service.create("chat")).id
+    # What a process that died mid-turn leaves behind: an open turn and a dangling tool call.
+    await service.append(
+        sid,
+        [
+            EventDraft("turn/start", {"turnId": "t0"}),
+            EventDraft("user/message", {"messageId": "u0", "content": [{"type": "text", "text": "hi"}]}),
+            EventDraft("assistant/message", {"messageId": "a0", "content": [], "toolCalls": [{"id": "c0", "name": "add", "arguments": "{}"}]}),
+            EventDraft("tool/call", {"callId": "c0", "name": "add", "arguments": "{}"}),
+        ],
+        expected_seq=0,
+    )
+    model = ScriptedModel(["recovered"])
+    result = await AgentLoop(service, model, spec()).run_turn(sid, "again")
+    assert result.outcome == "completed"
+    events = await service.events(sid)
+    assert [e.type for e in events[4:6]] == ["tool/result", "turn/end"]
+    assert events[4].payload["error"]["code"] == "tool.interrupted"
+    assert events[5].payload == {"turnId": "t0", "outcome": "interrupted"}
+    assert [m.role for m in model.requests[0].messages] == ["system", "user", "assistant", "tool", "user"]
+
+
+async def test_one_active_run_per_session(service: SessionService, store: EventStore) -> None:
+    sid = (await service.create("chat")).id
+    async with run_lease(store, sid):
+        with pytest.raises(ConflictError) as exc:
+            await AgentLoop(service, ScriptedModel(["x"]), spec()).run_turn(sid, "second")
+        assert exc.value.code == "run.busy"
+    assert await types(service, sid) == []  # the refused start wrote nothing
+    other = (await service.create("chat")).id
+    async with run_lease(store, sid):
+        assert (await AgentLoop(service, ScriptedModel(["y"]), spec()).run_turn(other, "fine")).outcome == "completed"
+
+
+async def test_chunks_stream_to_subscribers(service: SessionService, store: EventStore) -> None:
+    sid = (await service.create("chat")).id
+    model = ScriptedModel([{"text": "one two three four", "reasoning": "hmm"}])
+    async with store.subscribe(sid) as sub:
+        await AgentLoop(service, model, spec()).run_turn(sid, "go")
+        notes = []
+        while not notes or notes[-1].kind != "event" or notes[-1].event.type != "turn/end":  # type: ignore[union-attr]
+            notes.append(await sub.next(timeout=5))
+    chunks = [n.data for n in notes if n.kind == "chunk"]
+    assert "".join(c.get("text", "") for c in chunks) == "one two three four"
+    assert "".join(c.get("reasoning", "") for c in chunks) == "hmm"
+    assert all(c["type"] == "assistant/chunk" for c in chunks)
+
+
+# -- the real provider code path, over loopback ----------------------------------------------------
+
+
+async def test_openai_provider_end_to_end_with_parallel_tool_calls(service: SessionService) -> None:
+    with serve_fake_openai(flavor="openai", strict=True) as fake:
+        fake.enqueue(
+            FakeReply(tool_calls=[{"name": "add", "arguments": {"a": 20, "b": 22}}, {"name": "add", "arguments": {"a": 1, "b": 1}}], interleave_tool_calls=True),
+            FakeError.rate_limited(),
+            FakeReply(text="Answers: 42 and 2."),
+        )
+        model = OpenAICompatModel(model="gpt-test", base_url=fake.base_url, api_key="sk-test", sleep=_no_sleep)
+        sid = (await service.create("chat")).id
+        result = await AgentLoop(service, model, spec()).run_turn(sid, "sums please")
+        await model.aclose()
+    assert result.outcome == "completed" and result.text == "Answers: 42 and 2."
+    assert [r.content for r in result.tool_results] == ["42", "2"]
+    second = fake.chat_requests[-1].body
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool", "tool"]
+    assert second["stream"] is True
+    assert len(fake.chat_requests) == 3  # the 429 was retried once
+    msg = [e for e in await service.events(sid) if e.type == "assistant/message"][-1]
+    assert msg.payload["model"]["warnings"] == ["retried 1 time(s) after: HTTP 429"]
+
+
+async def test_deepseek_reasoning_round_trip_through_the_loop(service: SessionService) -> None:
+    with serve_fake_openai(flavor="deepseek", strict=True) as fake:
+        fake.enqueue(
+            FakeReply(reasoning="I should add.", tool_calls=[{"name": "add", "arguments": {"a": 2, "b": 2}}]),
+            FakeReply(reasoning="Done.", text="4"),
+        )
+        model = deepseek_model(api_key="sk-test", base_url=fake.base_url, sleep=_no_sleep)
+        sid = (await service.create("chat")).id
+        result = await AgentLoop(service, model, spec()).run_turn(sid, "2+2")
+        await model.aclose()
+    assert result.outcome == "completed" and result.text == "4"
+    sent_back = fake.chat_requests[1].body["messages"][2]
+    assert sent_back["role"] == "assistant" and sent_back["reasoning_content"] == "I should add."
+    stored = [e for e in await service.events(sid) if e.type == "assistant/message"]
+    assert stored[0].payload["content"][0] == {"type": "reasoning", "text": "I should add."}
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None
