@@ -13,6 +13,7 @@ from roleplay.cli import cli
 from roleplay.cli_context import CliState
 from roleplay.harness.events import EventDraft
 from roleplay.harness.store import open_store
+from roleplay.harness.store.migrations import LATEST
 
 
 def invoke(env: dict[str, str], *args: str) -> tuple[int, str, str]:
@@ -49,9 +50,9 @@ def seed(store_url: str) -> tuple[str, str]:
 
 def test_db_migrate_is_idempotent(env: dict[str, str]) -> None:
     code, out, _ = invoke(env, "db", "migrate", "--json")
-    assert code == 0 and json.loads(out)["applied"] == [1, 2]
+    assert code == 0 and json.loads(out)["applied"] == list(range(1, LATEST + 1))
     code, out, _ = invoke(env, "db", "migrate", "--json")
-    assert code == 0 and json.loads(out) | {"database": None} == {"database": None, "applied": [], "schemaVersion": 2}
+    assert code == 0 and json.loads(out) | {"database": None} == {"database": None, "applied": [], "schemaVersion": LATEST}
 
 
 def test_sessions_list_show_events_fork_archive(env: dict[str, str], store_url: str) -> None:

@@ -1,0 +1,113 @@
+"""Key matching: ST ``matchKeys`` semantics, index/automaton equivalence and the regex guard."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roleplay.assets.lorebook.matching import (
+    BLANK_WW,
+    LITERAL,
+    LITERAL_WW,
+    REGEX,
+    WORD,
+    MatcherTable,
+    RegexGuard,
+    TextIndex,
+    classify_key,
+    js_trim,
+)
+
+
+@pytest.mark.parametrize(("key", "cs", "ww", "kind", "text"), [
+    ("Dragon", False, True, WORD, "dragon"),
+    ("Dragon", True, True, WORD, "Dragon"),
+    ("sea lion", False, True, LITERAL, "sea lion"),
+    ("国王", False, True, LITERAL_WW, "国王"),
+    ("x-ray", False, True, LITERAL_WW, "x-ray"),
+    ("cat", False, False, LITERAL, "cat"),
+    ("", False, True, BLANK_WW, ""),
+    ("/a+/i", False, True, REGEX, "/a+/i"),
+])
+def test_classify_key(key, cs, ww, kind, text):
+    assert classify_key(key, cs, ww)[:2] == (kind, text)
+
+
+def index_for(keys: list[tuple[str, bool, bool]], text: str, automaton: bool = True):
+    table = MatcherTable()
+    ids = [table.matcher_for(*k) for k in keys]
+    table.freeze()
+    return ids, TextIndex(table, text, RegexGuard(), use_automaton=automaton)
+
+
+def test_whole_word_rules_on_text():
+    keys = [("cat", False, True), ("国王", False, True), ("x-ray", False, True), ("", False, True),
+            ("sea lion", False, True)]
+    ids, idx = index_for(keys, "\x01concat 国王们 x-rays sea lions")
+    assert [idx.matches(i) for i in ids] == [False, True, False, True, True]
+
+
+def test_js_trim_keeps_non_js_whitespace():
+    assert js_trim("\u3000 key \ufeff") == "key"
+    assert js_trim("\x1ckey") == "\x1ckey"  # Python's strip() would remove \x1c
+
+
+_alphabet = st.sampled_from(list("ab_ 国王-.\n\x01A"))
+_keys = st.lists(st.tuples(st.text(_alphabet, min_size=1, max_size=4), st.booleans(), st.booleans()),
+                 min_size=1, max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_keys, st.text(_alphabet, max_size=40))
+def test_automaton_and_direct_scan_agree(keys, text):
+    ids, with_ac = index_for(keys, text, automaton=True)
+    _, direct = index_for(keys, text, automaton=False)
+    assert [with_ac.matches(i) for i in ids] == [direct.matches(i) for i in ids]
+
+
+@settings(max_examples=150, deadline=None)
+@given(_keys, st.lists(st.text(_alphabet, max_size=15), min_size=1, max_size=4))
+def test_composite_index_equals_whole_text(keys, parts):
+    table = MatcherTable()
+    ids = [table.matcher_for(*k) for k in keys]
+    table.freeze()
+    guard = RegexGuard()
+    pieces = [TextIndex(table, p, guard) for p in parts]
+    text = "\n\x01".join(parts)
+    composite = TextIndex(table, text, guard, parts=pieces)
+    whole = TextIndex(table, text, guard)
+    assert [composite.matches(i) for i in ids] == [whole.matches(i) for i in ids]
+
+
+def test_regex_prefilter_skips_search_when_literal_absent():
+    ids, idx = index_for([("/\\bKari(?:an)?\\b/i", False, True)], "nothing relevant")
+    assert idx.matches(ids[0]) is False and idx.guard.spent == 0.0
+    ids, idx = index_for([("/\\bKari(?:an)?\\b/i", False, True)], "the KARIAN said")
+    assert idx.matches(ids[0]) is True
+
+
+def test_guard_cuts_catastrophic_backtracking():
+    table = MatcherTable()
+    mid = table.matcher_for("/(a+)+$/", False, True)
+    table.freeze()
+    guard = RegexGuard(per_search_seconds=0.05, total_seconds=1.0)
+    started = time.perf_counter()
+    assert TextIndex(table, "a" * 30_000 + "b", guard).matches(mid) is False
+    assert time.perf_counter() - started < 1.0
+    assert guard.cut == {mid: "lore.regex.timeout"}
+    assert guard.diagnostics[0].code == "lore.regex.timeout"
+    assert guard.diagnostics[0].details == {"key": "/(a+)+$/"}
+    # Cut keys are not retried on other texts in the same activation.
+    assert TextIndex(table, "aaa", guard).matches(mid) is False
+
+
+def test_guard_skips_oversized_text():
+    table = MatcherTable()
+    mid = table.matcher_for("/a/", False, True)
+    table.freeze()
+    guard = RegexGuard(max_text_chars=10)
+    assert TextIndex(table, "a" * 11, guard).matches(mid) is False
+    assert guard.cut[mid] == "lore.regex.text_too_long"
