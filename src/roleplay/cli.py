@@ -6,6 +6,7 @@ import click
 
 from roleplay import __version__
 from roleplay.cli_context import CliState
+from roleplay.harness.chat import chat
 from roleplay.harness.cli import db, sessions
 from roleplay.harness.models.cli import models
 from roleplay.state.cli import state_group
@@ -30,6 +31,7 @@ def cli(ctx: click.Context, home: str | None) -> None:
 cli.add_command(db)
 cli.add_command(sessions)
 cli.add_command(models)
+cli.add_command(chat)
 cli.add_command(state_group)
 
 

@@ -1,0 +1,159 @@
+"""``rp chat``: a plain (non-roleplay) agent chat REPL on the harness loop.
+
+It exists to prove the loop end to end against a real route: every line is a turn, persisted as
+a ``chat`` session, with the reply streamed from live ``assistant/chunk`` notifications exactly as
+the web UI will receive them. Ctrl-C during a reply aborts that turn (``turn/end aborted``);
+``/exit`` or end of input leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import Any
+
+import click
+
+from roleplay.cli_context import echo_json, home_option, json_option, run, state_of
+from roleplay.errors import RpError
+
+from .loop import AgentLoop, AgentSpec, TurnResult
+from .models.routes import build_model, deprecation_note, resolve_route
+from .models.types import ChatModel
+from .prompts import ORDER_IDENTITY, PromptAssembly, PromptSection
+from .sessions import SessionService
+from .store.base import EventStore
+
+CHAT_PRESET = "chat"
+CHAT_STEP_LIMIT = 5
+IDENTITY = (
+    "You are a helpful, concise assistant talking with the user in a terminal. "
+    "Answer in the user's language."
+)
+
+
+def chat_spec() -> AgentSpec:
+    return AgentSpec(prompt=PromptAssembly([PromptSection("harness:identity", IDENTITY, ORDER_IDENTITY)]), step_limit=CHAT_STEP_LIMIT, mode="chat")
+
+
+async def chat_turn(store: EventStore, loop: AgentLoop, session_id: str, text: str, out: Any) -> TurnResult:
+    """Run one turn, echoing streamed text to ``out`` as it arrives."""
+    abort = asyncio.Event()
+    previous = _install_sigint(abort)
+    try:
+        async with store.subscribe(session_id) as sub:
+            task = asyncio.ensure_future(loop.run_turn(session_id, text, abort=abort))
+            printed = False
+            while True:
+                getter = asyncio.ensure_future(sub.next())
+                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    break
+                note = getter.result()
+                if note.kind == "chunk" and note.data and note.data.get("text"):
+                    out.write(note.data["text"])
+                    out.flush()
+                    printed = True
+                elif note.kind == "event" and note.event is not None and note.event.type == "turn/end":
+                    break
+            result = await task
+    finally:
+        _restore_sigint(previous)
+    if printed or result.text:
+        out.write("\n" if printed else result.text + "\n")
+    return result
+
+
+def _install_sigint(abort: asyncio.Event) -> Any:
+    try:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, abort.set)
+        return True
+    except (NotImplementedError, RuntimeError, ValueError):
+        return None  # not the main thread (tests) or no signal support
+
+
+def _restore_sigint(installed: Any) -> None:
+    if installed:
+        try:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+
+
+@click.command("chat")
+@home_option
+@click.option("--model", "model_spec", help="Route, e.g. deepseek/deepseek-flash, openai/gpt-4o-mini, or demo (offline).")
+@click.option("--session", "session_id", help="Continue an existing chat session.")
+@click.option("-m", "--message", "messages", multiple=True, help="Send this message instead of reading stdin (repeatable).")
+@json_option
+@click.pass_context
+@run
+async def chat(ctx: click.Context, model_spec: str | None, session_id: str | None, messages: tuple[str, ...], as_json: bool) -> None:
+    """Chat with the configured model; every exchange is saved as a session."""
+    route = resolve_route(model_spec)
+    model: ChatModel = build_model(route)
+    note = deprecation_note(route)
+    async with state_of(ctx).open_store() as store:
+        service = SessionService(store)
+        if session_id is None:
+            session_id = (await service.create(CHAT_PRESET, title=f"chat with {route.spec}")).id
+        else:
+            await service.get(session_id)
+        loop = AgentLoop(service, model, chat_spec())
+        out = _Sink() if as_json else sys.stdout
+        if not as_json:
+            click.echo(f"session {session_id} · model {model.label}" + (f" · {note}" if note else ""), err=True)
+            click.echo("type /exit to leave; Ctrl-C stops a reply", err=True)
+        results: list[TurnResult] = []
+        try:
+            for text in _lines(messages):
+                if text.strip() in ("/exit", "/quit"):
+                    break
+                if not text.strip():
+                    continue
+                result = await chat_turn(store, loop, session_id, text, out)
+                results.append(result)
+                if result.outcome != "completed" and not as_json:
+                    err = f" [{result.error['code']}] {result.error['message']}" if result.error else ""
+                    click.echo(f"(turn ended: {result.outcome}{err})", err=True)
+        finally:
+            closer = getattr(model, "aclose", None)
+            if closer is not None:
+                await closer()
+    if as_json:
+        echo_json(
+            {
+                "sessionId": session_id,
+                "model": {"route": route.spec, "label": model.label},
+                "turns": [{"turnId": r.turn_id, "outcome": r.outcome, "text": r.text, "error": r.error, "usage": r.usage} for r in results],
+            }
+        )
+    elif any(r.outcome == "error" for r in results):
+        raise RpError("chat.turn_failed", "a turn ended with an error (see above)")
+
+
+def _lines(messages: tuple[str, ...]) -> Any:
+    if messages:
+        yield from messages
+        return
+    interactive = sys.stdin.isatty()
+    while True:
+        if interactive:
+            click.echo("you> ", nl=False, err=True)
+        line = sys.stdin.readline()
+        if not line:
+            return
+        yield line.rstrip("\n")
+
+
+class _Sink:
+    """Swallows streamed text when the caller wants only the JSON summary."""
+
+    def write(self, _: str) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None

@@ -1,0 +1,78 @@
+"""``rp chat`` end to end: the demo model with no key, and the real OpenAI-compatible code path
+against the fake server over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from roleplay.cli import cli
+from roleplay.cli_context import CliState
+from roleplay.harness.projections import fold
+from roleplay.harness.store import open_store
+from roleplay.harness.surface import surface_projection
+from roleplay.testing.fake_openai import FakeReply, serve_fake_openai
+
+
+def invoke(env: dict[str, str], *args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+    base = {"DEEPSEEK_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "RP_MODEL": "", "RP_DATABASE_URL": ""}
+    return CliRunner().invoke(cli, list(args), env={**base, **env}, input=input, obj=CliState())
+
+
+def events_of(home: Path, session_id: str):  # type: ignore[no-untyped-def]
+    async def go():  # type: ignore[no-untyped-def]
+        store = open_store(f"sqlite:///{home / 'roleplay.db'}")
+        try:
+            return await store.read(session_id)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def test_demo_chat_needs_no_key_and_persists_the_session(tmp_path: Path) -> None:
+    result = invoke({"RP_HOME": str(tmp_path)}, "chat", "--model", "demo", input="Hello, demo!\n\n/exit\nnot sent\n")
+    assert result.exit_code == 0, result.output
+    assert "[demo reply" in result.stdout and "Hello, demo!" in result.stdout
+    assert "demo (offline, not a real model)" in result.stderr
+    listing = invoke({"RP_HOME": str(tmp_path)}, "sessions", "list", "--json")
+    (session,) = json.loads(listing.stdout)
+    assert session["preset"] == "chat"
+    events = events_of(tmp_path, session["id"])
+    types = [e.type for e in events]
+    assert types[0] == "turn/start" and types[-1] == "turn/end" and types.count("turn/start") == 1
+    assert events[-1].payload["outcome"] == "completed"
+    nodes = fold(surface_projection, events)["nodes"]
+    assert [n["role"] for n in nodes] == ["user", "assistant"]
+
+
+def test_continue_a_session_and_json_summary(tmp_path: Path) -> None:
+    first = invoke({"RP_HOME": str(tmp_path)}, "chat", "--model", "demo", "-m", "one", "--json")
+    sid = json.loads(first.stdout)["sessionId"]
+    again = invoke({"RP_HOME": str(tmp_path)}, "chat", "--model", "demo", "--session", sid, "-m", "two", "--json")
+    summary = json.loads(again.stdout)
+    assert summary["sessionId"] == sid and [t["outcome"] for t in summary["turns"]] == ["completed"]
+    nodes = fold(surface_projection, events_of(tmp_path, sid))["nodes"]
+    assert [n["role"] for n in nodes] == ["user", "assistant", "user", "assistant"]
+    missing = invoke({"RP_HOME": str(tmp_path)}, "chat", "--model", "demo", "--session", "ses_nope", "-m", "x")
+    assert missing.exit_code == 1 and "session.not_found" in missing.stderr
+
+
+def test_chat_against_the_fake_openai_server(tmp_path: Path) -> None:
+    with serve_fake_openai(flavor="openai", strict=True) as fake:
+        fake.enqueue(FakeReply(text="Hi from the wire.", chunk_size=3))
+        env = {"RP_HOME": str(tmp_path), "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test"}
+        result = invoke(env, "chat", "--model", "openai/gpt-test", input="ping\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "Hi from the wire."
+    body = fake.chat_requests[0].body
+    assert body["model"] == "gpt-test" and body["stream"] is True
+    assert [m["role"] for m in body["messages"]] == ["system", "user"] and body["messages"][1]["content"] == "ping"
+
+
+def test_missing_configuration_is_a_clear_error(tmp_path: Path) -> None:
+    result = invoke({"RP_HOME": str(tmp_path)}, "chat", "-m", "hi")
+    assert result.exit_code == 1 and "model.not_configured" in result.stderr and "--model demo" in result.stderr

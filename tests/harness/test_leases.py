@@ -1,0 +1,81 @@
+"""One active run per session, across processes; the lease dies with its holder."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+
+import pytest
+
+from roleplay.errors import ConflictError
+from roleplay.harness.leases import run_lease
+from roleplay.harness.store import EventStore, open_store
+
+pytestmark = pytest.mark.anyio
+
+
+def _hold(url: str, session_id: str, ready: "multiprocessing.synchronize.Event", release: "multiprocessing.synchronize.Event") -> None:
+    async def run() -> None:
+        store = open_store(url)
+        try:
+            async with run_lease(store, session_id):
+                ready.set()
+                while not release.is_set():
+                    await asyncio.sleep(0.02)
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+
+
+async def _wait(event: "multiprocessing.synchronize.Event") -> None:
+    assert await asyncio.get_running_loop().run_in_executor(None, event.wait, 60)
+
+
+async def test_lease_held_in_another_process_refuses_and_is_released(store: EventStore, store_url: str) -> None:
+    sid = (await store.create_session(preset="chat")).id
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_hold, args=(store_url, sid, ready, release))
+    proc.start()
+    try:
+        await _wait(ready)
+        with pytest.raises(ConflictError) as exc:
+            async with run_lease(store, sid):
+                pass
+        assert exc.value.code == "run.busy" and exc.value.details == {"sessionId": sid}
+        release.set()
+        await asyncio.get_running_loop().run_in_executor(None, proc.join, 30)
+        async with run_lease(store, sid):
+            pass  # free again once the holder let go
+    finally:
+        release.set()
+        proc.join(5)
+
+
+async def test_a_crashed_holder_does_not_lock_the_session_forever(store: EventStore, store_url: str) -> None:
+    sid = (await store.create_session(preset="chat")).id
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_hold, args=(store_url, sid, ready, release))
+    proc.start()
+    await _wait(ready)
+    os.kill(proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    await asyncio.get_running_loop().run_in_executor(None, proc.join, 30)
+    for _ in range(50):  # PostgreSQL notices the dead connection shortly after the kill
+        try:
+            async with run_lease(store, sid):
+                return
+        except ConflictError:
+            await asyncio.sleep(0.1)
+    pytest.fail("the lease of a killed process was never released")
+
+
+async def test_same_process_second_lease_is_refused(store: EventStore) -> None:
+    sid = (await store.create_session(preset="chat")).id
+    async with run_lease(store, sid):
+        with pytest.raises(ConflictError):
+            async with run_lease(store, sid):
+                pass
