@@ -267,3 +267,17 @@ async def test_deepseek_reasoning_round_trip_through_the_loop(service: SessionSe
 
 async def _no_sleep(seconds: float) -> None:
     return None
+
+
+async def test_context_overflow_from_the_server_ends_the_turn_with_a_clear_error(service: SessionService) -> None:
+    with serve_fake_openai(flavor="deepseek", strict=True) as fake:
+        fake.enqueue(FakeError.context_overflow(limit=131072, requested=131134))
+        model = deepseek_model(api_key="sk-test", base_url=fake.base_url, sleep=_no_sleep)
+        sid = (await service.create("chat")).id
+        result = await AgentLoop(service, model, spec()).run_turn(sid, "a very long story")
+        await model.aclose()
+    assert result.outcome == "error"
+    assert result.error["code"] == "model.context_overflow" and result.error["details"]["limit"] == 131072  # type: ignore[index]
+    assert len(fake.chat_requests) == 1  # a 400 is not retried
+    end = (await service.events(sid))[-1]
+    assert end.payload["error"]["code"] == "model.context_overflow"
