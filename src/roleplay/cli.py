@@ -6,6 +6,7 @@ import click
 
 from roleplay import __version__
 from roleplay.cli_context import CliState
+from roleplay.assets.cli import assets, export, import_command
 from roleplay.harness.chat import chat
 from roleplay.harness.cli import db, sessions
 from roleplay.harness.models.cli import models
@@ -32,6 +33,9 @@ cli.add_command(db)
 cli.add_command(sessions)
 cli.add_command(models)
 cli.add_command(chat)
+cli.add_command(import_command)
+cli.add_command(assets)
+cli.add_command(export)
 cli.add_command(state_group)
 
 

@@ -1,0 +1,182 @@
+"""``rp import FILE…``, ``rp assets list|show|delete`` and ``rp export card ID -o FILE.png``.
+
+The main ``rp`` group adds ``import_command``, ``assets`` and ``export``. Every command opens the
+store through ``cli_context`` (so ``--home``, ``RP_HOME`` and ``RP_DATABASE_URL`` apply) and runs
+``ensure_seeds`` first: seeding is idempotent, and doing it on open is how the built-in defaults
+appear on a new database.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import click
+
+from roleplay.cli_context import echo_json, home_option, json_option, run, state_of
+from roleplay.errors import RpError
+
+from .kinds import DEFAULT_KINDS, KINDS
+from .service import AssetService
+
+
+@asynccontextmanager
+async def _service(ctx: click.Context) -> AsyncIterator[AssetService]:
+    async with state_of(ctx).open_store() as events:
+        service = AssetService(events)
+        await service.ensure_seeds()
+        yield service
+
+
+@click.command("import")
+@home_option
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@json_option
+@click.pass_context
+@run
+async def import_command(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> None:
+    """Import character cards (PNG/JSON/CHARX), SillyTavern lorebooks and presets.
+
+    Each file is imported on its own, all or nothing; the exit status is 1 if any file failed.
+    """
+    results: list[dict[str, Any]] = []
+    failed = False
+    async with _service(ctx) as service:
+        for path in files:
+            try:
+                result = await service.import_file(path.read_bytes(), path.name)
+            except RpError as exc:
+                failed = True
+                results.append({"file": str(path), "error": exc.to_dict()})
+                continue
+            results.append({"file": str(path), **result.to_dict()})
+    if as_json:
+        echo_json(results)
+    else:
+        for item in results:
+            if "error" in item:
+                err = item["error"]
+                where = f" (at {err['pointer']})" if err.get("pointer") is not None else ""
+                click.echo(f"{item['file']}: error [{err['code']}]: {err['message']}{where}", err=True)
+                continue
+            verb = "already imported as" if item["duplicate"] else "imported"
+            made = ", ".join(f"{a['kind']} {a['id']} ({a['name']})" for a in item["assets"])
+            click.echo(f"{item['file']}: {verb} {made}")
+            for w in item["warnings"]:
+                at = f" (at {w['pointer']})" if w.get("pointer") is not None else ""
+                click.echo(f"  warning [{w['code']}]: {w['message']}{at}")
+    if failed:
+        sys.exit(1)
+
+
+@click.group()
+def assets() -> None:
+    """List, show and delete shared assets."""
+
+
+@assets.command("list")
+@home_option
+@click.option("--kind", type=click.Choice(KINDS), help="Only this kind (default: every kind).")
+@click.option("--limit", type=click.IntRange(1, 500), default=100, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
+@json_option
+@click.pass_context
+@run
+async def assets_list(ctx: click.Context, kind: str | None, limit: int, offset: int, as_json: bool) -> None:
+    """List assets, oldest first; the default of each kind is marked."""
+    rows: list[dict[str, Any]] = []
+    async with _service(ctx) as service:
+        defaults = {k: (await service.store.get_default(k)) for k in DEFAULT_KINDS}
+        default_ids = {r.id for r in defaults.values() if r is not None}
+        for k in ([kind] if kind else KINDS):
+            page = await service.store.list(k, limit=limit, offset=offset)
+            rows += [{**r.to_dict(with_data=False), "default": r.id in default_ids} for r in page.items]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no assets")
+    for r in rows:
+        mark = " [default]" if r["default"] else ""
+        click.echo(f"{r['id']}  {r['kind']:<13} rev {r['revision']:<4} {r['name']}{mark}")
+
+
+@assets.command("show")
+@home_option
+@click.argument("asset_id")
+@json_option
+@click.pass_context
+@run
+async def assets_show(ctx: click.Context, asset_id: str, as_json: bool) -> None:
+    """Show one asset with its data and blobs."""
+    async with _service(ctx) as service:
+        record = await service.store.get(asset_id)
+        blobs = await service.store.list_blobs(asset_id)
+        linked = await service.linked_lorebooks(asset_id) if record.kind == "card" else []
+    out = record.to_dict()
+    out["blobs"] = [{"role": b.role, "mediaType": b.media_type, "size": b.size, "sha256": b.sha256} for b in blobs]
+    if record.kind == "card":
+        out["linkedLorebooks"] = [b.id for b in linked]
+    if as_json:
+        echo_json(out)
+        return
+    click.echo(f"{record.id}  {record.kind}  rev {record.revision}  {record.name}")
+    click.echo(f"  content {record.content_hash}  updated {record.updated_at}")
+    if record.source_character_id:
+        click.echo(f"  from card {record.source_character_id}")
+    for b in out["blobs"]:
+        click.echo(f"  blob {b['role']}: {b['mediaType']}, {b['size']} bytes")
+    for book_id in out.get("linkedLorebooks", []):
+        click.echo(f"  lorebook {book_id}")
+
+
+@assets.command("delete")
+@home_option
+@click.argument("asset_id")
+@click.option("--revision", "expected_revision", type=click.IntRange(1), help="Only if still at this revision.")
+@click.option("--keep-lorebooks", is_flag=True, help="Deleting a card: keep the lorebooks imported with it.")
+@json_option
+@click.pass_context
+@run
+async def assets_delete(ctx: click.Context, asset_id: str, expected_revision: int | None, keep_lorebooks: bool,
+                        as_json: bool) -> None:
+    """Delete an asset (a card also deletes its imported lorebooks unless --keep-lorebooks)."""
+    async with _service(ctx) as service:
+        result = await service.delete(asset_id, expected_revision=expected_revision,
+                                      cascade_lorebooks=not keep_lorebooks)
+    if as_json:
+        echo_json(result.to_dict())
+        return
+    for r in result.deleted:
+        click.echo(f"deleted {r.kind} {r.id} ({r.name})")
+    for w in result.warnings:
+        click.echo(f"warning [{w.code}]: {w.message}", err=True)
+
+
+@click.group()
+def export() -> None:
+    """Export assets as community files."""
+
+
+@export.command("card")
+@home_option
+@click.argument("card_id")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="PNG file to write.")
+@json_option
+@click.pass_context
+@run
+async def export_card(ctx: click.Context, card_id: str, output: Path, as_json: bool) -> None:
+    """Write a card as a V3 PNG (V2 backfill) with its linked lorebooks embedded."""
+    async with _service(ctx) as service:
+        png = await service.export_card(card_id)
+    output.write_bytes(png)
+    if as_json:
+        echo_json({"cardId": card_id, "output": str(output), "bytes": len(png)})
+    else:
+        click.echo(f"wrote {output} ({len(png)} bytes)")
+
+
+__all__ = ["assets", "export", "import_command"]

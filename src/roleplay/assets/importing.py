@@ -1,0 +1,222 @@
+"""``import_file``: community files in, shared assets out — all or nothing.
+
+What a file becomes is decided from its bytes (``sniff_asset_kind``), never from its name:
+
+* a character card (PNG, JSON or CHARX) → one ``card`` asset holding the normalised card, plus
+  blobs: the sanitised ``avatar`` PNG, the ``isolated-prompts`` (system prompt and post-history
+  instructions, stored untrusted: they are only injected after the user trusts them through
+  ``AssetService.trust_isolated_prompts``), and the ``source`` card object exactly as found (for
+  compatibility adapters such as MVU, which read original control blocks). The embedded
+  ``character_book`` becomes a ``lorebook`` asset linked by ``source_character_id``.
+* a SillyTavern world-info lorebook → one ``lorebook`` asset.
+* a SillyTavern chat-completion preset → one ``preset`` asset, one ``writing-style`` asset per
+  expressive prompt, and the migration report (returned, and kept as the preset's
+  ``migration-report`` blob).
+
+Everything is parsed, validated and sanitised before the database is touched; the writes of one
+import then go through a single transaction, so a failing import leaves nothing behind.
+
+Duplicate imports: the same bytes imported twice (even by two processes at once) give one asset.
+The sha256 of the file is stored as ``import_hash`` under ``UNIQUE(kind, import_hash)``; a repeat
+returns the existing asset with ``duplicate: true`` and creates nothing — even if the user edited
+the asset since, because a second silent copy of a card is never what a re-import means. Deleting
+the asset forgets the hash, so the file can then be imported afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from roleplay.errors import Problem, RpError, ValidationError
+
+from .cards import import_card_bytes, sniff_asset_kind
+from .cards.jsonio import load_json_bytes
+from .kinds import CARD, LOREBOOK, PRESET, WRITING_STYLE, Validated, validate_asset_data
+from .presets import migrate_sillytavern_preset
+from .store import AssetRecord, AssetStore, AssetTx
+
+MAX_NAME = 80
+
+
+@dataclass(frozen=True)
+class CreatedAsset:
+    id: str
+    kind: str
+    name: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "kind": self.kind, "name": self.name}
+
+    @classmethod
+    def of(cls, record: AssetRecord) -> "CreatedAsset":
+        return cls(record.id, record.kind, record.name)
+
+
+@dataclass
+class ImportResult:
+    filename: str | None
+    kind: str  # the primary asset's kind: card | lorebook | preset
+    asset_id: str
+    duplicate: bool
+    assets: list[CreatedAsset]  # every asset of this import, the primary one first
+    warnings: list[Problem] = field(default_factory=list)
+    report: dict[str, Any] | None = None  # preset migration report
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "filename": self.filename,
+            "kind": self.kind,
+            "assetId": self.asset_id,
+            "duplicate": self.duplicate,
+            "assets": [a.to_dict() for a in self.assets],
+            "warnings": [w.to_dict() for w in self.warnings],
+        }
+        if self.report is not None:
+            out["report"] = self.report
+        return out
+
+
+def import_hash(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _stem(filename: str | None) -> str:
+    return PurePath(filename).stem.strip()[:MAX_NAME] if filename else ""
+
+
+def _json_blob(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+async def import_file(store: AssetStore, data: bytes, filename: str | None = None) -> ImportResult:
+    """Import one file; raises ``RpError`` (nothing written) when it cannot be imported."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValidationError("asset.import.not_bytes", "import_file needs the file's bytes")
+    data = bytes(data)
+    kind = sniff_asset_kind(data, filename)
+    if kind in ("card-png", "card-json", "charx"):
+        return await import_card(store, data, filename)
+    if kind == "lorebook":
+        return await import_lorebook_file(store, data, filename)
+    if kind == "preset":
+        return await import_preset_file(store, data, filename)
+    raise ValidationError(
+        "asset.import.unsupported",
+        "not a character card (PNG/JSON/CHARX), a SillyTavern world-info lorebook or a "
+        "SillyTavern chat-completion preset",
+        details={"filename": filename} if filename else None,
+    )
+
+
+async def _duplicate(tx: AssetTx, existing: AssetRecord, filename: str | None) -> ImportResult:
+    assets = [CreatedAsset.of(existing)]
+    if existing.kind == CARD:
+        assets += [CreatedAsset.of(b) for b in await tx.linked_lorebooks(existing.id)]
+    message = f"this file was already imported as {existing.kind} {existing.id}; nothing new was created"
+    return ImportResult(filename, existing.kind, existing.id, True, assets,
+                        [Problem("asset.import.duplicate", message, details={"assetId": existing.id})])
+
+
+# -- cards ----------------------------------------------------------------------------------------
+
+
+async def import_card(store: AssetStore, data: bytes, filename: str | None = None) -> ImportResult:
+    parsed = import_card_bytes(data, filename)
+    warnings = list(parsed.warnings)
+    card = validate_asset_data(CARD, parsed.card.model_dump(mode="json"))
+    book: Validated | None = None
+    if parsed.lorebook is not None:
+        book_name = parsed.lorebook.get("name") if isinstance(parsed.lorebook.get("name"), str) else ""
+        try:
+            book = validate_asset_data(LOREBOOK, {"name": (book_name or "").strip()[:MAX_NAME] or card.name,
+                                                  "book": parsed.lorebook})
+            warnings += book.warnings
+        except RpError as exc:
+            # A broken embedded book should not cost the user the card; the untouched book stays
+            # in the card's ``source`` blob, so nothing is lost.
+            warnings.append(Problem("asset.import.lorebook_skipped",
+                                    f"the embedded character_book was not imported: {exc.message}",
+                                    pointer=exc.pointer, details={"cause": exc.code}))
+    if parsed.embedded_assets:
+        warnings.append(Problem("asset.import.embedded_assets_skipped",
+                                f"{len(parsed.embedded_assets)} legacy embedded asset(s) were not stored: "
+                                "only the sanitised main image is kept"))
+    isolated = parsed.isolated_prompts.model_copy(update={"trusted": False})
+    digest = import_hash(data)
+    card_id, book_id = store.new_id(), store.new_id()
+
+    async def body(tx: AssetTx) -> ImportResult:
+        existing = await tx.by_import_hash(CARD, digest)
+        if existing is not None:
+            return await _duplicate(tx, existing, filename)
+        record = await tx.insert(card_id, CARD, card.data, card.name, import_hash=digest)
+        if parsed.avatar_png is not None:
+            await tx.put_blob(card_id, "avatar", "image/png", parsed.avatar_png)
+        if not isolated.is_empty:
+            await tx.put_blob(card_id, "isolated-prompts", "application/json", _json_blob(isolated.model_dump()))
+        await tx.put_blob(card_id, "source", "application/json", _json_blob(parsed.raw))
+        assets = [CreatedAsset.of(record)]
+        if book is not None:
+            linked = await tx.insert(book_id, LOREBOOK, book.data, book.name, source_character_id=card_id)
+            assets.append(CreatedAsset.of(linked))
+        return ImportResult(filename, CARD, card_id, False, assets, warnings)
+
+    return await store.write(body, retry_on_unique=True)
+
+
+# -- lorebooks ------------------------------------------------------------------------------------
+
+
+async def import_lorebook_file(store: AssetStore, data: bytes, filename: str | None = None) -> ImportResult:
+    obj, warnings = load_json_bytes(data, code_prefix="lorebook.json")
+    if not isinstance(obj, dict):
+        raise ValidationError("lorebook.invalid", "a lorebook file holds a JSON object", pointer="")
+    own = obj.get("name") if isinstance(obj.get("name"), str) else ""
+    name = (own or "").strip()[:MAX_NAME] or _stem(filename) or "世界书"
+    book = validate_asset_data(LOREBOOK, {"name": name, "book": obj})
+    digest = import_hash(data)
+    book_id = store.new_id()
+
+    async def body(tx: AssetTx) -> ImportResult:
+        existing = await tx.by_import_hash(LOREBOOK, digest)
+        if existing is not None:
+            return await _duplicate(tx, existing, filename)
+        record = await tx.insert(book_id, LOREBOOK, book.data, book.name, import_hash=digest)
+        return ImportResult(filename, LOREBOOK, book_id, False, [CreatedAsset.of(record)], [*warnings, *book.warnings])
+
+    return await store.write(body, retry_on_unique=True)
+
+
+# -- presets --------------------------------------------------------------------------------------
+
+
+async def import_preset_file(store: AssetStore, data: bytes, filename: str | None = None) -> ImportResult:
+    obj, warnings = load_json_bytes(data, code_prefix="preset.json")
+    migration = migrate_sillytavern_preset(obj, name=_stem(filename) or "SillyTavern 预设")
+    preset = validate_asset_data(PRESET, migration.preset.to_json_dict())
+    styles = [validate_asset_data(WRITING_STYLE, s.to_json_dict()) for s in migration.writing_styles]
+    report = migration.report.to_dict()
+    digest = import_hash(data)
+    preset_id = store.new_id()
+    style_ids = [store.new_id() for _ in styles]
+
+    async def body(tx: AssetTx) -> ImportResult:
+        existing = await tx.by_import_hash(PRESET, digest)
+        if existing is not None:
+            return await _duplicate(tx, existing, filename)
+        record = await tx.insert(preset_id, PRESET, preset.data, preset.name, import_hash=digest)
+        await tx.put_blob(preset_id, "migration-report", "application/json", _json_blob(report))
+        assets = [CreatedAsset.of(record)]
+        for style_id, style in zip(style_ids, styles):
+            assets.append(CreatedAsset.of(await tx.insert(style_id, WRITING_STYLE, style.data, style.name)))
+        return ImportResult(filename, PRESET, preset_id, False, assets, list(warnings), report)
+
+    return await store.write(body, retry_on_unique=True)
+
+
+__all__ = ["CreatedAsset", "ImportResult", "import_card", "import_file", "import_hash", "import_lorebook_file",
+           "import_preset_file"]

@@ -1,0 +1,90 @@
+"""``ensure_seeds``: create, upgrade or leave alone the built-in assets, idempotently.
+
+The decisions are :func:`roleplay.assets.seeding.plan_seed_upgrade`'s; this module applies them in
+one write transaction for all seeds, so two processes opening a fresh database at the same moment
+cannot both create 示例预设 (SQLite serialises the transactions; PostgreSQL takes an advisory
+transaction lock, and the unique ``seed_key`` index and marker primary key are a second guard).
+
+Which stored asset a seed is compared against: the one its marker names; with no marker, an asset
+tagged with the seed key (a marker lost by an older version). A marker whose asset is gone means the
+user deleted it, and the plan is then to skip it forever. A freshly created seed becomes the default
+of its kind only when the kind has no default yet, so a user's own default is never replaced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .kinds import SEED_KIND_TO_ASSET_KIND, validate_asset_data
+from .personas import DEFAULT_PERSONA_SEED
+from .presets import EXAMPLE_PRESET_SEED
+from .seeding import SeedAction, SeedSpec, StoredAsset, plan_seed_upgrade
+from .store import AssetStore, AssetTx
+from .styles import GENERAL_NARRATIVE_SEED
+
+BUILTIN_SEEDS: tuple[SeedSpec, ...] = (EXAMPLE_PRESET_SEED, GENERAL_NARRATIVE_SEED, DEFAULT_PERSONA_SEED)
+
+
+@dataclass(frozen=True)
+class SeedOutcome:
+    key: str
+    kind: str
+    action: str
+    asset_id: str | None
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"key": self.key, "kind": self.kind, "action": self.action, "assetId": self.asset_id,
+                "reason": self.reason}
+
+
+async def ensure_seeds(store: AssetStore, seeds: Sequence[SeedSpec] = BUILTIN_SEEDS) -> list[SeedOutcome]:
+    """Bring every seed to its planned state; safe to call on every open, from any process."""
+    kinds = {seed.key: SEED_KIND_TO_ASSET_KIND[seed.kind] for seed in seeds}
+    # Validate and mint ids outside the transaction: bodies must not fail half-way for reasons
+    # that are not about the database, and id generators may not be re-entrant.
+    contents = {seed.key: validate_asset_data(kinds[seed.key], seed.content) for seed in seeds}
+    new_ids = {seed.key: store.new_id() for seed in seeds}
+
+    async def body(tx: AssetTx) -> list[SeedOutcome]:
+        await tx.lock_seeds()
+        outcomes = []
+        for seed in seeds:
+            outcomes.append(await _apply(tx, seed, kinds[seed.key], contents[seed.key], new_ids[seed.key]))
+        return outcomes
+
+    return await store.write(body, retry_on_unique=True)
+
+
+async def _apply(tx: AssetTx, seed: SeedSpec, kind: str, valid, new_id: str) -> SeedOutcome:  # type: ignore[no-untyped-def]
+    marker = await tx.marker(seed.key)
+    if marker is None:
+        record = await tx.by_seed_key(seed.key)
+    else:
+        record = await tx.get(marker.asset_id) if marker.asset_id else None
+    if record is not None and record.kind != kind:
+        record = None  # never treat another kind's asset as this seed
+    stored = StoredAsset(record.id, record.data) if record else None
+    plan = plan_seed_upgrade(seed, stored, marker)
+
+    asset_id = record.id if record else None
+    if plan.action is SeedAction.CREATE:
+        created = await tx.insert(new_id, kind, valid.data, valid.name, seed_key=seed.key)
+        asset_id = created.id
+        if plan.make_default and await tx.default_id(kind) is None:
+            await tx.set_default(kind, created.id)
+        assert plan.marker is not None
+        await tx.put_marker(plan.marker.bound_to(created.id))
+    elif plan.action is SeedAction.UPGRADE:
+        assert record is not None
+        # In place: same asset id (and, for presets, the same field ids), next revision.
+        await tx.bump(record.id, None, data=valid.data, name=valid.name)
+        assert plan.marker is not None
+        await tx.put_marker(plan.marker)
+    elif plan.marker is not None:  # UP_TO_DATE / KEEP_EDITED with a marker to (re)write
+        await tx.put_marker(plan.marker)
+    return SeedOutcome(seed.key, kind, plan.action.value, asset_id, plan.reason)
+
+
+__all__ = ["BUILTIN_SEEDS", "SeedOutcome", "ensure_seeds"]

@@ -1,0 +1,154 @@
+"""The shared vocabulary of the roleplay turn: what the context build, the Writer, the commit and
+the run hand each other. Only plain frozen dataclasses here, no behaviour, so every core module can
+depend on this one and on nothing else of its siblings.
+
+Spec terms (``roleplay-plugins.zh.md`` 产品边界): a *context source* is one piece of material
+(``rp.card``, ``rp.preset:<field-id>`` …); a *slot* is a named, ordered group of sources in the
+session's ``contextBuild``; the *frozen build* is what one run assembled from the session's slots
+and hands to the Writer (flat prompt) and to the parent (ready marker, bindings, parent-delivered
+fragments, commit material).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+SourceClass = Literal["factual", "instructional"]
+ParentDelivery = Literal["none", "context", "commit"]
+ExecutionMode = Literal["chat", "agent"]
+
+# Source ids fixed by the spec; dynamic ones add a suffix.
+CARD = "rp.card"
+PERSONA = "rp.persona"
+LORE_WORLD = "rp.lore.world-description"
+LORE_CHARACTERS = "rp.lore.character-descriptions"
+LORE_RULES = "rp.lore.important-rules"
+STATE = "rp.state"
+PRESET_PREFIX = "rp.preset:"  # + field id
+STYLE_PREFIX = "rp.writing-style:"  # + asset id
+SUMMARY = "rp.conversation-summary"
+CONVERSATION = "rp.conversation"
+CURRENT_INPUT = "rp.current-input"
+CUSTOM_PREFIX = "rp.custom:"  # + custom prompt id (the session's own prompts)
+
+# Sources that must always take part in assembly (the spec: idleAllowed false, checked by identity).
+NEVER_IDLE = frozenset({SUMMARY, CONVERSATION, CURRENT_INPUT})
+
+
+@dataclass(frozen=True)
+class ContextSource:
+    """One piece of material for this run.
+
+    ``text`` is what the Writer and the prompt workbench see. ``parent_text`` (when set) replaces
+    it in the parent's view only; ``parent_delivery`` says whether the parent gets it as read-only
+    context (card, persona) or as commit material (state contract), or not at all.
+    ``shared_reference`` marks material read from a shared asset: if that asset is unavailable the
+    source is skipped with an ``asset-unavailable`` diagnostic instead of failing the run.
+    """
+
+    id: str
+    title: str
+    text: str
+    source_class: SourceClass
+    parent_delivery: ParentDelivery = "none"
+    parent_text: str | None = None
+    idle_allowed: bool = True
+    shared_reference: bool = False
+    default_section_tag: bool = True
+    # Asset id + revision (or content hash) read, so a commit can check they are still live.
+    revision: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    message: str
+    source_id: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.source_id is not None:
+            out["sourceId"] = self.source_id
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One entry of ``profile.contextBuild.slots`` (camelCase in JSON: id, name, sources,
+    sectionTag, idle)."""
+
+    id: str
+    name: str
+    sources: tuple[str, ...]
+    section_tag: bool = True
+    idle: bool = False
+
+
+@dataclass(frozen=True)
+class BuiltSection:
+    """One slot as assembled for this run: which sources made it in, and its serialised text."""
+
+    slot_id: str
+    name: str
+    source_ids: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class FrozenBuild:
+    """The context build of one run, frozen at prepare time."""
+
+    sections: tuple[BuiltSection, ...]
+    writer_prompt: str  # the flat user prompt of the Writer (all non-idle, available slots)
+    parent_context: str  # parentDelivery: context fragments (card, persona), serialised once
+    commit_context: str  # parentDelivery: commit fragments (state contract), serialised once
+    bindings: dict[str, Any]  # {characterId, lorebookIds, personaId, presetId, writingStyleIds}
+    diagnostics: tuple[Diagnostic, ...]
+    epoch: str  # sha256 of everything above: the context epoch a retry token is bound to
+    sources: dict[str, ContextSource] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WriterArtifact:
+    """The one successful Writer result a run accepts."""
+
+    call_id: str
+    child_session_id: str
+    route: dict[str, Any]
+    prompt_hash: str
+    section_ids: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class CommitContext:
+    """What ``rp_commit_turn`` validates against, for one run."""
+
+    run_id: str
+    turn_id: str
+    session_id: str
+    mode: ExecutionMode
+    epoch: str
+    writer: WriterArtifact | None
+    state: dict[str, Any]  # the rp/state projection at prepare time (for state.update)
+    live_revisions: dict[str, Any]  # asset id → revision read at prepare time
+
+
+class AssetReader(Protocol):
+    """How context code reads shared assets: the live revision, or None when the asset is gone
+    (a dangling reference reads as unbound)."""
+
+    async def read(self, kind: str, asset_id: str) -> "AssetView | None": ...
+
+
+@dataclass(frozen=True)
+class AssetView:
+    id: str
+    kind: str  # card | lorebook | persona | preset | writing-style
+    revision: int
+    data: dict[str, Any]
+    name: str = ""

@@ -1,0 +1,143 @@
+"""``rp import``, ``rp assets list|show|delete`` and ``rp export card`` through click, on both
+backends. The commands are mounted on a local group here, as the main ``rp`` group mounts them."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import quote
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from roleplay.assets.cards import import_card_bytes
+from roleplay.assets.cli import assets, export, import_command
+from roleplay.cli_context import CliState
+from tests_support import postgres_url_or_skip
+
+
+@click.group()
+@click.option("--home", envvar="RP_HOME")
+@click.pass_context
+def rp(ctx: click.Context, home: str | None) -> None:
+    state = ctx.ensure_object(CliState)
+    if state.home is None:
+        state.home = home
+
+
+rp.add_command(import_command)
+rp.add_command(assets)
+rp.add_command(export)
+
+
+@contextmanager
+def pg_schema() -> Iterator[str]:
+    import psycopg
+
+    base = postgres_url_or_skip()
+    schema = "t_" + secrets.token_hex(6)
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        sep = "&" if "?" in base else "?"
+        yield f"{base}{sep}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    if request.param == "sqlite":  # the default database under --home / RP_HOME
+        yield {"RP_HOME": str(tmp_path / "home")}
+        return
+    with pg_schema() as url:
+        yield {"RP_DATABASE_URL": url, "RP_HOME": str(tmp_path / "home")}
+
+
+def invoke(env: dict[str, str | None], *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(rp, list(args), env=env, obj=CliState())
+    return result.exit_code, result.stdout, result.stderr
+
+
+def card_file(tmp_path: Path, name: str = "alice.json") -> Path:
+    data = {"name": "Alice", "first_mes": "Hi.", "system_prompt": "Obey.",
+            "character_book": {"name": "Alice lore", "entries": [
+                {"id": 1, "keys": ["sword"], "content": "A sword.", "enabled": True, "insertion_order": 1,
+                 "extensions": {}}]}}
+    path = tmp_path / name
+    path.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": data}))
+    return path
+
+
+def test_import_json_reports_ids_and_warnings(env: dict[str, str], tmp_path: Path) -> None:
+    path = card_file(tmp_path)
+    code, out, _ = invoke(env, "import", str(path), "--json")
+    assert code == 0
+    [result] = json.loads(out)
+    assert (result["kind"], result["duplicate"]) == ("card", False)
+    assert [a["kind"] for a in result["assets"]] == ["card", "lorebook"]
+    assert isinstance(result["warnings"], list)
+    code, out, _ = invoke(env, "import", str(path), "--json")
+    assert json.loads(out)[0]["duplicate"] is True and json.loads(out)[0]["assetId"] == result["assetId"]
+
+
+def test_import_failure_exits_1_but_imports_the_other_files(env: dict[str, str], tmp_path: Path) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello")
+    code, out, _ = invoke(env, "import", str(bad), str(card_file(tmp_path)), "--json")
+    assert code == 1
+    bad_result, good = json.loads(out)
+    assert bad_result["error"]["code"] == "asset.import.unsupported"
+    assert good["kind"] == "card"
+    code, out, err = invoke(env, "import", str(bad))
+    assert code == 1 and "error [asset.import.unsupported]" in err
+
+
+def test_list_show_delete(env: dict[str, str], tmp_path: Path) -> None:
+    code, out, _ = invoke(env, "import", str(card_file(tmp_path)), "--json")
+    card_id = json.loads(out)[0]["assetId"]
+    code, out, _ = invoke(env, "assets", "list", "--json")
+    rows = json.loads(out)
+    assert code == 0
+    kinds = sorted(r["kind"] for r in rows)
+    assert kinds == ["card", "lorebook", "persona", "preset", "writing-style"]  # seeds appear on first open
+    assert {r["kind"] for r in rows if r["default"]} == {"persona", "preset", "writing-style"}
+    code, out, _ = invoke(env, "assets", "list", "--kind", "card")
+    assert code == 0 and "Alice" in out and "rev 1" in out
+    code, out, _ = invoke(env, "assets", "show", card_id, "--json")
+    shown = json.loads(out)
+    assert shown["data"]["name"] == "Alice" and len(shown["linkedLorebooks"]) == 1
+    assert {b["role"] for b in shown["blobs"]} == {"isolated-prompts", "source"}
+    code, _, err = invoke(env, "assets", "delete", card_id, "--revision", "9")
+    assert code == 1 and "asset.revision_conflict" in err
+    code, out, _ = invoke(env, "assets", "delete", card_id, "--json")
+    assert [d["kind"] for d in json.loads(out)["deleted"]] == ["card", "lorebook"]
+    code, out, _ = invoke(env, "assets", "show", card_id, "--json")
+    assert code == 1 and json.loads(out)["error"]["code"] == "asset.not_found"
+
+
+def test_export_card_writes_a_png(env: dict[str, str], tmp_path: Path) -> None:
+    _, out, _ = invoke(env, "import", str(card_file(tmp_path)), "--json")
+    card_id = json.loads(out)[0]["assetId"]
+    target = tmp_path / "out.png"
+    code, out, _ = invoke(env, "export", "card", card_id, "-o", str(target))
+    assert code == 0 and "wrote" in out
+    back = import_card_bytes(target.read_bytes())
+    assert back.card.name == "Alice"
+    assert back.lorebook is not None and back.lorebook["entries"][0]["content"] == "A sword."
+    assert back.isolated_prompts.is_empty
+    code, _, err = invoke(env, "export", "card", "ast_missing", "-o", str(target))
+    assert code == 1 and "asset.not_found" in err
+
+
+def test_home_option_on_the_command(tmp_path: Path) -> None:
+    home = tmp_path / "elsewhere"
+    clean = {"RP_HOME": None, "RP_DATABASE_URL": None}  # only --home decides
+    code, out, _ = invoke(clean, "assets", "list", "--home", str(home), "--json")  # type: ignore[arg-type]
+    assert code == 0 and len(json.loads(out)) == 3
+    assert any(home.rglob("*.db"))

@@ -1,0 +1,165 @@
+"""``ensure_seeds`` on SQLite and PostgreSQL: built-in defaults, idempotence, deleted seeds stay
+deleted, in-place upgrades of unedited seeds, edited seeds kept, and two processes seeding at once."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import secrets
+from contextlib import contextmanager
+from typing import Any, AsyncIterator, Iterator
+from urllib.parse import quote
+
+import pytest
+
+from roleplay.assets.personas import parse_persona
+from roleplay.assets.seeding import SeedSpec
+from roleplay.assets.seeds import BUILTIN_SEEDS, ensure_seeds
+from roleplay.assets.store import AssetStore
+from roleplay.clock import CountingIds, FixedClock
+from roleplay.harness.store import EventStore, open_store
+from tests_support import postgres_url_or_skip
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@contextmanager
+def pg_schema() -> Iterator[str]:
+    import psycopg
+
+    base = postgres_url_or_skip()
+    schema = "t_" + secrets.token_hex(6)
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        sep = "&" if "?" in base else "?"
+        yield f"{base}{sep}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'rp.db'}"
+        return
+    with pg_schema() as url:
+        yield url
+
+
+@pytest.fixture
+async def events(store_url: str) -> AsyncIterator[EventStore]:
+    store = open_store(store_url, clock=FixedClock(), ids=CountingIds())
+    await store.migrate()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def assets(events: EventStore) -> AssetStore:
+    return AssetStore(events)
+
+
+def normalize_persona(data: Any) -> dict[str, Any]:
+    return parse_persona(data).to_json_dict()
+
+
+def persona_seed(version: int, description: str) -> SeedSpec:
+    return SeedSpec(kind="persona", key="test.seed.persona", version=version,
+                    content={"name": "Hero", "description": description}, normalize=normalize_persona)
+
+
+async def test_first_open_creates_the_three_builtin_defaults(assets: AssetStore) -> None:
+    outcomes = await ensure_seeds(assets)
+    assert [(o.kind, o.action) for o in outcomes] == [("preset", "create"), ("writing-style", "create"),
+                                                       ("persona", "create")]
+    preset = await assets.get_default("preset")
+    style = await assets.get_default("writing-style")
+    person = await assets.get_default("persona")
+    assert preset is not None and preset.name == "示例预设"
+    assert [f["title"] for f in preset.data["fields"]] == ["声明", "任务描述", "写作指导", "思维链指导", "格式要求"]
+    assert style is not None and style.name == "通用叙事"
+    assert person is not None and person.seed_key == "rp.seed.persona.default"
+    assert {o.asset_id for o in outcomes} == {preset.id, style.id, person.id}
+
+
+async def test_ensure_seeds_is_idempotent(assets: AssetStore) -> None:
+    await ensure_seeds(assets)
+    before = await assets.dump()
+    again = await ensure_seeds(assets)
+    assert {o.action for o in again} == {"up-to-date"}
+    assert await assets.dump() == before
+
+
+async def test_a_deleted_default_is_never_recreated(assets: AssetStore) -> None:
+    await ensure_seeds(assets)
+    preset = await assets.get_default("preset")
+    assert preset is not None
+    await assets.delete(preset.id)
+    outcomes = {o.kind: o.action for o in await ensure_seeds(assets)}
+    assert outcomes["preset"] == "skip-deleted"
+    assert (await assets.list("preset")).total == 0
+    assert await assets.get_default("preset") is None
+    markers = [r for r in await assets.dump() if r[0] == "marker" and r[1] == "rp.seed.preset.example"]
+    assert markers[0][-1] is True  # the marker records the deletion
+
+
+async def test_a_user_default_is_not_replaced_by_a_seed(assets: AssetStore) -> None:
+    mine = await assets.create("persona", {"name": "Me"})
+    await assets.set_default("persona", mine.id)
+    await ensure_seeds(assets)
+    assert (await assets.get_default("persona")).id == mine.id  # type: ignore[union-attr]
+    assert (await assets.list("persona")).total == 2  # the seed exists, just not as default
+
+
+async def test_unedited_seed_is_upgraded_in_place(assets: AssetStore) -> None:
+    [first] = await ensure_seeds(assets, [persona_seed(1, "old text")])
+    [upgrade] = await ensure_seeds(assets, [persona_seed(2, "new text")])
+    assert upgrade.action == "upgrade" and upgrade.asset_id == first.asset_id
+    rec = await assets.get(first.asset_id)  # type: ignore[arg-type]
+    assert (rec.revision, rec.data["description"]) == (2, "new text")
+    [again] = await ensure_seeds(assets, [persona_seed(2, "new text")])
+    assert again.action == "up-to-date"
+
+
+async def test_edited_seed_is_never_overwritten(assets: AssetStore) -> None:
+    [first] = await ensure_seeds(assets, [persona_seed(1, "old text")])
+    assert first.asset_id is not None
+    await assets.update(first.asset_id, {"name": "Hero", "description": "my own words"}, expected_revision=1)
+    [outcome] = await ensure_seeds(assets, [persona_seed(2, "new text")])
+    assert outcome.action == "keep-edited"
+    rec = await assets.get(first.asset_id)
+    assert (rec.revision, rec.data["description"]) == (2, "my own words")
+
+
+def _seed_process(url: str) -> list[str]:
+    async def run() -> list[str]:
+        events = open_store(url)
+        try:
+            return [o.action for o in await ensure_seeds(AssetStore(events))]
+        finally:
+            await events.close()
+
+    return asyncio.run(run())
+
+
+@pytest.mark.slow
+async def test_concurrent_first_opens_in_processes_create_each_seed_once(assets: AssetStore, store_url: str) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    with ctx.Pool(3) as pool:
+        results = [pool.apply_async(_seed_process, (store_url,)) for _ in range(3)]
+        actions = await loop.run_in_executor(None, lambda: [r.get(timeout=240) for r in results])
+    creates = [a for run in actions for a in run if a == "create"]
+    assert len(creates) == len(BUILTIN_SEEDS)  # exactly one process created each seed
+    for kind in ("preset", "writing-style", "persona"):
+        assert (await assets.list(kind)).total == 1
+        assert await assets.get_default(kind) is not None
