@@ -281,3 +281,44 @@ async def test_context_overflow_from_the_server_ends_the_turn_with_a_clear_error
     assert len(fake.chat_requests) == 1  # a 400 is not retried
     end = (await service.events(sid))[-1]
     assert end.payload["error"]["code"] == "model.context_overflow"
+
+
+async def test_hooks_add_input_events_rewrite_the_reply_and_finish_after_a_tool(service: SessionService, store: EventStore) -> None:
+    from dataclasses import replace as dc_replace
+
+    from roleplay.harness.loop import LoopHooks
+    from roleplay.harness.models.types import ModelResponse
+
+    class Hooks(LoopHooks):
+        publish_deltas = False
+
+        def input_events(self, turn_id: str) -> list[EventDraft]:
+            return [EventDraft("user/message", {"messageId": f"ctx-{turn_id}", "content": [{"type": "text", "text": "<ready/>"}], "source": {"rpRunContext": {"v": 1}}})]
+
+        async def on_response(self, session_id: str, turn_id: str, step_id: str, response: ModelResponse) -> ModelResponse:
+            if response.tool_calls:
+                await store.publish_chunk(session_id, {"type": "assistant/chunk", "turnId": turn_id, "text": "Body."})
+                return dc_replace(response, text="Body.", reasoning="")
+            return response
+
+        def finished(self, results: list) -> bool:  # type: ignore[override]
+            return any(r.ok and r.name == "add" for r in results)
+
+    model = ScriptedModel([{"text": "parent chatter", "reasoning": "secret", "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}])
+    sid = (await service.create("chat")).id
+    async with store.subscribe(sid) as sub:
+        result = await AgentLoop(service, model, spec(hooks=Hooks())).run_turn(sid, "go")
+        chunks = []
+        while True:
+            note = await sub.next(timeout=5)
+            if note.kind == "chunk":
+                chunks.append(note.data)
+            elif note.event is not None and note.event.type == "turn/end":
+                break
+    assert result.outcome == "completed" and result.steps == 1 and result.text == "Body." and len(model.requests) == 1
+    assert [c["text"] for c in chunks] == ["Body."]  # the parent's own deltas were not published
+    events = await service.events(sid)
+    assert [e.type for e in events[:3]] == ["turn/start", "user/message", "user/message"]
+    assert events[2].payload["source"] == {"rpRunContext": {"v": 1}}
+    msg = next(e for e in events if e.type == "assistant/message")
+    assert msg.payload["content"] == [{"type": "reasoning", "text": ""}, {"type": "text", "text": "Body."}]

@@ -54,6 +54,27 @@ class StepView:
     previous_calls: tuple[str, ...]  # names of the tools called in earlier steps of this turn
 
 
+class LoopHooks:
+    """Extension points for runtimes built on the loop (the roleplay run). The defaults do
+    nothing, so a plain chat uses the loop unchanged."""
+
+    # Publish the model's own text deltas to subscribers. A runtime that replaces the reply body
+    # (Chat mode streams the Writer's text instead) turns this off.
+    publish_deltas: bool = True
+
+    def input_events(self, turn_id: str) -> list[EventDraft]:
+        """Extra events appended right after the turn's user message (e.g. a run-context message)."""
+        return []
+
+    async def on_response(self, session_id: str, turn_id: str, step_id: str, response: ModelResponse) -> ModelResponse:
+        """Inspect or rewrite a response before it is logged; may publish chunks itself."""
+        return response
+
+    def finished(self, results: list[ToolResultData]) -> bool:
+        """True when this step's tool results complete the turn (no further model step)."""
+        return False
+
+
 @dataclass
 class AgentSpec:
     prompt: PromptAssembly
@@ -67,6 +88,7 @@ class AgentSpec:
     reasoning_effort: str | None = None
     temperature: float | None = None
     services: dict[str, Any] = field(default_factory=dict)  # handed to tools via ToolContext
+    hooks: LoopHooks = field(default_factory=LoopHooks)
 
 
 @dataclass
@@ -138,7 +160,8 @@ class AgentLoop:
         start: dict[str, Any] = {"turnId": turn_id, "inputMessageId": message_id}
         if self.spec.mode:
             start["mode"] = self.spec.mode
-        await self._append(session_id, [EventDraft("turn/start", start), EventDraft("user/message", user)])
+        extra = self.spec.hooks.input_events(turn_id)
+        await self._append(session_id, [EventDraft("turn/start", start), EventDraft("user/message", user), *extra])
 
         result = TurnResult(session_id, turn_id, "completed", "", 0)
         called: list[str] = []
@@ -195,6 +218,7 @@ class AgentLoop:
         except (_Aborted, RpError):
             await self._append(session_id, [EventDraft("step/end", {"turnId": turn_id, "stepId": step_id})])
             raise
+        response = await self.spec.hooks.on_response(session_id, turn_id, step_id, response)
         message = _assistant_payload(self.ids("msg_"), turn_id, step_id, response, self.route)
         await self._append(session_id, [EventDraft("assistant/message", message)])
         for key, value in (response.usage.to_dict() if response.usage else {}).items():
@@ -206,6 +230,7 @@ class AgentLoop:
             result.text = response.text
             await self._append(session_id, [EventDraft("step/end", step_end)])
             return True
+        step_results: list[ToolResultData] = []
         try:
             for n, call in enumerate(response.tool_calls):
                 await self._append(
@@ -222,16 +247,24 @@ class AgentLoop:
                     await self._append(session_id, [_unanswered(c, "tool.aborted", "the turn was aborted", turn_id, step_id) for c in pending])
                     raise
                 result.tool_results.append(outcome)
+                step_results.append(outcome)
                 payload = {**outcome.payload(), "turnId": turn_id, "stepId": step_id}
                 await self._append(session_id, [EventDraft("tool/result", payload)])
                 called.append(call.name)
         finally:
             await self._append(session_id, [EventDraft("step/end", step_end)])
+        if self.spec.hooks.finished(step_results):
+            result.text = response.text
+            return True
         return False
 
     async def _stream(self, session_id: str, turn_id: str, step_id: str, request: ModelRequest) -> ModelResponse:
         response: ModelResponse | None = None
         async for event in self.model.stream(request):
+            if not self.spec.hooks.publish_deltas:
+                if isinstance(event, Completed):
+                    response = event.response
+                continue
             if isinstance(event, TextDelta) and event.text:
                 await self.store.publish_chunk(session_id, {"type": "assistant/chunk", "turnId": turn_id, "stepId": step_id, "text": event.text})
             elif isinstance(event, ReasoningDelta) and event.text:
