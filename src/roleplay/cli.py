@@ -7,6 +7,7 @@ import click
 from roleplay import __version__
 from roleplay.cli_context import CliState
 from roleplay.assets.cli import assets, export, import_command
+from roleplay.assets.lorebook.cli import lorebook
 from roleplay.harness.chat import chat
 from roleplay.harness.cli import db, sessions
 from roleplay.harness.models.cli import models
@@ -36,6 +37,7 @@ cli.add_command(chat)
 cli.add_command(import_command)
 cli.add_command(assets)
 cli.add_command(export)
+cli.add_command(lorebook)
 cli.add_command(state_group)
 
 
