@@ -12,17 +12,14 @@ is unset; under CI (``CI=true``) a missing URL is a failure, because CI must run
 
 from __future__ import annotations
 
-import secrets
-from contextlib import contextmanager
 from pathlib import Path
 from typing import AsyncIterator, Callable, Iterator
-from urllib.parse import quote
 
 import pytest
 
 from roleplay.clock import CountingIds, FixedClock
 from roleplay.harness.store import EventStore, open_store
-from tests_support import postgres_url_or_skip
+from tests_support import fresh_pg_schema, postgres_url_or_skip
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = PROJECT_ROOT.parent / "shared"
@@ -51,26 +48,6 @@ def postgres_url() -> str:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def _schema_url(base: str, schema: str) -> str:
-    sep = "&" if "?" in base else "?"
-    return f"{base}{sep}options={quote(f'-csearch_path={schema}')}"
-
-
-@contextmanager
-def fresh_pg_schema() -> Iterator[str]:
-    import psycopg
-
-    base = postgres_url_or_skip()
-    schema = "t_" + secrets.token_hex(6)
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield _schema_url(base, schema)
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -1,61 +1,27 @@
 """``rp import``, ``rp assets list|show|delete`` and ``rp export card`` through click, on both
-backends. The commands are mounted on a local group here, as the main ``rp`` group mounts them."""
+backends, through the real ``rp`` group."""
 
 from __future__ import annotations
 
 import json
-import secrets
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import quote
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from roleplay.assets.cards import import_card_bytes
-from roleplay.assets.cli import assets, export, import_command
+from roleplay.cli import cli as rp
 from roleplay.cli_context import CliState
-from tests_support import postgres_url_or_skip
-
-
-@click.group()
-@click.option("--home", envvar="RP_HOME")
-@click.pass_context
-def rp(ctx: click.Context, home: str | None) -> None:
-    state = ctx.ensure_object(CliState)
-    if state.home is None:
-        state.home = home
-
-
-rp.add_command(import_command)
-rp.add_command(assets)
-rp.add_command(export)
-
-
-@contextmanager
-def pg_schema() -> Iterator[str]:
-    import psycopg
-
-    base = postgres_url_or_skip()
-    schema = "t_" + secrets.token_hex(6)
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        sep = "&" if "?" in base else "?"
-        yield f"{base}{sep}options={quote(f'-csearch_path={schema}')}"
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+from tests_support import fresh_pg_schema
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
     if request.param == "sqlite":  # the default database under --home / RP_HOME
-        yield {"RP_HOME": str(tmp_path / "home")}
+        yield {"RP_HOME": str(tmp_path / "home"), "RP_DATABASE_URL": ""}
         return
-    with pg_schema() as url:
+    with fresh_pg_schema() as url:
         yield {"RP_DATABASE_URL": url, "RP_HOME": str(tmp_path / "home")}
 
 

@@ -6,63 +6,24 @@ from __future__ import annotations
 import asyncio
 import io
 import multiprocessing
-import secrets
-from contextlib import contextmanager
-from typing import Any, AsyncIterator, Iterator
-from urllib.parse import quote
+from typing import Any
 
 import pytest
 from PIL import Image
 
 from roleplay.assets.cards.png_chunks import read_text_chunks, rewrite_png
 from roleplay.assets.store import AssetStore
-from roleplay.clock import CountingIds, FixedClock
 from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationError
 from roleplay.harness.store import EventStore, open_store
 from roleplay.harness.store.migrations import LATEST
-from tests_support import postgres_url_or_skip
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@contextmanager
-def pg_schema() -> Iterator[str]:
-    import psycopg
-
-    base = postgres_url_or_skip()
-    schema = "t_" + secrets.token_hex(6)
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        sep = "&" if "?" in base else "?"
-        yield f"{base}{sep}options={quote(f'-csearch_path={schema}')}"
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'rp.db'}"
-        return
-    with pg_schema() as url:
-        yield url
-
-
-@pytest.fixture
-async def events(store_url: str) -> AsyncIterator[EventStore]:
-    store = open_store(store_url, clock=FixedClock(), ids=CountingIds())
-    await store.migrate()
-    try:
-        yield store
-    finally:
-        await store.close()
+def events(store: EventStore) -> EventStore:
+    """The shared two-backend store fixture of ``tests/conftest.py``."""
+    return store
 
 
 @pytest.fixture
