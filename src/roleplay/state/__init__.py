@@ -2,6 +2,8 @@
 
 This package is the pure domain (no event store, no I/O): validation, execution of
 ``state.update``, configuration operations, projection folds and model-facing renderers.
+The event-log wiring (``state.events``, ``state.commands``, ``state.tools``; see docs/state.md)
+depends on the harness and is deliberately not re-exported here, so importing the domain stays pure.
 """
 
 from roleplay.state.conditions import Condition, evaluate_condition, parse_condition
