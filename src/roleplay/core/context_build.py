@@ -1,0 +1,497 @@
+"""The session's context build: slot layout, serialisation and the frozen build of one run.
+
+Spec (``roleplay-plugins.zh.md`` 产品边界, 数据所有权): a session orders its material in
+``contextBuild.slots``; every enabled slot whose sources are available this run goes verbatim into
+the Writer's flat prompt, in that order. Nothing is trimmed here: the Writer's provider checks
+the real context size.
+
+Layout
+    Without a saved layout a session uses :func:`default_layout`, with the conversation history as
+    the axis (top preset fields above the card, bottom preset fields below the important rules).
+    Once it saved its own layout, :func:`effective_layout` keeps that order and grouping and only
+    places sources it has never seen (a newly bound writing style, a new preset field).
+
+Serialisation
+    ``sectionTag`` on wraps a slot in ``<section name="…">`` and, when several sources made it in,
+    each in ``<item name="…">``; off concatenates the source texts. Neither form carries slot or
+    source ids, revisions, hashes or bindings, so the Writer sees material, not bookkeeping.
+
+Escaping (why it is boundary-safe and not full XML escaping)
+    Source text is user and asset material; it must not be able to close our boundaries or fake
+    the parent's request envelope. We neutralise exactly the tags we generate, by turning their
+    ``<`` into ``&lt;``: the request-level tags (:data:`REQUEST_TAGS`) in every slot, and
+    ``section``/``item`` only in ``sectionTag`` slots, because an off slot generates no such
+    boundaries (the spec: off slots neither generate nor escape them). Every other tag the
+    material uses (``<status>``, HTML in a card) stays byte-for-byte, since cards and presets
+    legitimately speak in tags.
+
+Errors carry JSON Pointers into the session profile (``/contextBuild/slots/<index>``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from roleplay.canonical import sha256_hex
+from roleplay.errors import ValidationError
+
+from .types import (
+    CARD,
+    CONVERSATION,
+    CURRENT_INPUT,
+    CUSTOM_PREFIX,
+    LORE_CHARACTERS,
+    LORE_RULES,
+    LORE_WORLD,
+    NEVER_IDLE,
+    PERSONA,
+    PRESET_PREFIX,
+    STATE,
+    STYLE_PREFIX,
+    SUMMARY,
+    BuiltSection,
+    ContextSource,
+    Diagnostic,
+    FrozenBuild,
+    Slot,
+)
+
+# Tags that structure the parent's first-step input (prompts.render_roleplay_request) and the
+# Writer brief / task input envelopes. Material may never produce them, in any slot mode.
+REQUEST_TAGS: tuple[str, ...] = (
+    "roleplay_request",
+    "request_policy",
+    "roleplay_context",
+    "roleplay_content",
+    "context_guide",
+    "commit_context",
+    "specialist_catalog",
+    "current_asset_bindings",
+    "writer_status",
+    "writing_brief",
+    "task_input",
+)
+# Boundaries a ``sectionTag`` slot generates itself.
+SECTION_TAGS: tuple[str, ...] = ("section", "item")
+
+BINDING_KEYS: tuple[str, ...] = ("characterId", "lorebookIds", "personaId", "presetId", "writingStyleIds")
+_LIST_BINDINGS = frozenset({"lorebookIds", "writingStyleIds"})
+
+_FIXED_NAMES: dict[str, str] = {
+    LORE_WORLD: "World",
+    CARD: "Character",
+    PERSONA: "Persona",
+    LORE_CHARACTERS: "Character lore",
+    STATE: "Story state",
+    LORE_RULES: "Important rules",
+    SUMMARY: "Conversation summary",
+    CONVERSATION: "Conversation",
+    CURRENT_INPUT: "Current input",
+}
+
+
+# Stable ids of the fixed sources' default slots.
+_FIXED_SLOT_IDS: dict[str, str] = {
+    LORE_WORLD: "world",
+    CARD: "character",
+    PERSONA: "persona",
+    LORE_CHARACTERS: "character-lore",
+    STATE: "state",
+    LORE_RULES: "important-rules",
+    SUMMARY: "conversation-summary",
+    CONVERSATION: "conversation",
+    CURRENT_INPUT: "current-input",
+}
+# The profile's limits for a saved slot (core/profile.py: LOCAL_ID_PATTERN, Name()); generated
+# slots respect them so a default layout can be saved without edits.
+SLOT_ID_MAX = 64
+NAME_MAX = 80
+
+
+def _tag_pattern(names: Iterable[str]) -> re.Pattern[str]:
+    # A tag opener is "<", an optional "/", the name, then whitespace, "/", ">" or the end; so
+    # "<sections>" or "<itemlist>" (someone else's tags) are not touched.
+    alternatives = "|".join(re.escape(n) for n in names)
+    return re.compile(rf"<(/?(?:{alternatives}))(?=[\s/>]|$)", re.IGNORECASE)
+
+
+_REQUEST_RE = _tag_pattern(REQUEST_TAGS)
+_ALL_CONTROL_RE = _tag_pattern(REQUEST_TAGS + SECTION_TAGS)
+
+
+def escape_request_tags(text: str) -> str:
+    """Neutralise request-level control tags (``<roleplay_request`` → ``&lt;roleplay_request``).
+    Idempotent, so text that was already escaped can pass through again unchanged."""
+    return _REQUEST_RE.sub(r"&lt;\1", text)
+
+
+def escape_control_tags(text: str) -> str:
+    """Neutralise request-level tags and the ``section``/``item`` boundaries. Idempotent."""
+    return _ALL_CONTROL_RE.sub(r"&lt;\1", text)
+
+
+def escape_attribute(value: str) -> str:
+    """A value for ``name="…"``: XML attribute escaping, line breaks folded to spaces."""
+    value = " ".join(value.split())
+    return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# -- sources and layout ------------------------------------------------------------------------
+
+
+def as_source_map(sources: Mapping[str, ContextSource] | Iterable[ContextSource]) -> dict[str, ContextSource]:
+    """Sources keyed by id, keeping the caller's order (it is the binding order of writing styles
+    and custom prompts). A mapping whose key disagrees with its source's id is a caller bug."""
+    out: dict[str, ContextSource] = {}
+    items = sources.items() if isinstance(sources, Mapping) else ((s.id, s) for s in sources)
+    for key, source in items:
+        if key != source.id:
+            raise ValidationError("context.invalid_source", f"source keyed {key!r} has id {source.id!r}", details={"sourceId": key})
+        if key in out:
+            raise ValidationError("context.duplicate_source", f"source {key!r} is given twice", details={"sourceId": key})
+        out[key] = source
+    return out
+
+
+def _preset_order(preset_positions: Mapping[str, str] | Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(source id, position) in preset order; keys may be field ids or ``rp.preset:`` ids."""
+    pairs = preset_positions.items() if isinstance(preset_positions, Mapping) else preset_positions
+    out: list[tuple[str, str]] = []
+    for key, position in pairs:
+        if position not in ("top", "bottom"):
+            raise ValidationError("context.invalid_preset_position", f"preset field {key!r} has position {position!r}; expected top or bottom",
+                                  details={"field": key})
+        out.append((key if key.startswith(PRESET_PREFIX) else PRESET_PREFIX + key, position))
+    return out
+
+
+def _display_name(source_id: str, source: ContextSource | None) -> str:
+    """A human name for a source. Falls back to a generic kind name rather than the id, because
+    ids must never reach the serialised prompt."""
+    if source_id in _FIXED_NAMES:
+        return _FIXED_NAMES[source_id]
+    title = source.title.strip() if source is not None else ""
+    if source_id.startswith(STYLE_PREFIX):
+        return "Writing style: " + title if title else "Writing style"
+    if title:
+        return title
+    if source_id.startswith(PRESET_PREFIX):
+        return "Preset field"
+    return "Custom prompt"
+
+
+def _slot_for(source_id: str, sources: Mapping[str, ContextSource]) -> Slot:
+    source = sources.get(source_id)
+    name = _display_name(source_id, source)
+    tag = source.default_section_tag if source is not None else True
+    return Slot(id=_slot_id(source_id), name=name[:NAME_MAX].rstrip(), sources=(source_id,), section_tag=tag)
+
+
+def _slot_id(source_id: str) -> str:
+    """A stable slot id derived from the source id, so the default layout is reproducible without
+    a counter. It must also be a valid profile slot id (``[A-Za-z0-9][A-Za-z0-9_-]{0,63}``) so the
+    workbench can save the layout as is: asset ids may hold ``.`` or ``:``, so an id that had to be
+    rewritten or cut gets a short hash of the source id to stay unique."""
+    if source_id in _FIXED_SLOT_IDS:
+        return _FIXED_SLOT_IDS[source_id]
+    for prefix, short in ((PRESET_PREFIX, "preset-"), (STYLE_PREFIX, "style-"), (CUSTOM_PREFIX, "custom-")):
+        if source_id.startswith(prefix):
+            rest = source_id[len(prefix):]
+            break
+    else:
+        short, rest = "source-", source_id
+    clean = re.sub(r"[^A-Za-z0-9_-]", "-", rest)
+    candidate = short + clean
+    if clean == rest and len(candidate) <= SLOT_ID_MAX:
+        return candidate
+    digest = sha256_hex(source_id)[:8]
+    return f"{candidate[: SLOT_ID_MAX - len(digest) - 1]}-{digest}"
+
+
+def _default_order(sources: Mapping[str, ContextSource], preset_positions: Mapping[str, str] | Sequence[tuple[str, str]]) -> list[str]:
+    presets = _preset_order(preset_positions)
+    known_presets = {sid for sid, _ in presets}
+    top = [sid for sid, pos in presets if pos == "top" and sid in sources]
+    bottom = [sid for sid, pos in presets if pos == "bottom" and sid in sources]
+    # A preset source whose position the caller did not give lands at the top, after the known
+    # ones: "top" is the preset model's own default position.
+    top += [sid for sid in sources if sid.startswith(PRESET_PREFIX) and sid not in known_presets]
+    styles = [sid for sid in sources if sid.startswith(STYLE_PREFIX)]
+    # Custom prompts, and any source id this module does not know (an adapter's material), sit
+    # after the important rules and before the history: the last instructions before the story.
+    custom = [sid for sid in sources if sid not in _FIXED_NAMES and not sid.startswith((PRESET_PREFIX, STYLE_PREFIX))]
+    return [
+        *top,
+        LORE_WORLD,
+        CARD,
+        PERSONA,
+        LORE_CHARACTERS,
+        STATE,
+        *styles,
+        LORE_RULES,
+        *custom,
+        SUMMARY,
+        CONVERSATION,
+        CURRENT_INPUT,
+        *bottom,
+    ]
+
+
+def default_layout(
+    sources: Mapping[str, ContextSource] | Iterable[ContextSource],
+    preset_positions: Mapping[str, str] | Sequence[tuple[str, str]] = (),
+) -> list[Slot]:
+    """The layout of a session that has not saved its own, one slot per source:
+
+    top preset fields (preset order) → World → Character → Persona → Character lore → Story
+    state → writing styles (binding order) → Important rules → custom prompts → Conversation
+    summary → Conversation → Current input → bottom preset fields (preset order).
+
+    The fixed sources always get their slot, even when unavailable this run, so that a layout the
+    workbench saves from it already places the summary or the card that only appears later.
+    Dynamic sources (preset fields, styles, custom prompts) get a slot only when present.
+    """
+    by_id = as_source_map(sources)
+    return [_slot_for(sid, by_id) for sid in _default_order(by_id, preset_positions)]
+
+
+def check_idle(slots: Sequence[Slot], sources: Mapping[str, ContextSource] | None = None) -> None:
+    """An idle slot may not hold a source that must always be assembled. Checked by source
+    identity (``NEVER_IDLE``) as well as the source's own ``idle_allowed``, so moving the
+    conversation into another group cannot sneak it out of the prompt."""
+    for index, slot in enumerate(slots):
+        if not slot.idle:
+            continue
+        for sid in slot.sources:
+            source = sources.get(sid) if sources else None
+            if sid in NEVER_IDLE or (source is not None and not source.idle_allowed):
+                raise ValidationError(
+                    "context.idle_not_allowed",
+                    f"slot {slot.name!r} cannot be idle: it holds {sid!r}, which must always take part",
+                    pointer=f"/contextBuild/slots/{index}",
+                    details={"slotId": slot.id, "sourceId": sid},
+                )
+
+
+def effective_layout(
+    saved_slots: Sequence[Slot] | None,
+    sources: Mapping[str, ContextSource] | Iterable[ContextSource],
+    preset_positions: Mapping[str, str] | Sequence[tuple[str, str]] = (),
+) -> list[Slot]:
+    """The layout this run assembles.
+
+    No saved layout: :func:`default_layout`. A saved layout keeps its slots, order, names, groups,
+    tags and idle flags. Every available source that no saved slot mentions gets its own new slot,
+    placed by this rule: take the source's position in the default layout; walk back through the
+    default order to the nearest source the saved layout does mention and insert right after the
+    saved slot holding it; if none precedes it, insert before the saved slot holding the nearest
+    following one; if the saved layout mentions none of them, append. New sources that land on
+    the same spot keep their default order.
+
+    Sources listed in a saved slot but unavailable this run stay listed (the slot still belongs
+    to the session and the reference may come back); :func:`serialize` skips them.
+    """
+    by_id = as_source_map(sources)
+    if saved_slots is None:
+        return default_layout(by_id, preset_positions)
+    check_idle(saved_slots, by_id)
+    slots = list(saved_slots)
+    home: dict[str, int] = {}  # source id → index of the first saved slot listing it
+    for index, slot in enumerate(slots):
+        for sid in slot.sources:
+            home.setdefault(sid, index)
+    order = _default_order(by_id, preset_positions)
+    missing = [sid for sid in order if sid in by_id and sid not in home]
+    if not missing:
+        return slots
+    # Insertion points are indexes into the saved list; several new slots at one point go in
+    # default order, so collect them per point first and splice from the back.
+    buckets: dict[int, list[Slot]] = {}
+    taken_ids = {s.id for s in slots}
+    for sid in missing:
+        at = order.index(sid)
+        point = len(slots)
+        before = next((home[o] for o in reversed(order[:at]) if o in home), None)
+        if before is not None:
+            point = before + 1
+        else:
+            after = next((home[o] for o in order[at + 1:] if o in home), None)
+            if after is not None:
+                point = after
+        new = _slot_for(sid, by_id)
+        if new.id in taken_ids:  # a saved slot happens to use our derived id: keep ids unique
+            suffix = 2
+            while f"{new.id}#{suffix}" in taken_ids:
+                suffix += 1
+            new = Slot(f"{new.id}#{suffix}", new.name, new.sources, new.section_tag, new.idle)
+        taken_ids.add(new.id)
+        buckets.setdefault(point, []).append(new)
+    for point in sorted(buckets, reverse=True):
+        slots[point:point] = buckets[point]
+    return slots
+
+
+# -- serialisation ------------------------------------------------------------------------------
+
+
+def _clean(text: str) -> str:
+    """Leading blank lines and trailing whitespace go (they would only pad the boundaries);
+    indentation of the first real line stays."""
+    return re.sub(r"\A(?:[ \t]*\r?\n)+", "", text).rstrip()
+
+
+def _render_slot(slot: Slot, parts: list[tuple[ContextSource, str]]) -> str:
+    if not slot.section_tag:
+        return "\n\n".join(escape_request_tags(text) for _, text in parts)
+    name = escape_attribute(slot.name)
+    if len(parts) == 1:
+        body = escape_control_tags(parts[0][1])
+    else:
+        items = []
+        for source, text in parts:
+            item_name = escape_attribute(source.title.strip() or _display_name(source.id, None))
+            items.append(f'<item name="{item_name}">\n{escape_control_tags(text)}\n</item>')
+        body = "\n".join(items)
+    return f'<section name="{name}">\n{body}\n</section>'
+
+
+def _build(slots: Sequence[Slot], sources: Mapping[str, ContextSource], *, pick: Callable[[ContextSource], bool], use_parent_text: bool) -> tuple[BuiltSection, ...]:
+    out: list[BuiltSection] = []
+    for slot in slots:
+        if slot.idle:
+            continue
+        parts: list[tuple[ContextSource, str]] = []
+        for sid in slot.sources:
+            source = sources.get(sid)
+            if source is None or not pick(source):
+                continue
+            raw = source.parent_text if use_parent_text and source.parent_text is not None else source.text
+            text = _clean(raw)
+            if text:
+                parts.append((source, text))
+        if parts:
+            out.append(BuiltSection(slot.id, slot.name, tuple(s.id for s, _ in parts), _render_slot(slot, parts)))
+    return tuple(out)
+
+
+def serialize(slots: Sequence[Slot], sources: Mapping[str, ContextSource] | Iterable[ContextSource]) -> tuple[BuiltSection, ...]:
+    """The Writer-side sections, in slot order. Idle slots, unavailable sources, sources with
+    blank text, and slots left with nothing are omitted: the prompt never holds an empty tag."""
+    return _build(slots, as_source_map(sources), pick=lambda s: True, use_parent_text=False)
+
+
+def join_sections(sections: Iterable[BuiltSection]) -> str:
+    return "\n\n".join(s.text for s in sections)
+
+
+# -- bindings ------------------------------------------------------------------------------------
+
+
+def normalize_bindings(bindings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The binding list the parent sees: exactly the five keys, null for an unbound single item,
+    [] for an unbound ordered list. Other profile keys (status, scope …) are not part of it."""
+    source = bindings or {}
+    out: dict[str, Any] = {}
+    for key in BINDING_KEYS:
+        value = source.get(key)
+        if key in _LIST_BINDINGS:
+            value = [] if value is None else value
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+                raise ValidationError("context.invalid_bindings", f"{key} must be a list of asset ids", pointer=f"/bindings/{key}")
+            out[key] = list(value)
+        else:
+            if value is not None and not (isinstance(value, str) and value):
+                raise ValidationError("context.invalid_bindings", f"{key} must be an asset id or null", pointer=f"/bindings/{key}")
+            out[key] = value
+    return out
+
+
+# -- the frozen build ---------------------------------------------------------------------------
+
+
+def _source_record(source: ContextSource) -> dict[str, Any]:
+    return {
+        "id": source.id,
+        "title": source.title,
+        "text": source.text,
+        "sourceClass": source.source_class,
+        "parentDelivery": source.parent_delivery,
+        "parentText": source.parent_text,
+        "idleAllowed": source.idle_allowed,
+        "sharedReference": source.shared_reference,
+        "defaultSectionTag": source.default_section_tag,
+        "revision": source.revision,
+    }
+
+
+def _slot_record(slot: Slot) -> dict[str, Any]:
+    return {"id": slot.id, "name": slot.name, "sources": list(slot.sources), "sectionTag": slot.section_tag, "idle": slot.idle}
+
+
+def freeze(
+    slots: Sequence[Slot],
+    sources: Mapping[str, ContextSource] | Iterable[ContextSource],
+    bindings: Mapping[str, Any] | None = None,
+    diagnostics: Iterable[Diagnostic] = (),
+) -> FrozenBuild:
+    """Freeze one run's build from its effective layout.
+
+    - ``writer_prompt``: every assembled section, in order (the Writer's flat user prompt).
+    - ``parent_context``: only ``parent_delivery == "context"`` sources (card, persona), with
+      their ``parent_text`` where set, cut along the same slots and boundaries.
+    - ``commit_context``: the ``parent_delivery == "commit"`` sources (the state contract), the
+      same way, serialised once here so every step of the run reuses the identical bytes.
+    - ``epoch``: sha256 over the layout, every source field, the outputs, bindings and
+      diagnostics; any change to any input gives a new epoch (retry tokens are bound to it).
+
+    ``rp.current-input`` must be assembled exactly once (with non-blank text: a run whose input
+    is only images must still give it a text, or the Writer has nothing to answer).
+    """
+    by_id = as_source_map(sources)
+    check_idle(slots, by_id)
+    sections = _build(slots, by_id, pick=lambda s: True, use_parent_text=False)
+    count = sum(1 for section in sections for sid in section.source_ids if sid == CURRENT_INPUT)
+    if count == 0:
+        raise ValidationError(
+            "context.current_input_missing",
+            "the current input is not assembled: no enabled slot holds rp.current-input with text",
+            pointer="/contextBuild/slots",
+        )
+    if count > 1:
+        raise ValidationError(
+            "context.current_input_duplicate",
+            f"the current input is assembled {count} times; it must appear exactly once",
+            pointer="/contextBuild/slots",
+            details={"count": count},
+        )
+    parent = _build(slots, by_id, pick=lambda s: s.parent_delivery == "context", use_parent_text=True)
+    commit = _build(slots, by_id, pick=lambda s: s.parent_delivery == "commit", use_parent_text=True)
+    writer_prompt = join_sections(sections)
+    parent_context = join_sections(parent)
+    commit_context = join_sections(commit)
+    bound = normalize_bindings(bindings)
+    diags = tuple(diagnostics)
+    epoch = sha256_hex(
+        {
+            "slots": [_slot_record(s) for s in slots],
+            "sources": [_source_record(s) for s in by_id.values()],
+            "sections": [{"slotId": s.slot_id, "name": s.name, "sourceIds": list(s.source_ids), "text": s.text} for s in sections],
+            "writerPrompt": writer_prompt,
+            "parentContext": parent_context,
+            "commitContext": commit_context,
+            "bindings": bound,
+            "diagnostics": [d.to_dict() for d in diags],
+        }
+    )
+    return FrozenBuild(
+        sections=sections,
+        writer_prompt=writer_prompt,
+        parent_context=parent_context,
+        commit_context=commit_context,
+        bindings=bound,
+        diagnostics=diags,
+        epoch=epoch,
+        sources=by_id,
+    )

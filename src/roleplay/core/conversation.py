@@ -1,0 +1,148 @@
+"""The conversation as Writer material: ``rp.conversation`` and ``rp.conversation-summary``.
+
+The Writer is a fresh session with no history of its own, so the parent session's surface is
+materialised into its flat prompt as plain semantic text (the main session never gets a second
+copy). What stays out, and why:
+
+- the current input: it has its own source (``rp.current-input``) and must appear exactly once;
+  nodes after it belong to the run in progress and are not history yet;
+- the compaction checkpoint node: its summary is the separate ``rp.conversation-summary``;
+- tool traces: tool results, and assistant messages that carry tool calls (intermediate steps)
+  unless a successful commit made them the writing reply;
+- reasoning blocks and images (the Writer only gets the current turn's images);
+- run-context user messages (``source.rpRunContext``): the parent's ``<roleplay_request>``
+  envelopes, i.e. old snapshots of context the Writer already gets fresh.
+
+Assistant replies are labelled. A *writing reply* is one a successful ``rp_commit_turn`` is linked
+to, or the selected opening; every other final assistant reply is a *non-writing reply*
+(discussion, clarification). The label changes presentation only, never the surface.
+
+Each text opens with an English context note, so the Writer knows how to weigh it: the summary is
+a compressed record of earlier conversation, the conversation is verbatim, newer wins on
+conflict, and non-writing replies may carry decisions but are not story, dialogue or style.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SUMMARY_KIND = "compaction/summary"
+
+Speaker = Literal["user", "writing", "non-writing"]
+
+_LABELS: dict[str, str] = {
+    "user": "[User]",
+    "writing": "[Writing reply]",
+    "non-writing": "[Non-writing reply]",
+}
+
+SUMMARY_NOTE = (
+    "Context note: what follows is a compressed record of earlier conversation, written when older "
+    "messages were summarised. It is older than the visible conversation; where the two conflict, "
+    "the more recent conversation wins. Decisions or constraints it records from non-writing "
+    "replies still apply, but they are not story events, dialogue or style samples."
+)
+
+CONVERSATION_NOTE = (
+    "Context note: what follows is the visible conversation kept verbatim, oldest first. Where it "
+    "conflicts with the compressed record of earlier conversation, the more recent conversation "
+    "wins. [Writing reply] blocks are the story as written so far. [Non-writing reply] blocks are "
+    "discussion outside the story: they may carry explicit decisions or constraints to respect, "
+    "but they are not story events, character dialogue or samples of the writing style."
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One message of the projected conversation."""
+
+    message_id: str
+    speaker: Speaker
+    text: str
+
+
+def _text_of(node: dict[str, Any]) -> str:
+    # Only text blocks: reasoning and images never reach the Writer through history.
+    return "".join(b.get("text", "") for b in node.get("content") or [] if b.get("type") == "text").strip()
+
+
+def _is_run_context(node: dict[str, Any]) -> bool:
+    source = node.get("source")
+    return isinstance(source, dict) and bool(source.get("rpRunContext"))
+
+
+def summary_text(nodes: Sequence[dict[str, Any]]) -> str | None:
+    """The summary of the active checkpoint on this surface, or None (no checkpoint, or an empty
+    summary: then ``rp.conversation-summary`` is unavailable and leaves no tag behind)."""
+    for node in reversed(nodes):
+        if node.get("kind") == SUMMARY_KIND:
+            text = _text_of(node)
+            return text or None
+    return None
+
+
+def project(
+    nodes: Sequence[dict[str, Any]],
+    *,
+    current_input_ids: Iterable[str] = (),
+    writing_ids: Iterable[str] = (),
+    opening_id: str | None = None,
+) -> list[Entry]:
+    """The history entries in surface order.
+
+    ``current_input_ids`` are the message ids of this run's input (a turn may hold several queued
+    user messages); the history stops before the first of them. ``writing_ids`` are the assistant
+    messages a successful commit is linked to; ``opening_id`` the selected opening message.
+    """
+    current = set(current_input_ids)
+    writing = set(writing_ids)
+    if opening_id is not None:
+        writing.add(opening_id)
+    out: list[Entry] = []
+    for node in nodes:
+        if node.get("id") in current:
+            break
+        role = node.get("role")
+        if node.get("kind") == SUMMARY_KIND or role == "tool":
+            continue
+        text = _text_of(node)
+        if not text:
+            continue
+        if role == "user":
+            if _is_run_context(node):
+                continue
+            out.append(Entry(node["id"], "user", text))
+        elif role == "assistant":
+            if node["id"] in writing:
+                out.append(Entry(node["id"], "writing", text))
+            elif not node.get("toolCalls"):
+                # An assistant message with tool calls is a step inside a turn, not its reply.
+                out.append(Entry(node["id"], "non-writing", text))
+    return out
+
+
+def render_entries(entries: Sequence[Entry]) -> str:
+    return "\n\n".join(f"{_LABELS[e.speaker]}\n{e.text}" for e in entries)
+
+
+def conversation_text(
+    nodes: Sequence[dict[str, Any]],
+    *,
+    current_input_ids: Iterable[str] = (),
+    writing_ids: Iterable[str] = (),
+    opening_id: str | None = None,
+) -> str:
+    """The text of ``rp.conversation``: the note, then the labelled entries. Empty when there is
+    no history, so the source is unavailable instead of an empty prompt block."""
+    entries = project(nodes, current_input_ids=current_input_ids, writing_ids=writing_ids, opening_id=opening_id)
+    if not entries:
+        return ""
+    return f"{CONVERSATION_NOTE}\n\n{render_entries(entries)}"
+
+
+def summary_source_text(nodes: Sequence[dict[str, Any]]) -> str:
+    """The text of ``rp.conversation-summary``: the note, then the summary; empty without one."""
+    summary = summary_text(nodes)
+    return f"{SUMMARY_NOTE}\n\n{summary}" if summary else ""
