@@ -78,6 +78,7 @@ class ErrorInfo(_Payload):
     message: str
     pointer: str | None = None
     details: dict[str, Any] | None = None
+    problems: list[dict[str, Any]] | None = None  # every independent problem, each with its pointer
 
 
 class UserMessage(_Payload):

@@ -73,6 +73,11 @@ class Tool:
     timeout: float | None = None
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     spawns_subagent: bool = False  # never offered inside a sub-agent (no recursion)
+    # The handler validates its own arguments against ``parameters`` (after the registry checked
+    # that they are a JSON object). For tools that must run a dry-run precheck and report domain
+    # problems even when the schema fails (``rp_commit_turn``); the schema is still what the
+    # model is offered.
+    self_validating: bool = False
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters, self.strict)
@@ -149,13 +154,15 @@ class ToolRegistry:
 
     def validate(self, name: str, raw_arguments: str) -> dict[str, Any]:
         """Parse and validate; raise ``tool.invalid_json`` / ``tool.invalid_arguments``."""
-        self.get(name)
+        tool = self.get(name)
         try:
             args = json.loads(raw_arguments) if raw_arguments.strip() else {}
         except (ValueError, RecursionError) as exc:
             raise ValidationError("tool.invalid_json", f"arguments are not valid JSON: {exc}", pointer="") from None
         if not isinstance(args, dict):
             raise ValidationError("tool.invalid_json", "arguments must be a JSON object", pointer="")
+        if tool.self_validating:
+            return args
         errors = sorted(self._validators[name].iter_errors(args), key=lambda e: (list(e.absolute_path), e.message))
         if errors:
             problems = [_problem(e) for e in errors]
@@ -249,4 +256,6 @@ def _error_dict(exc: RpError) -> dict[str, Any]:
         out["pointer"] = exc.pointer
     if exc.details:
         out["details"] = exc.details
+    if exc.problems:
+        out["problems"] = [p.to_dict() for p in exc.problems]
     return out
