@@ -8,6 +8,7 @@ from roleplay import __version__
 from roleplay.cli_context import CliState
 from roleplay.assets.cli import assets, export, import_command
 from roleplay.assets.lorebook.cli import lorebook
+from roleplay.compat.mvu.cli import mvu_group
 from roleplay.harness.chat import chat
 from roleplay.harness.cli import db, sessions
 from roleplay.harness.models.cli import models
@@ -38,6 +39,7 @@ cli.add_command(import_command)
 cli.add_command(assets)
 cli.add_command(export)
 cli.add_command(lorebook)
+cli.add_command(mvu_group)
 cli.add_command(state_group)
 
 

@@ -1,0 +1,302 @@
+"""The selected opening: its literal commands applied atomically, and its cleaned message text.
+
+MVU runs a greeting's ``_.set``/JSON Patch commands once, on top of the initial variables
+(mvu.md §2.11). The adapter does the same for the *selected* greeting only, with MVU Zod's
+semantics and the spec's safety rules:
+
+* every command is checked against the fixed base schema right after it runs (as MVU Zod's
+  ``safeParse`` does after every command), and the group is all-or-nothing: one refused command
+  and none of them apply (the caller then fails the opening closed);
+* only literal values are accepted (see :func:`.commands.parse_value`); nothing is evaluated;
+* paths resolve like lodash over the *plain* value: ``x[0]`` on a split ValueWithDescription pair
+  is the value itself, ``x[1]`` (its description) is refused; segments starting with ``_`` are
+  read-only in MVU Zod and refused here.
+
+:func:`clean_opening_text` removes the control text (``<UpdateVariable>`` blocks, commands, patch
+and ``<initvar>`` blocks, status placeholders) from a copy; the source greeting stays unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from roleplay.errors import Problem
+from roleplay.state import validate_value
+
+from .commands import UNDEFINED, Command, parse_value
+from .diagnostics import Loc, diag
+from .paths import PathError, command_tokens, patch_tokens, split_lodash
+from .schema import pointer_of
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class CommandOutcome:
+    ok: bool
+    value: Any
+    records: list[dict[str, Any]] = field(default_factory=list)
+    diagnostics: list[Problem] = field(default_factory=list)
+
+
+def _resolve(tokens: list[str], root: Any, vwd: dict[str, str]) -> tuple[str, ...]:
+    parts: list[str] = []
+    for token in tokens:
+        here = pointer_of(parts)
+        if here in vwd and token in ("0", "1"):
+            if token == "1":
+                raise _Refused("mvu.command.vwd_description", f"{here} [1] is the description of a [value, description] pair, not data")
+            continue
+        parts.append(token)
+    for part in parts:
+        if part.startswith("_"):
+            raise _Refused("mvu.command.readonly_path", f"segment {part!r} starts with '_': read-only in MVU Zod")
+    return tuple(parts)
+
+
+def _command_parts(raw: str, root: Any, vwd: dict[str, str]) -> tuple[str, ...]:
+    try:
+        tokens, _stripped = command_tokens(raw)
+    except PathError as exc:
+        raise _Refused("mvu.command.path_invalid", f"path {raw!r}: {exc}") from None
+    stripped = re.sub(r"^[\\\"'` ]*(.*?)[\\\"'` ]*$", r"\1", raw.strip(), flags=re.DOTALL)
+    if "." in stripped and isinstance(root, dict) and stripped in root:
+        # lodash looks up a literal key containing dots before walking the path.
+        return (stripped,)
+    return _resolve(tokens, root, vwd)
+
+
+def _get(root: Any, parts: tuple[str, ...]) -> Any:
+    node = root
+    for part in parts:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise _Refused("mvu.command.target_missing", f"{pointer_of(parts) or '/'} does not exist")
+    return node
+
+
+def _container(root: Any, parts: tuple[str, ...]) -> tuple[Any, str]:
+    if not parts:
+        raise _Refused("mvu.command.root", "the whole state cannot be replaced or removed by an opening command")
+    parent = _get(root, parts[:-1])
+    if not isinstance(parent, (dict, list)):
+        raise _Refused("mvu.command.target_missing", f"{pointer_of(parts[:-1]) or '/'} is not an object or array")
+    return parent, parts[-1]
+
+
+def _assign(parent: Any, key: str, value: Any, create: bool = True) -> None:
+    if isinstance(parent, dict):
+        if not create and key not in parent:
+            raise _Refused("mvu.command.target_missing", f"{key!r} does not exist")
+        parent[key] = value
+        return
+    if not key.isdigit() or int(key) >= len(parent):
+        raise _Refused("mvu.command.target_missing", f"array index {key!r} is out of range")
+    parent[int(key)] = value
+
+
+def _literal(raw: str, notes: list[str]) -> Any:
+    value, note = parse_value(raw)
+    if note:
+        notes.append(note)
+    if value is UNDEFINED:
+        raise _Refused("mvu.command.value_invalid", "undefined is not a JSON value")
+    return value
+
+
+def _schema_at(schema: dict[str, Any], parts: tuple[str, ...]) -> dict[str, Any]:
+    node: Any = schema
+    for part in parts:
+        if not isinstance(node, dict):
+            return {}
+        if part in node.get("properties", {}):
+            node = node["properties"][part]
+        elif node.get("type") == "array":
+            node = node.get("items", {})
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return {}
+    return node if isinstance(node, dict) else {}
+
+
+def _numeric(value: Any) -> float | int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return int(number) if number.is_integer() and re.fullmatch(r"\s*[-+]?\d+\s*", value) else number
+    return None
+
+
+def _run(root: Any, command: Command, schema: dict[str, Any], vwd: dict[str, str], notes: list[str]) -> tuple[str, str]:
+    """Apply one command to ``root`` in place; returns (native op name, pointer) for the record."""
+    patch = command.patch
+    if patch is not None:
+        try:
+            parts = _resolve(patch_tokens(command.args[0]), root, vwd)
+        except PathError as exc:
+            raise _Refused("mvu.command.path_invalid", str(exc)) from None
+    else:
+        parts = _command_parts(command.args[0], root, vwd)
+    if command.kind == "set":
+        value = patch["value"] if patch else _literal(command.args[-1], notes)
+        parent, key = _container(root, parts)
+        old = parent.get(key) if isinstance(parent, dict) else None
+        expects_number = _schema_at(schema, parts).get("type") in ("number", "integer") or isinstance(old, (int, float)) and not isinstance(old, bool)
+        if expects_number and isinstance(value, str) and _numeric(value) is not None:
+            notes.append(f"text {value!r} converted to a number, as MVU does for numeric fields")
+            value = _numeric(value)
+        _assign(parent, key, value)
+        return "set", pointer_of(parts)
+    if command.kind == "add":
+        delta = patch["value"] if patch else _literal(command.args[1], notes)
+        parent, key = _container(root, parts)
+        current = _get(root, parts)
+        number = _numeric(delta)
+        if not isinstance(current, (int, float)) or isinstance(current, bool) or number is None:
+            raise _Refused("mvu.command.not_number", f"add needs a number at {pointer_of(parts)} and a numeric delta")
+        total = current + number
+        if isinstance(total, float):
+            # MVU rounds sums to 12 significant digits so 0.1 + 0.2 stays 0.3.
+            total = float(f"{total:.12g}")
+        _assign(parent, key, total)
+        return "increment", pointer_of(parts)
+    if command.kind == "insert":
+        if patch is not None:
+            value = patch["value"]
+            parent, key = _container(root, parts)
+            return _insert_at(parent, key, value, parts)
+        target_parts = parts
+        value = _literal(command.args[-1], notes)
+        try:
+            target = _get(root, target_parts)
+        except _Refused:
+            parent, key = _container(root, target_parts)
+            target = [] if _schema_at(schema, target_parts).get("type") == "array" else {}
+            _assign(parent, key, target)
+        if len(command.args) >= 3:
+            key_value = _literal(command.args[1], notes)
+            return _insert_at(target, str(key_value), value, (*target_parts, str(key_value)))
+        if isinstance(target, list):
+            target.append(value)
+            return "append", pointer_of(target_parts)
+        if isinstance(target, dict) and isinstance(value, dict):
+            target.update(value)
+            return "set", pointer_of(target_parts)
+        raise _Refused("mvu.command.insert_invalid", f"cannot insert {type(value).__name__} into {pointer_of(target_parts) or '/'}")
+    if command.kind == "delete":
+        if patch is None and len(command.args) >= 2:
+            try:
+                extra = split_lodash(re.sub(r"^[\\\"'` ]*(.*?)[\\\"'` ]*$", r"\1", command.args[1].strip()))
+            except PathError as exc:
+                raise _Refused("mvu.command.path_invalid", str(exc)) from None
+            parts = (*parts, *extra)
+        parent, key = _container(root, parts)
+        _get(root, parts)
+        if isinstance(parent, dict):
+            del parent[key]
+        else:
+            del parent[int(key)]
+        return "remove", pointer_of(parts)
+    if command.kind == "move":
+        try:
+            source = _resolve(patch_tokens(patch["from"]), root, vwd)
+        except PathError as exc:
+            raise _Refused("mvu.command.path_invalid", str(exc)) from None
+        moved = _get(root, source)
+        src_parent, src_key = _container(root, source)
+        if isinstance(src_parent, dict):
+            del src_parent[src_key]
+        else:
+            del src_parent[int(src_key)]
+        parent, key = _container(root, parts)
+        _assign(parent, key, moved)
+        return "move", pointer_of(parts)
+    raise _Refused("mvu.command.unknown", f"unknown command {command.name!r}")
+
+
+def _insert_at(parent: Any, key: str, value: Any, parts: tuple[str, ...]) -> tuple[str, str]:
+    if isinstance(parent, list):
+        if key == "-":
+            parent.append(value)
+            return "append", pointer_of(parts[:-1])
+        if key.isdigit() and int(key) <= len(parent):
+            parent.insert(int(key), value)
+            return "insert", pointer_of(parts)
+        raise _Refused("mvu.command.insert_invalid", f"array position {key!r} is out of range")
+    if isinstance(parent, dict):
+        parent[key] = value
+        return "set", pointer_of(parts)
+    raise _Refused("mvu.command.insert_invalid", f"{pointer_of(parts[:-1]) or '/'} is not an object or array")
+
+
+def apply_commands(value: Any, schema: dict[str, Any], vwd: dict[str, str], commands: list[Command], loc: Loc) -> CommandOutcome:
+    """Run ``commands`` in order on a copy of ``value``; all of them or none."""
+    working = copy.deepcopy(value)
+    records: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    for index, command in enumerate(commands):
+        where = loc.at(command.line)
+        notes: list[str] = []
+        try:
+            op, pointer = _run(working, command, schema, vwd, notes)
+        except _Refused as exc:
+            problems.append(diag(exc.code, f"opening command {index} (_.{command.name} / {command.origin}): {exc.message}; no opening command is applied", where, command=index))
+            return CommandOutcome(False, value, [], problems)
+        for note in notes:
+            problems.append(diag("mvu.command.value_normalized", f"opening command {index}: {note}", where, "warning", command=index))
+        violations = validate_value(schema, working)
+        if violations:
+            for v in violations[:10]:
+                problems.append(
+                    diag("mvu.command.schema_violation", f"after opening command {index} (_.{command.name}) the state breaks its schema at {v.pointer or '/'}: {v.message}; no opening command is applied", where, command=index, statePointer=v.pointer)
+                )
+            return CommandOutcome(False, value, [], problems)
+        record = {"op": op, "path": pointer, "source": command.origin, "line": where.line}
+        if command.reason and command.reason != "json_patch":
+            record["reason"] = command.reason
+        records.append(record)
+    return CommandOutcome(True, working, records, problems)
+
+
+# --- the message text -----------------------------------------------------------------------------------
+
+_UPDATE_BLOCK = re.compile(r"<update(?:variable)?>[\s\S]*?(?:</update(?:variable)?>|$)", re.IGNORECASE)
+_STATUS = re.compile(r"<status_current_variables?>[\s\S]*?</status_current_variables?>|<StatusPlaceHolderImpl\s*/>", re.IGNORECASE)
+_INITVAR = re.compile(r"<initvar>[\s\S]*?</initvar>", re.IGNORECASE)
+_PATCH = re.compile(r"<(json_?patch)>[\s\S]*?</\1>", re.IGNORECASE)
+
+
+def clean_opening_text(text: str, commands: list[Command]) -> str:
+    """The greeting as the reader should see it: control blocks and commands removed."""
+    spans = sorted((c.start, c.end) for c in commands if c.origin == "command")
+    pieces: list[str] = []
+    last = 0
+    for start, end in spans:
+        if start >= last:
+            pieces.append(text[last:start])
+            last = end
+    pieces.append(text[last:])
+    out = "".join(pieces)
+    for pattern in (_UPDATE_BLOCK, _STATUS, _INITVAR, _PATCH):
+        out = pattern.sub("", out)
+    out = re.sub(r"[ \t]+(\r?\n)", r"\1", out)
+    out = re.sub(r"(\r?\n){3,}", lambda m: m.group(1) * 2, out)
+    return out.strip()

@@ -1,0 +1,87 @@
+"""Opening commands: MVU Zod semantics on plain values, schema checks, atomicity, clean text."""
+
+from roleplay.compat.mvu.commands import extract_commands
+from roleplay.compat.mvu.diagnostics import Loc
+from roleplay.compat.mvu.openings import apply_commands, clean_opening_text
+from roleplay.compat.mvu.schema import derive_from_data
+
+L = Loc("greeting")
+
+
+def run(data, text):
+    derived = derive_from_data(data)
+    commands, _problems = extract_commands(text, L)
+    outcome = apply_commands(derived.value, derived.schema, derived.vwd, commands, L)
+    return derived, outcome
+
+
+def codes(outcome):
+    return [d.code for d in outcome.diagnostics]
+
+
+def test_set_on_a_split_pair_with_and_without_index_zero():
+    derived, outcome = run({"health": [100, "生命值"], "悠纪": {"好感度": [0, "d"]}}, "_.set('health', 80);//受到伤害\n_.set('悠纪.好感度[0]', 0, 5);")
+    assert outcome.ok and outcome.value == {"health": 80, "悠纪": {"好感度": 5}}
+    assert outcome.records[0] == {"op": "set", "path": "/health", "source": "command", "line": 1, "reason": "受到伤害"}
+    assert derived.value == {"health": 100, "悠纪": {"好感度": 0}}  # the input is untouched
+
+
+def test_strict_set_replacing_a_pair_breaks_a_numeric_schema():
+    _d, outcome = run({"$meta": {"strictSet": True}, "level": [5, "等级描述"]}, "_.set('level', [5,'等级描述'], 6);")
+    assert outcome.ok and outcome.value == {"level": 6}
+    _d, outcome = run({"$meta": {"strictSet": True}, "level": [5, "等级描述"]}, "_.set('level', [6, '等级描述']);")
+    assert not outcome.ok and "mvu.command.schema_violation" in codes(outcome)
+
+
+def test_description_slot_and_readonly_paths_are_refused():
+    _d, outcome = run({"hp": [1, "d"]}, "_.set('hp[1]', 'x');")
+    assert codes(outcome) == ["mvu.command.vwd_description"]
+    _d, outcome = run({"_内部": 1}, "_.set('_内部', 2);")
+    assert codes(outcome) == ["mvu.command.readonly_path"]
+
+
+def test_add_insert_delete_and_patches():
+    data = {"测试": 10, "主角": {"物品": ["剑", "$__META_EXTENSIBLE__$"], "备忘录": {"$meta": {"extensible": True}}}, "时间": "09:00"}
+    text = (
+        "<JSONPatch>[{\"op\": \"delta\", \"path\": \"/测试\", \"value\": 10},"
+        "{\"op\": \"insert\", \"path\": \"/主角/物品/-\", \"value\": \"盾\"},"
+        "{\"op\": \"insert\", \"path\": \"主角/备忘录/任务\", \"value\": \"打扫\"}]</JSONPatch>\n"
+        "_.add('测试', -5);\n_.set('时间', 10:45);\n_.remove('主角.物品[0]');\n_.insert('主角.物品', 0, '弓');"
+    )
+    _d, outcome = run(data, text)
+    assert outcome.ok, outcome.diagnostics
+    assert outcome.value == {"测试": 15, "主角": {"物品": ["弓", "盾"], "备忘录": {"任务": "打扫"}}, "时间": "10:45"}
+    assert [r["op"] for r in outcome.records] == ["increment", "append", "set", "increment", "set", "remove", "insert"]
+
+
+def test_numeric_text_is_converted_for_numeric_fields_with_a_warning():
+    _d, outcome = run({"n": 1}, "_.set('n', '42');")
+    assert outcome.value == {"n": 42} and codes(outcome) == ["mvu.command.value_normalized"]
+
+
+def test_any_failure_applies_nothing():
+    data = {"a": 1, "b": "x"}
+    for text in ("_.set('a', 2);\n_.set('b', 3);", "_.set('a', 2);\n_.add('b', 1);", "_.set('a', 2);\n_.set('missing.deep', 1);", "_.set('a', 2);\n_.set('c', 1);"):
+        derived, outcome = run(data, text)
+        assert not outcome.ok and outcome.value == derived.value and outcome.records == []
+        assert outcome.diagnostics[-1].details["command"] == 1 and outcome.diagnostics[-1].details["line"] == 2
+
+
+def test_arithmetic_is_not_evaluated():
+    _d, outcome = run({"n": 1}, "_.set('n', 10 + 2);")
+    assert not outcome.ok and outcome.value == {"n": 1}
+    assert codes(outcome) == ["mvu.command.value_normalized", "mvu.command.schema_violation"]
+    assert "arithmetic is not evaluated" in outcome.diagnostics[0].message
+
+
+def test_move_and_the_stat_data_prefix():
+    data = {"$meta": {"extensible": True}, "a": {"$meta": {"extensible": True}, "x": 1}, "b": {"$meta": {"extensible": True}}}
+    _d, outcome = run(data, '<JSONPatch>[{"op": "move", "from": "/a/x", "path": "/b/y"}]</JSONPatch>\n_.set(\'stat_data.b.z\', 2);')
+    assert outcome.ok and outcome.value == {"a": {}, "b": {"y": 1, "z": 2}}
+
+
+def test_clean_text_removes_control_blocks_but_keeps_the_story():
+    text = "她笑了。\n_.set('a', 1);//原因\n<UpdateVariable>\n<Analysis>x</Analysis>\n_.set('b', 2);\n</UpdateVariable>\n\n\n\n<StatusPlaceHolderImpl/>\n结束"
+    commands, _ = extract_commands(text, L)
+    assert clean_opening_text(text, commands) == "她笑了。\n\n结束"
+    assert "_.set" in text  # the source stays as it was
