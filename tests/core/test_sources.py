@@ -16,8 +16,6 @@ from roleplay.assets.store import AssetStore, AssetTx
 from roleplay.core.macros import MacroContext
 from roleplay.core.profile import SessionProfile, parse_profile
 from roleplay.core.sources import (
-    CONVERSATION_NOTE,
-    SUMMARY_NOTE,
     SourceInputs,
     SourceSet,
     StoreAssetReader,
@@ -147,8 +145,9 @@ async def test_every_source_of_a_fully_bound_session(world: World) -> None:
     assert style.title == "通用叙事" and style.text.startswith("- 视角：") and style.source_class == "instructional"
     assert src["rp.custom:tone"].text == "主角 说话时保持克制。" and not src["rp.custom:tone"].shared_reference
 
-    for sid, note in (("rp.conversation-summary", SUMMARY_NOTE), ("rp.conversation", CONVERSATION_NOTE)):
-        assert src[sid].text.startswith(note + "\n\n") and src[sid].idle_allowed is False
+    # History texts are taken as given: core.conversation already put the context notes in.
+    assert (src["rp.conversation-summary"].text, src["rp.conversation"].text) == ("他们在客栈相遇。", "旅人: 你好")
+    assert src["rp.conversation-summary"].idle_allowed is False and src["rp.conversation"].idle_allowed is False
     assert (src["rp.current-input"].text, src["rp.current-input"].idle_allowed) == ("拔剑", False)
 
     assert got.bindings == {"characterId": world.card, "lorebookIds": [world.book], "personaId": world.persona,

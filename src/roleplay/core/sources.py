@@ -116,11 +116,6 @@ TITLES = {
 }
 LORE_SLOTS = {Slot.WORLD_DESCRIPTION: LORE_WORLD, Slot.CHARACTER_DESCRIPTIONS: LORE_CHARACTERS,
               Slot.IMPORTANT_RULES: LORE_RULES}
-# The spec: the two history texts each open with an English context note, and newer history wins.
-SUMMARY_NOTE = ("Context note: a compressed record of the earlier conversation. Where it conflicts with the "
-                "conversation history, the newer conversation history wins.")
-CONVERSATION_NOTE = ("Context note: the visible conversation, kept verbatim. It is newer than any summary of "
-                     "the earlier conversation and wins where the two conflict.")
 ISOLATED_ROLE = "isolated-prompts"
 
 
@@ -312,13 +307,13 @@ def state_source(view: Mapping[str, Any] | None) -> ContextSource | None:
 
 def conversation_sources(summary: str, conversation: str, current_input: str) -> list[ContextSource]:
     """The three sources that must always take part (``idle_allowed=False``). Blank texts give no
-    source: without a checkpoint there is no summary, without history no history."""
+    source: without a checkpoint there is no summary, without history no history. The history
+    texts come from ``core.conversation`` with their English context notes already in place."""
     out = []
     if summary.strip():
-        out.append(ContextSource(SUMMARY, TITLES[SUMMARY], f"{SUMMARY_NOTE}\n\n{summary}", "factual", idle_allowed=False))
+        out.append(ContextSource(SUMMARY, TITLES[SUMMARY], summary, "factual", idle_allowed=False))
     if conversation.strip():
-        out.append(ContextSource(CONVERSATION, TITLES[CONVERSATION], f"{CONVERSATION_NOTE}\n\n{conversation}", "factual",
-                                 idle_allowed=False))
+        out.append(ContextSource(CONVERSATION, TITLES[CONVERSATION], conversation, "factual", idle_allowed=False))
     if current_input.strip():
         out.append(ContextSource(CURRENT_INPUT, TITLES[CURRENT_INPUT], current_input, "factual", idle_allowed=False))
     return out
@@ -498,8 +493,6 @@ async def _isolated(reader: AssetReader, view: AssetView, diagnostics: list[Diag
 
 
 __all__ = [
-    "CONVERSATION_NOTE",
-    "SUMMARY_NOTE",
     "TITLES",
     "SourceInputs",
     "SourceSet",
