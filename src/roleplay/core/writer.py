@@ -60,6 +60,8 @@ class WriterSlot:
     attempts: int = 0
     # Called with the artifact once it exists (the run rewires its step mask and commit session).
     on_artifact: Callable[[WriterArtifact], None] | None = None
+    # Applied to the Writer's output before it becomes the artifact (the run's identity macros).
+    transform_text: Callable[[str], str] | None = None
 
 
 def writer_prompt(build: FrozenBuild, brief: str | None = None) -> str:
@@ -100,6 +102,8 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
                 details={"cause": exc.code, **exc.details},
             ) from None
         text = result.text.strip()
+        if slot.transform_text is not None:
+            text = slot.transform_text(text).strip()
         if not text:
             raise RpError("writer.empty", "the Writer returned an empty draft; you may call rp_write_turn again", details={"childSessionId": result.session_id})
         artifact = WriterArtifact(

@@ -132,10 +132,11 @@ class AgentLoop:
         *,
         abort: asyncio.Event | None = None,
         source: dict[str, Any] | None = None,
+        turn_id: str | None = None,
     ) -> TurnResult:
         async with run_lease(self.store, session_id):
             await self.close_interrupted(session_id)
-            return await self._run(session_id, content, abort or asyncio.Event(), source)
+            return await self._run(session_id, content, abort or asyncio.Event(), source, turn_id)
 
     async def close_interrupted(self, session_id: str) -> list[str]:
         """Close every turn a crash left open, as ``interrupted``. Returns their ids."""
@@ -150,8 +151,10 @@ class AgentLoop:
         return [t for t, _ in open_turns]
 
     # -- the turn --------------------------------------------------------------------------------
-    async def _run(self, session_id: str, content: str | list[dict[str, Any]], abort: asyncio.Event, source: dict[str, Any] | None) -> TurnResult:
-        turn_id = self.ids("turn_")
+    async def _run(
+        self, session_id: str, content: str | list[dict[str, Any]], abort: asyncio.Event, source: dict[str, Any] | None, turn_id: str | None
+    ) -> TurnResult:
+        turn_id = turn_id or self.ids("turn_")
         message_id = self.ids("msg_")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         user: dict[str, Any] = {"messageId": message_id, "content": blocks, "turnId": turn_id}

@@ -1,0 +1,133 @@
+"""The roleplay policy of the offline ``demo`` model: a key-less newcomer can play a whole story.
+
+It follows the real protocol, not a shortcut, so a demo session's log looks like a real one:
+
+- As the **Writer** (no tools, the Writer rules in the system prompt) it writes a short narration
+  that answers the current input, labelled as a demo.
+- As the **Chat parent** it calls ``rp_write_turn``, then commits. The first commit of each turn
+  is deliberately wrong (its writer reference is off), and the demo repairs it with one
+  ``retry.patches`` call, so every demo turn also shows the repair path.
+  The effects come from the turn's ``state_commit_contract``: one small, in-bounds increment per
+  writable namespace. A second failure falls back to a commit with no effects rather than looping.
+
+Everything is derived from the request: the same request gives the same reply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from roleplay.canonical import sha256_hex
+from roleplay.harness.models.demo import register_demo_policy
+from roleplay.harness.models.types import ChatMessage, ModelRequest
+
+from .prompts import COMMIT_TURN_TOOL, WRITE_TURN_TOOL
+
+WRITER_MARKER = "You are the Writer of a roleplay story."
+DEMO_LABEL = "[demo · offline narration]"
+_TOKEN = re.compile(r"rct_[0-9A-Za-z_-]+")
+_INPUT = re.compile(r'<section name="Current input">\s*(.*?)\s*</section>', re.S)
+_COMMIT_BLOCK = re.compile(r"<commit_context>(.*?)</commit_context>", re.S)
+BEATS = (
+    "The fog thickens for a moment, then parts just enough to show the way ahead.",
+    "Somewhere below, the sea answers with a long, slow breath against the rocks.",
+    "A lamp flickers, steadies, and throws a warmer light across the room.",
+    "For a while nobody speaks; the silence itself seems to be listening.",
+    "Footsteps echo and fade, and the night settles back into its rhythm.",
+)
+
+
+def roleplay_demo_policy(request: ModelRequest) -> dict[str, Any] | None:
+    system = request.messages[0].text() if request.messages and request.messages[0].role == "system" else ""
+    if WRITER_MARKER in system and not request.tools:
+        return {"text": narrate(request)}
+    offered = {t.name for t in request.tools}
+    if WRITE_TURN_TOOL not in offered or COMMIT_TURN_TOOL not in offered:
+        return None
+    start = _run_context_index(request.messages)
+    if start is None:
+        return None
+    tail = request.messages[start + 1 :]
+    results = {m.tool_call_id: m for m in tail if m.role == "tool"}
+    writer_id: str | None = None
+    commits: list[tuple[str, ChatMessage | None]] = []
+    for m in tail:
+        for call in m.tool_calls:
+            result = results.get(call.id)
+            if call.name == WRITE_TURN_TOOL and result is not None and not result.text().startswith("Error"):
+                writer_id = call.id
+            elif call.name == COMMIT_TURN_TOOL:
+                commits.append((call.id, result))
+    if writer_id is None:
+        return {"tool_calls": [{"name": WRITE_TURN_TOOL, "arguments": {"action": "write"}}]}
+    contract = _contract(request.messages[start].text())
+    if not commits:
+        # The deliberate mistake: a writer reference that is not this run's Writer call.
+        return {"tool_calls": [{"name": COMMIT_TURN_TOOL, "arguments": _commit(f"{writer_id}-x", contract)}]}
+    last = commits[-1][1]
+    token = _TOKEN.search(last.text()) if last is not None else None
+    if len(commits) == 1 and token is not None:
+        patches = [{"op": "replace", "path": "/references/writer", "value": writer_id}]
+        return {"tool_calls": [{"name": COMMIT_TURN_TOOL, "arguments": {"retry": {"token": token.group(0), "patches": patches}}}]}
+    # Anything else went wrong: commit the reply without effects rather than retry forever.
+    return {"tool_calls": [{"name": COMMIT_TURN_TOOL, "arguments": _commit(writer_id, None)}]}
+
+
+def narrate(request: ModelRequest) -> str:
+    prompt = request.messages[-1].text() if request.messages else ""
+    found = _INPUT.search(prompt)
+    said = " ".join((found.group(1) if found else prompt[-200:]).split())[:160]
+    beat = BEATS[int(sha256_hex(prompt)[:8], 16) % len(BEATS)]
+    return f"{DEMO_LABEL} “{said}” — the story takes that in. {beat}"
+
+
+def _run_context_index(messages: list[ChatMessage]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user" and "<roleplay_request" in messages[i].text():
+            return i
+    return None
+
+
+def _contract(run_context: str) -> dict[str, Any] | None:
+    block = _COMMIT_BLOCK.search(run_context)
+    if not block:
+        return None
+    text = block.group(1)
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        return None
+    try:
+        value = json.loads(text[start : end + 1])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and value.get("contract") == "state_commit_contract" else None
+
+
+def _commit(writer_id: str, contract: dict[str, Any] | None) -> dict[str, Any]:
+    return {"references": {"writer": writer_id}, "summary": "[demo] the story moved on", "effects": _effects(contract)}
+
+
+def _effects(contract: dict[str, Any] | None) -> list[dict[str, Any]]:
+    effects: list[dict[str, Any]] = []
+    for name, ns in sorted(((contract or {}).get("namespaces") or {}).items()):
+        if ns.get("updateMode") == "disabled":
+            continue
+        for rule in ns.get("rules") or []:
+            effect = rule.get("effect") or {}
+            if effect.get("op") != "increment":
+                continue
+            low, high = effect.get("minimum", 1), effect.get("maximum", 1)
+            by = 1 if low <= 1 <= high else (low if low > 0 else None)
+            if by is None:
+                continue
+            change = {"op": "increment", "path": rule["target"], "by": by, "ruleId": rule["id"], "reason": "[demo] a small step in the story"}
+            effects.append({"kind": "state.update", "namespace": name, "expectedRevision": ns["expectedRevision"], "payload": {"changes": [change]}})
+            break
+    return effects
+
+
+def register() -> None:
+    """Consulted before the generic demo fallback; idempotent (a name registers once)."""
+    register_demo_policy("roleplay", roleplay_demo_policy, first=True)

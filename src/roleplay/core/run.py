@@ -1,0 +1,335 @@
+"""``RpRun``: one roleplay turn in Chat mode, from prepare to commit.
+
+Prepare (before the turn starts):
+    read the session's projections (profile, state, surface) and the live assets, expand the
+    identity macros on the new input, collect the context sources, lay them out on the
+    session's slots and *freeze* the build. The run's Writer prompt, parent fragments, commit
+    material and context epoch never change after this.
+
+Run (on the harness loop, with ``RpRun`` as its hooks):
+    1. ``turn/start``, the user's ``user/message``, then the run-context ``user/message`` (the
+       compact ``<roleplay_request>`` with the ready marker, bindings, card/persona context and
+       commit material; ``source.rpRunContext`` marks it so history projections skip it).
+    2. The parent calls ``rp_write_turn {action: "write"}``: a fresh Writer child session writes
+       the reply from the frozen prompt (``core.writer``).
+    3. From then on only ``rp_commit_turn`` may be called (per-step tool mask). The response
+       that calls it becomes the reply: the runtime replaces its text with the Writer's draft,
+       streamed as ``assistant/chunk``, and drops the parent's own text and reasoning.
+    4. A successful commit ends the turn. Failures leave room within the step limit (5) to
+       retry the Writer or repair the commit with ``retry.patches``.
+
+A parent that answers without tools (discussion, clarification) ends the turn with that plain
+reply, streamed the same way; nothing is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from roleplay.assets.lorebook import TimedState
+from roleplay.errors import RpError
+from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, TurnResult
+from roleplay.harness.models.routes import Route
+from roleplay.harness.models.types import ChatModel, ModelResponse
+from roleplay.harness.prompts import ORDER_IDENTITY, PromptAssembly, PromptContext, PromptSection
+from roleplay.harness.tools import ToolResultData
+from roleplay.state.events import state_document
+
+from .commit import COMMIT_KIND, SERVICE_KEY, CommitSession
+from .context_build import effective_layout, freeze
+from .conversation import conversation_text, project, summary_source_text
+from .macros import MacroContext, expand
+from .profile import SESSION_PROJECTION, SessionProfile, profile_of
+from .prompts import COMMIT_TURN_TOOL, WRITE_TURN_TOOL, parent_sections, request_for_build, writer_sections
+from .runtime import RoleplayRuntime
+from .session_runtime import correlate_tool_calls, results_of_kind, session_snapshot
+from .sources import SourceInputs, SourceSet, StoreAssetReader, collect_sources, macro_context_for
+from .types import CommitContext, FrozenBuild, Slot, WriterArtifact
+from .writer import WriterSlot
+
+CHAT_STEP_LIMIT = 5
+RUN_CONTEXT = "rpRunContext"
+OPENING = "rpOpening"
+READ_TOOLS = ("rp_asset_read", "rp_state_read")
+CHUNK = 48  # characters per streamed chunk of the Writer's draft
+
+IDENTITY = PromptSection(
+    "harness:identity",
+    "You are the narrative engine of a long-form interactive story. You work with the user, who "
+    "controls their own character, and you keep the story consistent across many turns.",
+    ORDER_IDENTITY,
+)
+
+
+@dataclass
+class PreparedRun:
+    run_id: str
+    turn_id: str
+    session_id: str
+    mode: str
+    profile: SessionProfile
+    build: FrozenBuild
+    sources: SourceSet
+    macros: MacroContext
+    input_text: str
+    images: list[dict[str, Any]]
+    state: dict[str, Any] | None
+    run_context: str
+    writer_route: Route
+    writer_system: str
+    parent_system_sections: list[PromptSection]
+    lore_timed: dict[str, Any]
+
+
+@dataclass
+class RunResult:
+    session_id: str
+    turn: TurnResult
+    prepared: PreparedRun
+    writer: WriterArtifact | None
+    committed: bool
+    reply: str
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def prepare_run(
+    rt: RoleplayRuntime,
+    session_id: str,
+    text: str,
+    *,
+    parent_route: Route,
+    images: list[dict[str, Any]] | None = None,
+    run_id: str | None = None,
+) -> PreparedRun:
+    """Read everything this turn needs and freeze the context build (no event is written)."""
+    snapshot = await session_snapshot(rt.service, session_id)
+    profile = profile_of((await rt.service.projection(session_id, SESSION_PROJECTION)).state)
+    state_tracker = (await rt.service.projection(session_id, "rp/state")).state
+    state_view = state_document(state_tracker)
+    state = state_view if state_view.get("namespaces") else None
+    nodes = snapshot.surface
+    reader = StoreAssetReader(rt.assets)
+    macros = await macro_context_for(profile, reader)
+    input_text = expand(text, macros)
+    if not input_text.strip() and not images:
+        raise RpError("run.empty_input", "a turn needs some text or an image", pointer="/text")
+    writing = writing_message_ids(snapshot.events)
+    opening = opening_message_id(nodes)
+    entries = project(nodes, writing_ids=writing, opening_id=opening)
+    timed = latest_lore_timed(nodes)
+    inputs = SourceInputs(
+        run_id=run_id or rt.ids("run_"),
+        profile=profile,
+        macros=macros,
+        state=state,
+        conversation_text=conversation_text(nodes, writing_ids=writing, opening_id=opening),
+        summary_text=summary_source_text(nodes),
+        current_input=input_text if input_text.strip() else "(The user sent an image without text.)",
+        lore_messages=[e.text for e in entries] + [input_text],
+        lore_chat_length=len(entries) + 1,
+        lore_timed_state=TimedState.from_dict(timed) if timed else TimedState(),
+    )
+    sources = await collect_sources(inputs, reader)
+    saved = _saved_slots(profile)
+    slots = effective_layout(saved, sources.sources, sources.preset_positions)
+    build = freeze(slots, sources.sources, sources.bindings, sources.diagnostics)
+    mode = profile.execution_mode
+    if mode != "chat":
+        raise RpError("run.mode_unsupported", f"execution mode {mode!r} is not available yet; switch the session to chat")
+    writer_route = resolve_writer_route(rt, profile, parent_route)
+    writer_prompt = PromptAssembly([IDENTITY, *writer_sections()]).assemble(PromptContext(session_id, frozenset()))
+    return PreparedRun(
+        run_id=inputs.run_id,
+        turn_id=rt.ids("turn_"),
+        session_id=session_id,
+        mode=mode,
+        profile=profile,
+        build=build,
+        sources=sources,
+        macros=macros,
+        input_text=input_text,
+        images=list(images or []),
+        state=state,
+        run_context=request_for_build("chat", build),
+        writer_route=writer_route,
+        writer_system=writer_prompt.text,
+        parent_system_sections=[IDENTITY, *parent_sections("chat")],
+        lore_timed=sources.lore_timed_state.to_dict(),
+    )
+
+
+def resolve_writer_route(rt: RoleplayRuntime, profile: SessionProfile, parent: Route) -> Route:
+    """Session override, else the global default, else follow the conversation's route. Frozen
+    at prepare: a settings change applies from the next turn."""
+    override = profile.runtime.writer_route
+    if override is None:
+        return rt.writer_default or parent
+    if override.follow_conversation:
+        return parent
+    assert override.provider is not None and override.model is not None  # the model's validator
+    # The parent's explicit output limit is inherited (spec: 父级显式输出上限仍被继承).
+    return Route(override.provider, override.model, override.reasoning_effort, parent.max_output_tokens)
+
+
+class RpRun(LoopHooks):
+    """The Chat-mode hooks on the agent loop for one prepared run."""
+
+    publish_deltas = False
+
+    def __init__(self, rt: RoleplayRuntime, prepared: PreparedRun) -> None:
+        self.rt = rt
+        self.p = prepared
+        self.writer = WriterSlot(
+            build=prepared.build,
+            system_prompt=prepared.writer_system,
+            model=rt.model_for(prepared.writer_route),
+            route=prepared.writer_route.to_dict(),
+            images=prepared.images,
+            on_artifact=self._on_artifact,
+            transform_text=lambda t: expand(t, prepared.macros),
+        )
+        self.commit = CommitSession(
+            CommitContext(
+                run_id=prepared.run_id,
+                turn_id=prepared.turn_id,
+                session_id=prepared.session_id,
+                mode="chat",
+                epoch=prepared.build.epoch,
+                writer=None,
+                state=prepared.state or {"protocolVersion": 2, "revision": 0, "namespaces": {}},
+                live_revisions=dict(prepared.sources.live_revisions),
+            ),
+            secret=rt.ids("sec_").encode("utf-8"),
+            live_revisions_check=self._changed_revisions,
+        )
+        self.visible = [WRITE_TURN_TOOL, COMMIT_TURN_TOOL, *(t for t in READ_TOOLS if t in rt.tools)]
+        if prepared.state is None and "rp_state_read" in self.visible:
+            self.visible.remove("rp_state_read")
+
+    # -- loop hooks ------------------------------------------------------------------------------
+    def input_events(self, turn_id: str) -> list[Any]:
+        from roleplay.harness.events import EventDraft
+
+        source = {RUN_CONTEXT: {"v": 1, "runId": self.p.run_id, "epoch": self.p.build.epoch, "loreTimed": self.p.lore_timed}}
+        return [
+            EventDraft(
+                "user/message",
+                {"messageId": self.rt.ids("msg_"), "content": [{"type": "text", "text": self.p.run_context}], "turnId": turn_id, "source": source},
+            )
+        ]
+
+    async def on_response(self, session_id: str, turn_id: str, step_id: str, response: ModelResponse) -> ModelResponse:
+        names = [c.name for c in response.tool_calls]
+        self.commit.note_response(step_id, names, response.text)
+        artifact = self.writer.artifact
+        if COMMIT_TURN_TOOL in names and artifact is not None:
+            await self._stream(session_id, turn_id, artifact.text)
+            # The reply body is the Writer's draft; the parent's own text and reasoning are dropped
+            # (reasoning kept as an empty string: DeepSeek wants the field on tool-call turns).
+            return replace(response, text=artifact.text, reasoning="" if response.reasoning is not None else None)
+        if not names and response.text:
+            text = expand(response.text, self.p.macros)
+            await self._stream(session_id, turn_id, text)
+            return replace(response, text=text)
+        return response
+
+    def finished(self, results: list[ToolResultData]) -> bool:
+        return any(r.ok and r.name == COMMIT_TURN_TOOL for r in results)
+
+    def step_mask(self, view: StepView) -> list[str]:
+        if self.writer.artifact is None:
+            return [n for n in self.visible if n != COMMIT_TURN_TOOL]
+        return [COMMIT_TURN_TOOL]
+
+    # -- internals -------------------------------------------------------------------------------
+    def _on_artifact(self, artifact: WriterArtifact) -> None:
+        self.commit.set_writer(artifact)
+
+    async def _stream(self, session_id: str, turn_id: str, text: str) -> None:
+        for i in range(0, len(text), CHUNK):
+            await self.rt.store.publish_chunk(session_id, {"type": "assistant/chunk", "turnId": turn_id, "text": text[i : i + CHUNK]})
+
+    async def _changed_revisions(self, live: dict[str, Any]) -> dict[str, Any]:
+        """Assets whose revision moved since prepare (a commit must not land on stale sources)."""
+        changed: dict[str, Any] = {}
+        for asset_id, revision in live.items():
+            record = await self.rt.assets.read(lambda tx, a=asset_id: tx.get(a))
+            current = record.revision if record is not None else None
+            if current != revision:
+                changed[asset_id] = current
+        return changed
+
+    def spec(self) -> AgentSpec:
+        return AgentSpec(
+            prompt=PromptAssembly(self.p.parent_system_sections),
+            tools=self.rt.tools,
+            allowed_tools=self.visible,
+            step_limit=CHAT_STEP_LIMIT,
+            step_mask=self.step_mask,
+            mode="chat",
+            services={"rpWriter": self.writer, SERVICE_KEY: self.commit, "rpMode": "chat", "rpRun": self},
+            hooks=self,
+        )
+
+
+async def play_turn(
+    rt: RoleplayRuntime,
+    session_id: str,
+    text: str,
+    *,
+    parent_route: Route,
+    images: list[dict[str, Any]] | None = None,
+    abort: asyncio.Event | None = None,
+) -> RunResult:
+    """Prepare and run one Chat-mode turn; the reply streams to the session's subscribers."""
+    prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images)
+    run = RpRun(rt, prepared)
+    model: ChatModel = rt.model_for(parent_route)
+    loop = AgentLoop(rt.service, model, run.spec())
+    content: list[dict[str, Any]] = [{"type": "text", "text": prepared.input_text}, *prepared.images]
+    turn = await loop.run_turn(session_id, content, abort=abort, turn_id=prepared.turn_id)
+    committed = any(r.ok and r.name == COMMIT_TURN_TOOL for r in turn.tool_results)
+    return RunResult(
+        session_id=session_id,
+        turn=turn,
+        prepared=prepared,
+        writer=run.writer.artifact,
+        committed=committed,
+        reply=turn.text,
+        diagnostics=[d.to_dict() for d in prepared.build.diagnostics],
+    )
+
+
+# -- reading the log ---------------------------------------------------------------------------------
+
+
+def writing_message_ids(events: list[Any]) -> set[str]:
+    """Assistant messages that carry a successful commit: the story's writing replies."""
+    calls = correlate_tool_calls(events)
+    return {calls[e.payload["callId"]].message_id for e in results_of_kind(events, COMMIT_KIND) if calls.get(e.payload["callId"]) and calls[e.payload["callId"]].message_id}  # type: ignore[misc]
+
+
+def opening_message_id(nodes: list[dict[str, Any]]) -> str | None:
+    for node in nodes:
+        if node["role"] == "assistant" and (node.get("source") or {}).get(OPENING) is not None:
+            return node["id"]
+    return None
+
+
+def latest_lore_timed(nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The lore timed-effects state left by the last run still on the surface, so a deleted or
+    regenerated turn takes its sticky/cooldown changes with it."""
+    for node in reversed(nodes):
+        ctx = (node.get("source") or {}).get(RUN_CONTEXT)
+        if ctx is not None:
+            return ctx.get("loreTimed")
+    return None
+
+
+def _saved_slots(profile: SessionProfile) -> list[Slot] | None:
+    build = profile.context_build
+    if build is None:
+        return None
+    return [Slot(s.id, s.name, tuple(s.sources), s.section_tag, s.idle) for s in build.slots]

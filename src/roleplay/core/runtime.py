@@ -1,0 +1,86 @@
+"""The roleplay runtime: one object wiring the harness session service to the roleplay features.
+
+It owns the registries a run needs (commands, projections, tools, effect capabilities,
+extensions, artifact generators) and the asset store. CLI commands, the web app and tests build
+one per process (per store) and pass it to ``core.run`` and ``core.session_create``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from roleplay.assets.store import AssetStore
+from roleplay.clock import IdGenerator
+from roleplay.harness.models.routes import Route, build_model
+from roleplay.harness.models.types import ChatModel
+from roleplay.harness.sessions import SessionService
+from roleplay.harness.store.base import EventStore
+from roleplay.harness.tools import Tool, ToolRegistry
+from roleplay.state.tools import state_tools
+
+from .artifacts import ArtifactRegistry
+from .commit import commit_tool
+from .demo import register as register_demo_policy
+from .effects import EffectRegistry, ExtensionRegistry, default_effect_registry
+from .profile import register_profile_commands, session_projection
+from .writer import write_turn_tool
+
+ROLEPLAY_PRESET = "roleplay"
+
+
+@dataclass
+class RoleplayRuntime:
+    store: EventStore
+    service: SessionService
+    assets: AssetStore
+    tools: ToolRegistry
+    effects: EffectRegistry
+    extensions: ExtensionRegistry
+    artifacts: ArtifactRegistry
+    ids: IdGenerator
+    # The Writer's global default route (the subagent manager's setting); None follows the parent.
+    writer_default: Route | None = None
+    models: dict[str, ChatModel] = field(default_factory=dict)
+
+    @classmethod
+    def create(
+        cls,
+        store: EventStore,
+        *,
+        ids: IdGenerator | None = None,
+        writer_default: Route | None = None,
+        extra_tools: list[Tool] | None = None,
+    ) -> "RoleplayRuntime":
+        service = SessionService(store, ids=ids)
+        register_profile_commands(service.commands)
+        if session_projection.name not in service.projections.names():
+            service.projections.register(session_projection)
+        effects = default_effect_registry()
+        extensions = ExtensionRegistry()
+        artifacts = ArtifactRegistry()
+        tools = ToolRegistry(
+            [
+                write_turn_tool(service),
+                commit_tool(effects, extensions, artifacts),
+                *state_tools(service),  # also registers rp-state-configure and the state projections
+                *(extra_tools or []),
+            ]
+        )
+        assets = AssetStore(store)
+        register_demo_policy()
+        return cls(store, service, assets, tools, effects, extensions, artifacts, service.ids, writer_default)
+
+    def model_for(self, route: Route) -> ChatModel:
+        """One model client per route and runtime, so HTTP connections are reused across turns."""
+        key = route.spec + (f"@{route.base_url}" if route.base_url else "")
+        if key not in self.models:
+            self.models[key] = build_model(route)
+        return self.models[key]
+
+    async def aclose(self) -> None:
+        for model in self.models.values():
+            closer: Any = getattr(model, "aclose", None)
+            if closer is not None:
+                await closer()
+        self.models.clear()

@@ -1,0 +1,176 @@
+"""New stories: resolve live assets, run the session materializers, create the session.
+
+The spec (State paragraph of 数据所有权与消息实体): the host resolves the current live assets,
+then ordered, generic *materializers* compose the profile, the complete State v2 bootstrap and
+the opening; the profile command and the optional closed turn 1 go to session creation
+together (``seed`` + ``setup``). The coordinator knows no community format; adapters (MVU)
+plug in as further materializers.
+
+``scene.openingText`` is the persisted, replayable source of the opening. A materializer may only
+return a non-persisted ``opening_message_text`` (macros expanded, control blocks cleaned); the
+assistant message shows that text, and a reload rebuilds it from the same source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Literal
+
+from roleplay.errors import RpError, ValidationError
+from roleplay.harness.events import EventDraft
+from roleplay.harness.store.base import SessionRecord
+from roleplay.state import bootstrap_payload
+
+from .macros import MacroContext, expand, macro_context_from
+from .profile import setup_command
+from .run import OPENING
+from .runtime import ROLEPLAY_PRESET, RoleplayRuntime
+from .sources import StoreAssetReader
+from .types import AssetView
+
+OpeningSource = Literal["card", "custom", "skip"]
+NATIVE_STATE_EXTENSION = "roleplay"
+
+
+@dataclass
+class StoryRequest:
+    card: str | None = None
+    persona: str | None = None  # None: the default persona
+    preset: str | None = None  # None: the default preset
+    lorebooks: list[str] | None = None  # None: the card's linked lorebooks
+    writing_styles: list[str] | None = None  # None: the default writing style
+    opening: OpeningSource = "card"
+    opening_index: int = 0
+    opening_text: str = ""
+    mode: Literal["chat", "agent"] = "chat"
+    title: str | None = None
+
+
+@dataclass
+class Materializing:
+    """What the materializers build together, in order."""
+
+    request: StoryRequest
+    card: AssetView | None
+    persona: AssetView | None
+    macros: MacroContext
+    profile: dict[str, Any]
+    opening_text: str | None  # the persisted source (None: skipped)
+    opening_message_text: str | None = None  # what the opening message shows (never persisted)
+    state_bootstrap: dict[str, Any] | None = None
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
+
+
+Materializer = Callable[[Materializing], Awaitable[None]]
+
+
+async def native_state(m: Materializing) -> None:
+    """A card may carry a native ``rp.state`` namespace under ``extensions.roleplay.state``."""
+    if m.card is None:
+        return
+    spec = ((m.card.data.get("extensions") or {}).get(NATIVE_STATE_EXTENSION) or {}).get("state")
+    if not spec:
+        return
+    try:
+        m.state_bootstrap = bootstrap_payload(spec["definition"], spec["initialValue"], namespace=spec.get("namespace", "story"))
+    except (RpError, KeyError, TypeError) as exc:
+        code = exc.code if isinstance(exc, RpError) else "state.bootstrap.invalid"
+        m.diagnostics.append({"code": code, "message": f"the card's state namespace was not used: {exc}"})
+
+
+async def macro_opening(m: Materializing) -> None:
+    if m.opening_text is not None:
+        m.opening_message_text = expand(m.opening_text, m.macros)
+
+
+DEFAULT_MATERIALIZERS: list[Materializer] = [native_state, macro_opening]
+
+
+def opening_source_text(card: AssetView | None, request: StoryRequest) -> str | None:
+    if request.opening == "skip":
+        return None
+    if request.opening == "custom":
+        if not request.opening_text.strip():
+            raise ValidationError("story.opening_empty", "a custom opening needs text", pointer="/openingText")
+        return request.opening_text
+    if card is None:
+        return None  # nothing to open with: the first user message starts turn 1
+    greetings = [card.data.get("first_mes", "")] + list(card.data.get("alternate_greetings") or [])
+    if not 0 <= request.opening_index < len(greetings):
+        raise ValidationError(
+            "story.opening_out_of_range",
+            f"the card has {len(greetings)} opening(s): choose 0..{len(greetings) - 1}",
+            pointer="/openingIndex",
+        )
+    text = greetings[request.opening_index]
+    return text if text.strip() else None
+
+
+async def create_story(
+    rt: RoleplayRuntime, request: StoryRequest, *, materializers: list[Materializer] | None = None
+) -> tuple[SessionRecord, Materializing]:
+    reader = StoreAssetReader(rt.assets)
+    card = await _require(reader, "card", request.card) if request.card else None
+    persona_id = request.persona or await _default_id(rt, "persona")
+    preset_id = request.preset or await _default_id(rt, "preset")
+    styles = request.writing_styles if request.writing_styles is not None else [i for i in [await _default_id(rt, "writing-style")] if i]
+    if request.lorebooks is not None:
+        lorebooks = request.lorebooks
+    elif card is not None:
+        lorebooks = [r.id for r in await rt.assets.read(lambda tx: tx.linked_lorebooks(card.id))]
+    else:
+        lorebooks = []
+    persona = await reader.read("persona", persona_id) if persona_id else None
+    macros = macro_context_from(card.data if card else None, persona.data if persona else None)
+    opening = opening_source_text(card, request)
+    profile = {
+        "participation": "adaptive",
+        "resources": {"card": request.card, "lorebooks": lorebooks, "persona": persona_id, "preset": preset_id, "writingStyles": styles},
+        "scene": {"openingSource": request.opening, "openingIndex": request.opening_index, "openingText": opening or ""},
+        "runtime": {"executionMode": request.mode},
+        "contextBuild": None,
+        "customPrompts": [],
+    }
+    m = Materializing(request, card, persona, macros, profile, opening)
+    for step in materializers if materializers is not None else DEFAULT_MATERIALIZERS:
+        await step(m)
+    args: dict[str, Any] = {"profile": m.profile}
+    if m.state_bootstrap is not None:
+        args["stateBootstrap"] = m.state_bootstrap
+    setup = [await setup_command(args, reader)]
+    seed: list[EventDraft] = []
+    if m.opening_message_text is not None:
+        turn_id = rt.ids("turn_")
+        seed = [
+            EventDraft("turn/start", {"turnId": turn_id, "mode": "opening"}),
+            EventDraft(
+                "assistant/message",
+                {
+                    "messageId": rt.ids("msg_"),
+                    "content": [{"type": "text", "text": m.opening_message_text}],
+                    "turnId": turn_id,
+                    "source": {OPENING: {"source": request.opening, "index": request.opening_index}},
+                },
+            ),
+            EventDraft("turn/end", {"turnId": turn_id, "outcome": "completed"}),
+        ]
+    title = request.title or (card.data.get("name") if card else None) or "story"
+    record = await rt.service.create(ROLEPLAY_PRESET, title=title, seed=seed, setup=setup)
+    events = await rt.service.events(record.id)
+    done = [e for e in events if e.type == "command/done"]
+    if not done or done[-1].payload["kind"] != "success":
+        err = (done[-1].payload.get("error") if done else None) or {}
+        raise RpError("story.setup_failed", f"the session profile was rejected: {err.get('message', 'unknown error')}", details={"sessionId": record.id, "error": err})
+    return record, m
+
+
+async def _require(reader: StoreAssetReader, kind: str, asset_id: str) -> AssetView:
+    view = await reader.read(kind, asset_id)
+    if view is None:
+        raise RpError("asset.not_found", f"no {kind} {asset_id!r}", pointer=f"/{kind}")
+    return view
+
+
+async def _default_id(rt: RoleplayRuntime, kind: str) -> str | None:
+    record = await rt.assets.get_default(kind)
+    return record.id if record is not None else None
