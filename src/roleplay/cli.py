@@ -9,6 +9,7 @@ from roleplay.cli_context import CliState
 from roleplay.assets.cli import assets, export, import_command
 from roleplay.assets.lorebook.cli import lorebook
 from roleplay.compat.mvu.cli import mvu_group
+from roleplay.core.cli import COMMANDS as STORY_COMMANDS
 from roleplay.harness.chat import chat
 from roleplay.harness.cli import db, sessions
 from roleplay.harness.models.cli import models
@@ -40,6 +41,8 @@ cli.add_command(assets)
 cli.add_command(export)
 cli.add_command(lorebook)
 cli.add_command(mvu_group)
+for _command in STORY_COMMANDS:
+    cli.add_command(_command)
 cli.add_command(state_group)
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from roleplay.assets.lorebook import TimedState
+from roleplay.canonical import sha256_hex
 from roleplay.errors import RpError
 from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, TurnResult
 from roleplay.harness.models.routes import Route
@@ -120,7 +121,9 @@ async def prepare_run(
     entries = project(nodes, writing_ids=writing, opening_id=opening)
     timed = latest_lore_timed(nodes)
     inputs = SourceInputs(
-        run_id=run_id or rt.ids("run_"),
+        # Derived from the log position, so `rp prompt` previews exactly what the next turn
+        # builds (lore probability rolls are seeded by it) and a replay rolls the same dice.
+        run_id=run_id or "run_" + sha256_hex(f"{session_id}:{snapshot.head_seq}")[:20],
         profile=profile,
         macros=macros,
         state=state,
@@ -204,6 +207,7 @@ class RpRun(LoopHooks):
             secret=rt.ids("sec_").encode("utf-8"),
             live_revisions_check=self._changed_revisions,
         )
+        self._streamed = False
         self.visible = [WRITE_TURN_TOOL, COMMIT_TURN_TOOL, *(t for t in READ_TOOLS if t in rt.tools)]
         if prepared.state is None and "rp_state_read" in self.visible:
             self.visible.remove("rp_state_read")
@@ -225,7 +229,11 @@ class RpRun(LoopHooks):
         self.commit.note_response(step_id, names, response.text)
         artifact = self.writer.artifact
         if COMMIT_TURN_TOOL in names and artifact is not None:
-            await self._stream(session_id, turn_id, artifact.text)
+            # Every commit attempt's message carries the body (whichever commit succeeds owns the
+            # reply), but the user sees it stream once.
+            if not self._streamed:
+                await self._stream(session_id, turn_id, artifact.text)
+                self._streamed = True
             # The reply body is the Writer's draft; the parent's own text and reasoning are dropped
             # (reasoning kept as an empty string: DeepSeek wants the field on tool-call turns).
             return replace(response, text=artifact.text, reasoning="" if response.reasoning is not None else None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 import click
 
@@ -25,6 +25,7 @@ from .prompts import ORDER_IDENTITY, PromptAssembly, PromptSection
 from .sessions import SessionService
 from .store.base import EventStore
 
+T = TypeVar("T")
 CHAT_PRESET = "chat"
 CHAT_STEP_LIMIT = 5
 IDENTITY = (
@@ -39,31 +40,54 @@ def chat_spec() -> AgentSpec:
 
 async def chat_turn(store: EventStore, loop: AgentLoop, session_id: str, text: str, out: Any) -> TurnResult:
     """Run one turn, echoing streamed text to ``out`` as it arrives."""
+    return await stream_turn(store, session_id, lambda abort: loop.run_turn(session_id, text, abort=abort), out, lambda r: r.text)
+
+
+async def stream_turn(
+    store: EventStore,
+    session_id: str,
+    start: Callable[[asyncio.Event], Awaitable[T]],
+    out: Any,
+    final_text: Callable[[T], str],
+) -> T:
+    """Run ``start(abort)`` while echoing the session's ``assistant/chunk`` text to ``out``.
+
+    Ctrl-C sets ``abort`` (the turn ends ``aborted``). When nothing streamed, the final text is
+    printed at the end, so a runtime that does not stream still shows its reply."""
     abort = asyncio.Event()
     previous = _install_sigint(abort)
+    printed = False
     try:
         async with store.subscribe(session_id) as sub:
-            task = asyncio.ensure_future(loop.run_turn(session_id, text, abort=abort))
-            printed = False
+            task = asyncio.ensure_future(start(abort))
             while True:
                 getter = asyncio.ensure_future(sub.next())
                 done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
                 if getter not in done:
                     getter.cancel()
                     break
-                note = getter.result()
-                if note.kind == "chunk" and note.data and note.data.get("text"):
-                    out.write(note.data["text"])
-                    out.flush()
-                    printed = True
-                elif note.kind == "event" and note.event is not None and note.event.type == "turn/end":
-                    break
+                printed = _echo(getter.result(), out) or printed
             result = await task
+            # Notifications published before the task finished may still sit in the queue.
+            while True:
+                try:
+                    printed = _echo(await sub.next(timeout=0.05), out) or printed
+                except asyncio.TimeoutError:
+                    break
     finally:
         _restore_sigint(previous)
-    if printed or result.text:
-        out.write("\n" if printed else result.text + "\n")
+    text = final_text(result)
+    if printed or text:
+        out.write("\n" if printed else text + "\n")
     return result
+
+
+def _echo(note: Any, out: Any) -> bool:
+    if note.kind == "chunk" and note.data and note.data.get("text"):
+        out.write(note.data["text"])
+        out.flush()
+        return True
+    return False
 
 
 def _install_sigint(abort: asyncio.Event) -> Any:

@@ -1,0 +1,268 @@
+"""``rp new``, ``rp say``, ``rp play``, ``rp prompt``: play stories from the terminal.
+
+Every command honours ``--model`` (the parent's route; the Writer follows it unless the session
+or the global default says otherwise) and ``--home``/``RP_HOME``/``RP_DATABASE_URL``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import click
+
+from roleplay.assets.seeds import ensure_seeds
+from roleplay.assets.service import AssetService
+from roleplay.cli_context import echo_json, home_option, json_option, run, state_of
+from roleplay.errors import RpError
+from roleplay.harness.chat import stream_turn
+from roleplay.harness.models.routes import Route, resolve_route
+from roleplay.harness.prompts import PromptAssembly, PromptContext
+from roleplay.samples import SAMPLE_CARD, sample_card_bytes
+from roleplay.state.events import activity_document, state_document
+
+from .message_actions import undo_last_turn
+from .run import RunResult, play_turn, prepare_run
+from .runtime import RoleplayRuntime
+from .session_create import StoryRequest, create_story
+
+model_option = click.option("--model", "model_spec", help="Route, e.g. deepseek/deepseek-flash, openai/<model>, or demo (offline).")
+
+
+@asynccontextmanager
+async def runtime(ctx: click.Context) -> AsyncIterator[RoleplayRuntime]:
+    async with state_of(ctx).open_store() as store:
+        rt = RoleplayRuntime.create(store)
+        await ensure_seeds(rt.assets)
+        try:
+            yield rt
+        finally:
+            await rt.aclose()
+
+
+async def sample_card_id(rt: RoleplayRuntime) -> str:
+    """Import the bundled sample card once (a re-import returns the same asset)."""
+    result = await AssetService(rt.store).import_file(sample_card_bytes(), SAMPLE_CARD)
+    return result.asset_id
+
+
+def parse_opening(value: str | None, text: str | None) -> dict[str, Any]:
+    if value is None:
+        return {"opening": "custom", "opening_text": text} if text else {}
+    if value == "skip":
+        return {"opening": "skip"}
+    if value == "custom" or value.startswith("custom:"):
+        body = text if value == "custom" else value[len("custom:"):]
+        return {"opening": "custom", "opening_text": body or ""}
+    try:
+        return {"opening": "card", "opening_index": int(value)}
+    except ValueError:
+        raise RpError("cli.invalid_opening", f"--opening takes N, skip or custom (got {value!r})", pointer="/opening") from None
+
+
+async def new_story(rt: RoleplayRuntime, card: str | None, sample: bool, **kw: Any) -> tuple[Any, Any]:
+    if sample:
+        card = await sample_card_id(rt)
+    return await create_story(rt, StoryRequest(card=card, **kw))
+
+
+@click.command("new")
+@home_option
+@click.option("--card", help="Character card asset id.")
+@click.option("--sample", is_flag=True, help="Use the bundled sample card (imported on first use).")
+@click.option("--persona", help="Persona asset id (default: the default persona).")
+@click.option("--preset", help="Preset asset id (default: the default preset).")
+@click.option("--lorebook", "lorebooks", multiple=True, help="Lorebook asset id (repeat; default: the card's own).")
+@click.option("--style", "styles", multiple=True, help="Writing style asset id (repeat; default: the default style).")
+@click.option("--opening", help="N (0 = first message, n = alternate greeting n), skip, custom or custom:TEXT.")
+@click.option("--opening-text", help="The text of a custom opening.")
+@click.option("--title")
+@model_option
+@json_option
+@click.pass_context
+@run
+async def new_command(ctx: click.Context, card: str | None, sample: bool, persona: str | None, preset: str | None,
+                      lorebooks: tuple[str, ...], styles: tuple[str, ...], opening: str | None, opening_text: str | None,
+                      title: str | None, model_spec: str | None, as_json: bool) -> None:
+    """Start a story."""
+    if card is None and not sample:
+        raise RpError("cli.card_required", "choose a card with --card ID (see `rp assets list --kind card`) or --sample")
+    async with runtime(ctx) as rt:
+        record, m = await new_story(
+            rt, card, sample, persona=persona, preset=preset, lorebooks=list(lorebooks) or None,
+            writing_styles=list(styles) or None, title=title, **parse_opening(opening, opening_text),
+        )  # fmt: skip
+    if as_json:
+        echo_json({"sessionId": record.id, "title": record.title, "opening": m.opening_message_text, "diagnostics": m.diagnostics})
+        return
+    click.echo(f"session {record.id} · {record.title}", err=True)
+    if m.opening_message_text:
+        click.echo(m.opening_message_text)
+
+
+@click.command("say")
+@home_option
+@click.argument("session_id")
+@click.argument("text")
+@model_option
+@json_option
+@click.pass_context
+@run
+async def say_command(ctx: click.Context, session_id: str, text: str, model_spec: str | None, as_json: bool) -> None:
+    """Play one turn of SESSION_ID and stream the reply."""
+    route = resolve_route(model_spec)
+    async with runtime(ctx) as rt:
+        result = await _turn(rt, session_id, text, route, sys.stdout if not as_json else _Quiet())
+    if as_json:
+        echo_json(_result_json(result))
+    elif result.turn.outcome != "completed":
+        _fail_turn(result)
+
+
+@click.command("play")
+@home_option
+@click.option("--card", help="Start a new story with this card.")
+@click.option("--sample", is_flag=True, help="Start a new story with the bundled sample card.")
+@click.option("--session", "session_id", help="Continue this session.")
+@model_option
+@click.pass_context
+@run
+async def play_command(ctx: click.Context, card: str | None, sample: bool, session_id: str | None, model_spec: str | None) -> None:
+    """Interactive play. Commands: /state, /undo, /help, /quit."""
+    route = resolve_route(model_spec)
+    async with runtime(ctx) as rt:
+        if session_id is None:
+            if card is None and not sample:
+                card = await _choose_card(rt)
+            record, m = await new_story(rt, card, sample and card is None)
+            session_id = record.id
+            click.echo(f"session {record.id} · {record.title} · model {rt.model_for(route).label}", err=True)
+            if m.opening_message_text:
+                click.echo(m.opening_message_text + "\n")
+        else:
+            await rt.service.get(session_id)
+        click.echo("type to play · /state · /undo · /help · /quit", err=True)
+        while True:
+            line = _read_line()
+            if line is None or line.strip() in ("/quit", "/exit"):
+                return
+            command = line.strip()
+            if not command:
+                continue
+            if command == "/help":
+                click.echo("/state shows the story state · /undo removes your last turn · /quit leaves", err=True)
+            elif command == "/state":
+                click.echo(json.dumps(await _state(rt, session_id), ensure_ascii=False, indent=2))
+            elif command == "/undo":
+                removed = await undo_last_turn(rt, session_id)
+                click.echo(f"(undone: {len(removed)} message(s))", err=True)
+            else:
+                result = await _turn(rt, session_id, line, route, sys.stdout)
+                if result.turn.outcome != "completed":
+                    err = result.turn.error or {}
+                    click.echo(f"(turn ended: {result.turn.outcome} {err.get('code', '')} {err.get('message', '')})", err=True)
+                click.echo("")
+
+
+@click.command("prompt")
+@home_option
+@click.argument("session_id")
+@click.option("--text", default="(next input)", show_default=True, help="The input to preview the turn with.")
+@model_option
+@json_option
+@click.pass_context
+@run
+async def prompt_command(ctx: click.Context, session_id: str, text: str, model_spec: str | None, as_json: bool) -> None:
+    """Show the exact Writer prompt and parent views the next turn would use."""
+    route = resolve_route(model_spec)
+    async with runtime(ctx) as rt:
+        p = await prepare_run(rt, session_id, text, parent_route=route)
+    parent_system = PromptAssembly(p.parent_system_sections).assemble(PromptContext(session_id, frozenset({"rp_write_turn", "rp_commit_turn", "rp_asset_read", "rp_state_read"})))
+    view = {
+        "writer": {"route": p.writer_route.spec, "system": p.writer_system, "user": p.build.writer_prompt,
+                   "sections": [s.slot_id for s in p.build.sections]},
+        "parent": {"system": parent_system.text, "runContext": p.run_context},
+        "epoch": p.build.epoch,
+        "diagnostics": [d.to_dict() for d in p.build.diagnostics],
+    }  # fmt: skip
+    if as_json:
+        echo_json(view)
+        return
+    for title, body in (
+        (f"WRITER SYSTEM ({p.writer_route.spec})", p.writer_system),
+        ("WRITER PROMPT", p.build.writer_prompt),
+        ("PARENT SYSTEM", parent_system.text),
+        ("PARENT RUN CONTEXT", p.run_context),
+    ):
+        click.echo(f"===== {title} =====\n{body}\n")
+    for d in p.build.diagnostics:
+        click.echo(f"! [{d.code}] {d.message}", err=True)
+
+
+async def _turn(rt: RoleplayRuntime, session_id: str, text: str, route: Route, out: Any) -> RunResult:
+    return await stream_turn(rt.store, session_id, lambda abort: play_turn(rt, session_id, text, parent_route=route, abort=abort), out, lambda r: r.reply)
+
+
+async def _state(rt: RoleplayRuntime, session_id: str) -> dict[str, Any]:
+    tracker = (await rt.service.projection(session_id, "rp/state")).state
+    doc = state_document(tracker)
+    return {
+        "values": {name: ns["value"] for name, ns in doc.get("namespaces", {}).items()},
+        "lastChanges": activity_document(tracker),
+    }
+
+
+async def _choose_card(rt: RoleplayRuntime) -> str:
+    page = await rt.assets.list("card", limit=50)
+    if not page.items:
+        click.echo("no cards yet: playing the bundled sample card", err=True)
+        return await sample_card_id(rt)
+    for i, item in enumerate(page.items):
+        click.echo(f"  [{i}] {item.name}", err=True)
+    click.echo("card number> ", nl=False, err=True)
+    line = _read_line()
+    try:
+        return page.items[int((line or "0").strip() or 0)].id
+    except (ValueError, IndexError):
+        raise RpError("cli.invalid_choice", "not a card number from the list") from None
+
+
+def _read_line() -> str | None:
+    if sys.stdin.isatty():
+        click.echo("> ", nl=False, err=True)
+    line = sys.stdin.readline()
+    return None if not line else line.rstrip("\n")
+
+
+def _result_json(result: RunResult) -> dict[str, Any]:
+    turn = result.turn
+    return {
+        "sessionId": result.session_id,
+        "turnId": turn.turn_id,
+        "outcome": turn.outcome,
+        "committed": result.committed,
+        "reply": result.reply,
+        "steps": turn.steps,
+        "error": turn.error,
+        "writer": None if result.writer is None else {"childSessionId": result.writer.child_session_id, "promptHash": result.writer.prompt_hash, "route": result.writer.route},
+        "tools": [{"name": r.name, "ok": r.ok, "error": (r.error or {}).get("code")} for r in turn.tool_results],
+        "diagnostics": result.diagnostics,
+    }
+
+
+def _fail_turn(result: RunResult) -> None:
+    err = result.turn.error or {}
+    raise RpError(err.get("code", "run.incomplete"), f"the turn ended with {result.turn.outcome}: {err.get('message', 'no commit')}")
+
+
+class _Quiet:
+    def write(self, _: str) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
+
+
+COMMANDS = [new_command, say_command, play_command, prompt_command]

@@ -1,0 +1,58 @@
+"""Message operations on the surface: delete from a message to the end, undo the last turn.
+
+The spec (数据所有权与消息实体): deleting runs from the selected visible message to the end of
+the conversation. The full target list goes into ``rpMessageAction`` and one *empty* native
+``assistant/message`` with a ``suffix`` replacement masks that suffix atomically; the empty
+carrier projects to nothing. Every committed entity in the range is retracted by the entity
+rules (``core.entities``), so State rebuilds from the remaining replies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roleplay.errors import NotFoundError, RpError
+from roleplay.harness.events import EventDraft
+
+from .run import RUN_CONTEXT
+from .runtime import RoleplayRuntime
+
+ACTION_VERSION = 1
+
+
+async def delete_from(rt: RoleplayRuntime, session_id: str, message_id: str) -> list[str]:
+    """Mask ``message_id`` and everything after it; returns the masked message ids."""
+    nodes = (await rt.service.surface(session_id))["nodes"]
+    index = next((i for i, n in enumerate(nodes) if n["id"] == message_id), None)
+    if index is None:
+        raise NotFoundError("message.not_found", f"message {message_id!r} is not on the current surface", pointer="/messageId")
+    if nodes[index].get("kind") == "compaction/summary":
+        raise RpError("message.not_deletable", "a compaction summary cannot be deleted", pointer="/messageId")
+    targets = [n["id"] for n in nodes[index:]]
+    action: dict[str, Any] = {"v": ACTION_VERSION, "kind": "delete", "targets": targets}
+    head = await rt.store.head(session_id)
+    await rt.service.append(
+        session_id,
+        [
+            EventDraft(
+                "assistant/message",
+                {
+                    "messageId": rt.ids("msg_"),
+                    "content": [],
+                    "source": {"rpMessageAction": action},
+                    "surfaceOp": {"op": "replace", "range": "suffix", "targetMessageId": message_id},
+                },
+            )
+        ],
+        expected_seq=head,
+    )
+    return targets
+
+
+async def undo_last_turn(rt: RoleplayRuntime, session_id: str) -> list[str]:
+    """Delete the last user turn: from its input message (not the run context) to the end."""
+    nodes = (await rt.service.surface(session_id))["nodes"]
+    for node in reversed(nodes):
+        if node["role"] == "user" and (node.get("source") or {}).get(RUN_CONTEXT) is None and node.get("kind") is None:
+            return await delete_from(rt, session_id, node["id"])
+    raise RpError("message.nothing_to_undo", "there is no user turn to undo")
