@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roleplay.assets.store import AssetStore
+from roleplay.assets.tools import asset_tools
 from roleplay.clock import IdGenerator
 from roleplay.harness.models.routes import Route, build_model
 from roleplay.harness.models.types import ChatModel
@@ -59,15 +60,16 @@ class RoleplayRuntime:
         effects = default_effect_registry()
         extensions = ExtensionRegistry()
         artifacts = ArtifactRegistry()
+        assets = AssetStore(store)
         tools = ToolRegistry(
             [
                 write_turn_tool(service),
                 commit_tool(effects, extensions, artifacts),
                 *state_tools(service),  # also registers rp-state-configure and the state projections
+                *asset_tools(service, assets),  # rp_asset_read, and the agent-only rp_asset
                 *(extra_tools or []),
             ]
         )
-        assets = AssetStore(store)
         register_demo_policy()
         return cls(store, service, assets, tools, effects, extensions, artifacts, service.ids, writer_default)
 
