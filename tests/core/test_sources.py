@@ -270,3 +270,27 @@ async def test_macro_context_reads_live_names_and_treats_dangling_as_unbound(wor
     assert await macro_context_for(world.profile(), reader) == MacroContext("艾琳", "主角")
     assert await macro_context_for(world.profile(card="ast_gone"), reader) == MacroContext(None, "主角")
     assert await macro_context_for(None, reader) == MacroContext(None, None)
+
+
+async def test_caches_reuse_compiled_books_and_views_until_the_revision_changes(world: World) -> None:
+    from roleplay.core.sources import AssetViewCache, LoreCache
+
+    lore, views = LoreCache(), AssetViewCache()
+    profile = world.profile()
+
+    async def run() -> SourceSet:
+        return await world.collect(profile, reader=StoreAssetReader(world.store, cache=views), lore_cache=lore,
+                                   current_input="拔剑", lore_messages=["sword"])
+
+    first = await run()
+    engine = next(iter(lore._engines.values()))
+    view = views.get(world.book, 1)
+    second = await run()
+    assert next(iter(lore._engines.values())) is engine and views.get(world.book, 1) is view  # reused
+    assert [s.id for s in second.sources] == [s.id for s in first.sources]
+    record = await world.store.get(world.book)
+    data = {**record.data, "name": "Irene lore, revised"}
+    await world.store.update(world.book, data, expected_revision=record.revision)
+    third = await run()
+    assert views.get(world.book, 2) is not None and views.get(world.book, 2).name == "Irene lore, revised"  # type: ignore[union-attr]
+    assert len(lore._engines) == 2 and third.live_revisions[world.book] == 2

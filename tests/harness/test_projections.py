@@ -178,3 +178,44 @@ def test_registry() -> None:
     assert exc.value.code == "projection.not_found"
     with pytest.raises(ValidationError):
         reg.register(Projection("harness/surface", 9, dict, lambda s, e: s))
+
+
+@pytest.mark.anyio
+async def test_projection_cache_folds_only_new_events_and_sees_other_writers(make_store) -> None:  # type: ignore[no-untyped-def]
+    from roleplay.harness.projections import ProjectionCache
+
+    store = make_store()
+    await store.migrate()
+    other = make_store()  # another store object on the same database: another process, in effect
+    try:
+        rec = await store.create_session(preset="p", events=[user(f"m{i}") for i in range(5)])
+        cache = ProjectionCache(snapshot_every=3)
+        first = await cache.load(store, rec.id, surface_projection)
+        assert [n["id"] for n in first.state["nodes"]] == [f"m{i}" for i in range(5)]
+        await other.append(rec.id, 5, [user("x1"), user("x2"), user("x3")])
+        second = await cache.load(store, rec.id, surface_projection)
+        assert second.folded == 3 and second.upto_seq == 8
+        assert second.state == roundtrip(fold(surface_projection, await store.read(rec.id)))
+        snap = await store.load_snapshot(rec.id, surface_projection.name, surface_projection.version)
+        assert snap is not None and snap.upto_seq == 8  # written once 3 new events were folded
+        third = await cache.load(store, rec.id, surface_projection)
+        assert third.folded == 0 and third.state is second.state  # nothing new: no fold at all
+    finally:
+        await other.close()
+        await store.close()
+
+
+@pytest.mark.anyio
+async def test_validation_never_mutates_the_cached_surface(store: EventStore) -> None:
+    service = SessionService(store)
+    rec = await service.create("p", seed=[user("u1"), user("u2")])
+    cached = await service.projection(rec.id, "harness/surface")
+    before = roundtrip(cached.state)
+    with pytest.raises(Exception):
+        # The first draft is valid and is applied to the validation copy; the second fails.
+        await service.append(
+            rec.id,
+            [user("u3"), EventDraft("assistant/message", {"messageId": "x", "content": [], "surfaceOp": {"op": "replace", "range": "suffix", "targetMessageId": "ghost"}})],
+            expected_seq=2,
+        )
+    assert roundtrip((await service.projection(rec.id, "harness/surface")).state) == before

@@ -30,6 +30,7 @@ Errors carry JSON Pointers into the session profile (``/contextBuild/slots/<inde
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -412,18 +413,24 @@ def normalize_bindings(bindings: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _source_record(source: ContextSource) -> dict[str, Any]:
+    # Texts enter the epoch as digests: a long conversation is hashed once instead of being
+    # JSON-encoded into one large document (same sensitivity to any change, far less work).
     return {
         "id": source.id,
         "title": source.title,
-        "text": source.text,
+        "text": _digest(source.text),
         "sourceClass": source.source_class,
         "parentDelivery": source.parent_delivery,
-        "parentText": source.parent_text,
+        "parentText": None if source.parent_text is None else _digest(source.parent_text),
         "idleAllowed": source.idle_allowed,
         "sharedReference": source.shared_reference,
         "defaultSectionTag": source.default_section_tag,
         "revision": source.revision,
     }
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _slot_record(slot: Slot) -> dict[str, Any]:
@@ -477,10 +484,10 @@ def freeze(
         {
             "slots": [_slot_record(s) for s in slots],
             "sources": [_source_record(s) for s in by_id.values()],
-            "sections": [{"slotId": s.slot_id, "name": s.name, "sourceIds": list(s.source_ids), "text": s.text} for s in sections],
-            "writerPrompt": writer_prompt,
-            "parentContext": parent_context,
-            "commitContext": commit_context,
+            "sections": [{"slotId": s.slot_id, "name": s.name, "sourceIds": list(s.source_ids), "text": _digest(s.text)} for s in sections],
+            "writerPrompt": _digest(writer_prompt),
+            "parentContext": _digest(parent_context),
+            "commitContext": _digest(commit_context),
             "bindings": bound,
             "diagnostics": [d.to_dict() for d in diags],
         }

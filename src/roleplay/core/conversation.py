@@ -136,10 +136,12 @@ def conversation_text(
 ) -> str:
     """The text of ``rp.conversation``: the note, then the labelled entries. Empty when there is
     no history, so the source is unavailable instead of an empty prompt block."""
-    entries = project(nodes, current_input_ids=current_input_ids, writing_ids=writing_ids, opening_id=opening_id)
-    if not entries:
-        return ""
-    return f"{CONVERSATION_NOTE}\n\n{render_entries(entries)}"
+    return text_of_entries(project(nodes, current_input_ids=current_input_ids, writing_ids=writing_ids, opening_id=opening_id))
+
+
+def text_of_entries(entries: Sequence[Entry]) -> str:
+    """``conversation_text`` for entries already projected (callers that also need the entries)."""
+    return f"{CONVERSATION_NOTE}\n\n{render_entries(entries)}" if entries else ""
 
 
 def summary_source_text(nodes: Sequence[dict[str, Any]]) -> str:

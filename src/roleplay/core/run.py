@@ -25,6 +25,7 @@ reply, streamed the same way; nothing is committed.
 from __future__ import annotations
 
 import asyncio
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,19 +35,37 @@ from roleplay.errors import RpError
 from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, TurnResult
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import ChatModel, ModelResponse
-from roleplay.harness.prompts import ORDER_IDENTITY, PromptAssembly, PromptContext, PromptSection
+from roleplay.harness.prompts import (
+    ORDER_IDENTITY,
+    PromptAssembly,
+    PromptContext,
+    PromptSection,
+)
+from roleplay.harness.surface import SURFACE
 from roleplay.harness.tools import ToolResultData
 from roleplay.state.events import state_document
 
-from .commit import COMMIT_KIND, SERVICE_KEY, CommitSession
+from .commit import SERVICE_KEY, CommitSession
 from .context_build import effective_layout, freeze
-from .conversation import conversation_text, project, summary_source_text
+from .conversation import project, summary_source_text, text_of_entries
 from .macros import MacroContext, expand
 from .profile import SESSION_PROJECTION, SessionProfile, profile_of
-from .prompts import COMMIT_TURN_TOOL, WRITE_TURN_TOOL, parent_sections, request_for_build, writer_sections
+from .prompts import (
+    COMMIT_TURN_TOOL,
+    WRITE_TURN_TOOL,
+    parent_sections,
+    request_for_build,
+    writer_sections,
+)
+from .replies import replies_projection
 from .runtime import RoleplayRuntime
-from .session_runtime import correlate_tool_calls, results_of_kind, session_snapshot
-from .sources import SourceInputs, SourceSet, StoreAssetReader, collect_sources, macro_context_for
+from .sources import (
+    SourceInputs,
+    SourceSet,
+    StoreAssetReader,
+    collect_sources,
+    macro_context_for,
+)
 from .types import CommitContext, FrozenBuild, Slot, WriterArtifact
 from .writer import WriterSlot
 
@@ -105,34 +124,35 @@ async def prepare_run(
     run_id: str | None = None,
 ) -> PreparedRun:
     """Read everything this turn needs and freeze the context build (no event is written)."""
-    snapshot = await session_snapshot(rt.service, session_id)
+    surface = await rt.service.projection(session_id, SURFACE)
+    nodes, head_seq = surface.state["nodes"], surface.upto_seq
     profile = profile_of((await rt.service.projection(session_id, SESSION_PROJECTION)).state)
-    state_tracker = (await rt.service.projection(session_id, "rp/state")).state
-    state_view = state_document(state_tracker)
-    state = state_view if state_view.get("namespaces") else None
-    nodes = snapshot.surface
-    reader = StoreAssetReader(rt.assets)
+    state_view = state_document((await rt.service.projection(session_id, "rp/state")).state)
+    # Cached projection states are shared: the run keeps its own copy of the state it commits against.
+    state = copy.deepcopy(state_view) if state_view.get("namespaces") else None
+    reader = StoreAssetReader(rt.assets, cache=rt.asset_cache)
     macros = await macro_context_for(profile, reader)
     input_text = expand(text, macros)
     if not input_text.strip() and not images:
         raise RpError("run.empty_input", "a turn needs some text or an image", pointer="/text")
-    writing = writing_message_ids(snapshot.events)
+    writing = (await rt.service.projection(session_id, replies_projection)).state["writing"]
     opening = opening_message_id(nodes)
     entries = project(nodes, writing_ids=writing, opening_id=opening)
     timed = latest_lore_timed(nodes)
     inputs = SourceInputs(
         # Derived from the log position, so `rp prompt` previews exactly what the next turn
         # builds (lore probability rolls are seeded by it) and a replay rolls the same dice.
-        run_id=run_id or "run_" + sha256_hex(f"{session_id}:{snapshot.head_seq}")[:20],
+        run_id=run_id or "run_" + sha256_hex(f"{session_id}:{head_seq}")[:20],
         profile=profile,
         macros=macros,
         state=state,
-        conversation_text=conversation_text(nodes, writing_ids=writing, opening_id=opening),
+        conversation_text=text_of_entries(entries),
         summary_text=summary_source_text(nodes),
         current_input=input_text if input_text.strip() else "(The user sent an image without text.)",
         lore_messages=[e.text for e in entries] + [input_text],
         lore_chat_length=len(entries) + 1,
         lore_timed_state=TimedState.from_dict(timed) if timed else TimedState(),
+        lore_cache=rt.lore_cache,
     )
     sources = await collect_sources(inputs, reader)
     saved = _saved_slots(profile)
@@ -260,14 +280,20 @@ class RpRun(LoopHooks):
             await self.rt.store.publish_chunk(session_id, {"type": "assistant/chunk", "turnId": turn_id, "text": text[i : i + CHUNK]})
 
     async def _changed_revisions(self, live: dict[str, Any]) -> dict[str, Any]:
-        """Assets whose revision moved since prepare (a commit must not land on stale sources)."""
-        changed: dict[str, Any] = {}
-        for asset_id, revision in live.items():
-            record = await self.rt.assets.read(lambda tx, a=asset_id: tx.get(a))
-            current = record.revision if record is not None else None
-            if current != revision:
-                changed[asset_id] = current
-        return changed
+        """Assets whose revision moved since prepare (a commit must not land on stale sources).
+        Reads the revision column only: the data of a big lorebook is megabytes."""
+        ids = sorted(live)
+
+        async def body(tx: Any) -> dict[str, int]:
+            found: dict[str, int] = {}
+            for asset_id in ids:
+                row = await tx.conn.fetchone("SELECT revision FROM assets WHERE id=?", (asset_id,))
+                if row is not None:
+                    found[asset_id] = int(row[0])
+            return found
+
+        current = await self.rt.assets.read(body) if ids else {}
+        return {a: current.get(a) for a in ids if current.get(a) != live[a]}
 
     def spec(self) -> AgentSpec:
         return AgentSpec(
@@ -311,12 +337,6 @@ async def play_turn(
 
 
 # -- reading the log ---------------------------------------------------------------------------------
-
-
-def writing_message_ids(events: list[Any]) -> set[str]:
-    """Assistant messages that carry a successful commit: the story's writing replies."""
-    calls = correlate_tool_calls(events)
-    return {calls[e.payload["callId"]].message_id for e in results_of_kind(events, COMMIT_KIND) if calls.get(e.payload["callId"]) and calls[e.payload["callId"]].message_id}  # type: ignore[misc]
 
 
 def opening_message_id(nodes: list[dict[str, Any]]) -> str | None:

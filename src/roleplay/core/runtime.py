@@ -25,6 +25,8 @@ from .commit import commit_tool
 from .demo import register as register_demo_policy
 from .effects import EffectRegistry, ExtensionRegistry, default_effect_registry
 from .profile import register_profile_commands, session_projection
+from .replies import replies_projection
+from .sources import AssetViewCache, LoreCache
 from .writer import write_turn_tool
 
 ROLEPLAY_PRESET = "roleplay"
@@ -43,6 +45,8 @@ class RoleplayRuntime:
     # The Writer's global default route (the subagent manager's setting); None follows the parent.
     writer_default: Route | None = None
     models: dict[str, ChatModel] = field(default_factory=dict)
+    lore_cache: LoreCache = field(default_factory=LoreCache)
+    asset_cache: AssetViewCache = field(default_factory=AssetViewCache)
 
     @classmethod
     def create(
@@ -55,8 +59,9 @@ class RoleplayRuntime:
     ) -> "RoleplayRuntime":
         service = SessionService(store, ids=ids)
         register_profile_commands(service.commands)
-        if session_projection.name not in service.projections.names():
-            service.projections.register(session_projection)
+        for projection in (session_projection, replies_projection):
+            if projection.name not in service.projections.names():
+                service.projections.register(projection)
         effects = default_effect_registry()
         extensions = ExtensionRegistry()
         artifacts = ArtifactRegistry()

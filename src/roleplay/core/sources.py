@@ -122,6 +122,27 @@ ISOLATED_ROLE = "isolated-prompts"
 # -- reading assets ---------------------------------------------------------------------------------
 
 
+class AssetViewCache:
+    """Decoded asset views of ONE asset store by (id, revision). An asset's data never changes
+    under a revision, so a run that finds the same revision reuses the decoded view instead of
+    parsing the JSON again (a big lorebook is megabytes). Bounded, least recently used out."""
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self._views: dict[tuple[str, int], AssetView] = {}
+        self._max = max_entries
+
+    def get(self, asset_id: str, revision: int) -> AssetView | None:
+        view = self._views.pop((asset_id, revision), None)
+        if view is not None:
+            self._views[(asset_id, revision)] = view
+        return view
+
+    def put(self, view: AssetView) -> None:
+        self._views[(view.id, view.revision)] = view
+        while len(self._views) > self._max:
+            self._views.pop(next(iter(self._views)))
+
+
 class StoreAssetReader:
     """:class:`AssetReader` over the shared :class:`AssetStore`. Create one per run: reads are
     memoised, so all sources (and the bindings) of a run come from one revision per asset.
@@ -131,17 +152,27 @@ class StoreAssetReader:
     ``AssetService.isolated_prompts``)."""
 
     def __init__(self, store: AssetStore, *,
-                 isolated: Callable[[str], Awaitable[IsolatedPrompts | None]] | None = None) -> None:
+                 isolated: Callable[[str], Awaitable[IsolatedPrompts | None]] | None = None,
+                 cache: AssetViewCache | None = None) -> None:
         self.store = store
         self._isolated_fn = isolated
+        self._cache = cache
         self._views: dict[tuple[str, str], AssetView | None] = {}
         self._isolated: dict[str, IsolatedPrompts | bytes | None] = {}  # raw blob until first parsed
 
     async def read(self, kind: str, asset_id: str) -> AssetView | None:
         key = (kind, asset_id)
         if key not in self._views:
+            cache = self._cache
+
             async def body(tx: Any) -> tuple[Any, Any]:
-                record = await tx.get(asset_id)
+                cached = None
+                if cache is not None:
+                    row = await tx.conn.fetchone("SELECT kind, revision FROM assets WHERE id=?", (asset_id,))
+                    cached = cache.get(asset_id, int(row[1])) if row is not None else None
+                    if row is None:
+                        return None, None
+                record = cached or await tx.get(asset_id)
                 blob = await tx.blob(asset_id, ISOLATED_ROLE) if record is not None and record.kind == "card" else None
                 return record, blob
 
@@ -149,7 +180,10 @@ class StoreAssetReader:
             if record is None or record.kind != kind:
                 self._views[key] = None
             else:
-                self._views[key] = AssetView(record.id, record.kind, record.revision, record.data, record.name)
+                view = record if isinstance(record, AssetView) else AssetView(record.id, record.kind, record.revision, record.data, record.name)
+                if cache is not None:
+                    cache.put(view)
+                self._views[key] = view
                 if kind == "card":
                     # Parsed lazily by isolated_prompts(): a corrupt blob must not hide the card.
                     self._isolated.setdefault(asset_id, blob.data if blob is not None else None)
@@ -205,6 +239,7 @@ class SourceInputs:
     lore_chat_length: int | None = None
     lore_timed_state: TimedState = field(default_factory=TimedState)
     lore_settings: ScanSettings | None = None
+    lore_cache: "LoreCache | None" = None  # compiled books and engines, reused across runs
     generation_type: str = "normal"
 
 
@@ -330,7 +365,10 @@ def state_gate(view: Mapping[str, Any] | None) -> Callable[[str], bool | None]:
 def lore_sources(books: Sequence[tuple[AssetView, LoreBook]], inputs: SourceInputs,
                  card: CharacterCard | None, persona_description: str) -> tuple[list[ContextSource], ActivationResult]:
     """Activate the bound books (binding order) for this run and build the three slot sources."""
-    engine = LoreEngine([b for _, b in books], inputs.lore_settings)
+    if inputs.lore_cache is not None:
+        engine = inputs.lore_cache.engine(books, inputs.lore_settings)
+    else:
+        engine = LoreEngine([b for _, b in books], inputs.lore_settings)
     depth = st_depth_prompt(card) if card is not None else None
     scan = GlobalScanData(
         persona_description=persona_description,
@@ -430,7 +468,7 @@ async def collect_sources(inputs: SourceInputs, reader: AssetReader) -> SourceSe
     for book_id in res.lorebooks:
         view = await view_of("lorebook", book_id)
         if view is not None:
-            book = parsed("lorebook", view, None, lambda v=view: _lorebook(v))
+            book = parsed("lorebook", view, None, lambda v=view: inputs.lore_cache.book(v) if inputs.lore_cache else _lorebook(v))
             if book is not None:
                 books.append((view, book))
     lore: dict[str, ContextSource] = {}
@@ -471,6 +509,39 @@ def _split(sources: list[ContextSource]) -> tuple[ContextSource | None, ContextS
     return by_id.get(SUMMARY), by_id.get(CONVERSATION), by_id.get(CURRENT_INPUT)
 
 
+class LoreCache:
+    """Parsed books and compiled engines of ONE asset store, keyed by (asset id, revision).
+
+    Compiling thousands of entries costs far more than activating them, and an asset's content
+    never changes under a given revision, so a run reuses what an earlier run compiled (the
+    lorebook package's "compile once per book revision"). It must not be shared between stores:
+    another database can hold different content under the same id and revision.
+    """
+
+    def __init__(self, max_engines: int = 16) -> None:
+        self._books: dict[tuple[str, int], LoreBook] = {}
+        self._engines: dict[tuple[Any, ...], LoreEngine] = {}
+        self._max = max_engines
+
+    def book(self, view: AssetView) -> LoreBook:
+        key = (view.id, view.revision)
+        if key not in self._books:
+            if len(self._books) >= self._max * 4:
+                self._books.clear()
+            self._books[key] = _lorebook(view)
+        return self._books[key]
+
+    def engine(self, books: Sequence[tuple[AssetView, LoreBook]], settings: ScanSettings | None) -> LoreEngine:
+        key = (tuple((v.id, v.revision) for v, _ in books), settings)
+        engine = self._engines.pop(key, None)
+        if engine is None:
+            engine = LoreEngine([b for _, b in books], settings)
+        self._engines[key] = engine  # most recently used last
+        while len(self._engines) > self._max:
+            self._engines.pop(next(iter(self._engines)))
+        return engine
+
+
 def _lorebook(view: AssetView) -> LoreBook:
     data = view.data
     book = data.get("book") if isinstance(data, Mapping) else None
@@ -496,6 +567,8 @@ __all__ = [
     "TITLES",
     "SourceInputs",
     "SourceSet",
+    "AssetViewCache",
+    "LoreCache",
     "StoreAssetReader",
     "card_source",
     "collect_sources",

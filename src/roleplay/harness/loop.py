@@ -34,8 +34,16 @@ from roleplay.errors import ConflictError, RpError
 
 from .events import Event, EventDraft
 from .leases import run_lease
-from .models.types import ChatMessage, ChatModel, Completed, ModelRequest, ModelResponse, ReasoningDelta, TextDelta, ToolCall
-from .projections import load
+from .models.types import (
+    ChatMessage,
+    ChatModel,
+    Completed,
+    ModelRequest,
+    ModelResponse,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+)
 from .prompts import PromptAssembly, PromptContext, tool_sections
 from .sessions import SessionService
 from .surface import surface_projection
@@ -123,6 +131,9 @@ class AgentLoop:
                 self.prompt.add(section)
         self.route = {"provider": model.provider, "model": model.model, "label": model.label}
         self._head = 0
+        # ChatMessage per surface node version, reused across the steps of a turn: a long
+        # session's history is converted once, not once per step.
+        self._converted: dict[tuple[str, int], ChatMessage] = {}
 
     # -- public ----------------------------------------------------------------------------------
     async def run_turn(
@@ -140,11 +151,11 @@ class AgentLoop:
 
     async def close_interrupted(self, session_id: str) -> list[str]:
         """Close every turn a crash left open, as ``interrupted``. Returns their ids."""
-        state = (await load(self.store, session_id, turns_projection)).state
+        state = (await self.service.projection(session_id, turns_projection)).state
         self._head = await self.store.head(session_id)
         open_turns = sorted(state["open"].items(), key=lambda kv: kv[1])
         if open_turns:
-            nodes = (await load(self.store, session_id, surface_projection)).state["nodes"]
+            nodes = (await self.service.projection(session_id, surface_projection)).state["nodes"]
             drafts = [_unanswered(c, "tool.interrupted", "the run stopped before this call finished", None, None) for c in dangling_calls(nodes)]
             drafts += [EventDraft("turn/end", {"turnId": t, "outcome": "interrupted"}) for t, _ in open_turns]
             await self._append(session_id, drafts)
@@ -198,9 +209,9 @@ class AgentLoop:
             if mask is not None:
                 callable_now &= set(mask)
         prompt = self.prompt.assemble(PromptContext(session_id, frozenset(self.visible), {"mode": self.spec.mode}))
-        history = (await load(self.store, session_id, surface_projection)).state["nodes"]
+        history = (await self.service.projection(session_id, surface_projection)).state["nodes"]
         request = ModelRequest(
-            messages=[ChatMessage("system", prompt.text)] + nodes_to_messages(history),
+            messages=[ChatMessage("system", prompt.text)] + self._messages(history),
             tools=[self.spec.tools.get(n).spec() for n in self.visible],
             max_tokens=self.spec.max_tokens,
             reasoning_effort=self.spec.reasoning_effort,
@@ -260,6 +271,16 @@ class AgentLoop:
             result.text = response.text
             return True
         return False
+
+    def _messages(self, nodes: list[dict[str, Any]]) -> list[ChatMessage]:
+        out = []
+        for node in nodes:
+            key = (node["id"], node["seq"])
+            message = self._converted.get(key)
+            if message is None:
+                message = self._converted[key] = nodes_to_messages([node])[0]
+            out.append(message)
+        return out
 
     async def _stream(self, session_id: str, turn_id: str, step_id: str, request: ModelRequest) -> ModelResponse:
         response: ModelResponse | None = None

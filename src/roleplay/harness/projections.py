@@ -125,6 +125,55 @@ async def write_snapshot(store: "EventStore", session_id: str, projection: Proje
     return loaded
 
 
+@dataclass
+class _Entry:
+    state: Any
+    upto_seq: int
+    snapshot_seq: int
+
+
+class ProjectionCache:
+    """The latest state of each (session, projection) kept in memory and advanced by folding only
+    the events appended since: a long session costs one indexed read of its new events per load
+    instead of a snapshot parse plus a tail fold.
+
+    Correct across processes because the log is append-only: whatever another process appended
+    is read and folded the next time. States handed out are *shared and read-only*; a caller that
+    needs to change one copies it first (``SessionService._stamp_surface_ops`` does). A snapshot is
+    still written every ``snapshot_every`` folded events so a fresh process loads fast.
+    """
+
+    def __init__(self, max_entries: int = 512, snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY) -> None:
+        self._entries: dict[tuple[str, str, int], _Entry] = {}
+        self._max = max_entries
+        self._snapshot_every = snapshot_every
+
+    async def load(self, store: "EventStore", session_id: str, projection: Projection) -> Loaded:
+        key = (session_id, projection.name, projection.version)
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            loaded = await load(store, session_id, projection, snapshot_every=self._snapshot_every)
+            entry = _Entry(loaded.state, loaded.upto_seq, loaded.upto_seq if loaded.folded >= (self._snapshot_every or 0) else loaded.from_snapshot_seq)
+            folded = loaded.folded
+        else:
+            folded = 0
+            state = entry.state
+            async for event in store.iter_events(session_id, after_seq=entry.upto_seq):
+                state = projection.apply(state, event)
+                entry.upto_seq = event.seq
+                folded += 1
+            entry.state = state
+            if self._snapshot_every is not None and entry.upto_seq - entry.snapshot_seq >= self._snapshot_every:
+                from .store.base import Snapshot
+
+                await store.save_snapshot(Snapshot(session_id, projection.name, projection.version, entry.upto_seq, entry.state))
+                entry.snapshot_seq = entry.upto_seq
+        self._entries[key] = entry  # most recently used last
+        while len(self._entries) > self._max:
+            self._entries.pop(next(iter(self._entries)))
+        return Loaded(state=entry.state, upto_seq=entry.upto_seq, from_snapshot_seq=entry.upto_seq - folded, folded=folded)
+
+
 def roundtrip(state: Any) -> Any:
     """What a snapshot would give back: used by tests and by callers that must not share state."""
     return json.loads(json.dumps(state, ensure_ascii=False))

@@ -20,7 +20,7 @@ from roleplay.errors import ConflictError, RpError, ValidationError
 
 from .commands import CommandContext, CommandRegistry, CommandSpec, commands_projection
 from .events import MESSAGE_TYPES, Event, EventDraft, validate_payload
-from .projections import Loaded, Projection, ProjectionRegistry, load
+from .projections import Loaded, Projection, ProjectionCache, ProjectionRegistry, load
 from .store.base import EventStore, SessionFilter, SessionRecord
 from .surface import SURFACE, apply_surface, find_node, initial_surface, replaced_seqs, surface_projection
 
@@ -50,6 +50,7 @@ class SessionService:
         self.commands = commands or CommandRegistry()
         self.projections = projections or ProjectionRegistry()
         self.ids = ids or getattr(store, "ids", ulid_ids)
+        self.cache = ProjectionCache()
         for builtin in (surface_projection, commands_projection):
             if builtin.name not in self.projections.names():
                 self.projections.register(builtin)
@@ -88,14 +89,15 @@ class SessionService:
     async def append(self, session_id: str, drafts: Sequence[EventDraft], *, expected_seq: int) -> list[Event]:
         drafts = list(drafts)
         if any(d.type in MESSAGE_TYPES for d in drafts if isinstance(d, EventDraft)):
-            loaded = await load(self.store, session_id, surface_projection)
+            loaded = await self.cache.load(self.store, session_id, surface_projection)
             if loaded.upto_seq != expected_seq:
-                head = await self.store.head(session_id)
-                if head != expected_seq:
-                    from .store.base import conflict
+                from .store.base import conflict
 
-                    raise conflict(session_id, expected_seq, head)
-            drafts = self._stamp_surface_ops(loaded.state, expected_seq, drafts)
+                raise conflict(session_id, expected_seq, loaded.upto_seq)
+            # The cached surface is shared: validate against a copy of the node list (the fold
+            # only rebinds list slots, so a shallow copy keeps the cache untouched).
+            surface = {**loaded.state, "nodes": list(loaded.state["nodes"])}
+            drafts = self._stamp_surface_ops(surface, expected_seq, drafts)
         return await self.store.append(session_id, expected_seq, drafts)
 
     async def append_retrying(self, session_id: str, drafts: Sequence[EventDraft]) -> list[Event]:
@@ -193,7 +195,11 @@ class SessionService:
         return await self.store.read(session_id, after_seq=after_seq, until_seq=until_seq, limit=limit)
 
     async def projection(self, session_id: str, name: str | Projection, **kw: Any) -> Loaded:
+        """The projection's current state. Without options it comes from the in-process cache
+        (shared, read-only); ``use_snapshot=False``/``until_seq``/… fold from the store instead."""
         proj = name if isinstance(name, Projection) else self.projections.get(name)
+        if not kw:
+            return await self.cache.load(self.store, session_id, proj)
         return await load(self.store, session_id, proj, **kw)
 
     async def surface(self, session_id: str) -> dict[str, Any]:

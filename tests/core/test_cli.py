@@ -1,0 +1,79 @@
+"""``rp new``, ``rp say``, ``rp play`` and ``rp prompt`` through click, with the demo model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from roleplay.cli import cli
+from roleplay.cli_context import CliState
+
+CLEAN = {"DEEPSEEK_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "RP_MODEL": "", "RP_DATABASE_URL": ""}
+
+
+def invoke(home: Path, *args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, ["--home", str(home), *args], env=CLEAN, input=input, obj=CliState())
+
+
+def new_sample(home: Path, *extra: str) -> dict:  # type: ignore[type-arg]
+    result = invoke(home, "new", "--sample", "--json", *extra)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_new_say_and_prompt(tmp_path: Path) -> None:
+    story = new_sample(tmp_path)
+    assert story["title"] == "林汐" and "林汐" in story["opening"] and "{{char}}" not in story["opening"]
+    sid = story["sessionId"]
+    said = invoke(tmp_path, "say", sid, "我敲了敲铁门。", "--model", "demo")
+    assert said.exit_code == 0, said.output
+    assert said.stdout.startswith("[demo · offline narration]") and said.stdout.count("[demo") == 1
+    summary = json.loads(invoke(tmp_path, "say", sid, "我说明来意。", "--model", "demo", "--json").stdout)
+    assert summary["outcome"] == "completed" and summary["committed"] and summary["writer"]["childSessionId"]
+    assert [t["name"] for t in summary["tools"]] == ["rp_write_turn", "rp_commit_turn", "rp_commit_turn"]
+
+    first = invoke(tmp_path, "prompt", sid, "--model", "demo")
+    second = invoke(tmp_path, "prompt", sid, "--model", "demo")
+    assert first.exit_code == 0 and first.stdout == second.stdout  # byte-identical
+    assert "===== WRITER PROMPT =====" in first.stdout and "<roleplay_request" in first.stdout
+    assert "我说明来意。" in first.stdout  # the conversation so far is in the Writer prompt
+    view = json.loads(invoke(tmp_path, "prompt", sid, "--model", "demo", "--json").stdout)
+    assert view["writer"]["user"].count("(next input)") == 1 and len(view["epoch"]) == 64
+
+
+def test_openings(tmp_path: Path) -> None:
+    alt = new_sample(tmp_path, "--opening", "1")
+    assert alt["opening"].startswith("灯室里")
+    skipped = new_sample(tmp_path, "--opening", "skip")
+    assert skipped["opening"] is None
+    custom = new_sample(tmp_path, "--opening", "custom", "--opening-text", "{{user}}来到雾港。")
+    assert custom["opening"] == "主角来到雾港。"  # macros expanded with the default persona's name
+    bad = invoke(tmp_path, "new", "--sample", "--opening", "7")
+    assert bad.exit_code == 1 and "story.opening_out_of_range" in bad.stderr
+    missing = invoke(tmp_path, "new")
+    assert missing.exit_code == 1 and "cli.card_required" in missing.stderr
+
+
+def test_play_repl_with_state_and_undo(tmp_path: Path) -> None:
+    result = invoke(tmp_path, "play", "--sample", "--model", "demo", input="我走进灯塔。\n/state\n/undo\n/state\n/quit\n")
+    assert result.exit_code == 0, result.output
+    states = [json.loads(block) for block in _json_blocks(result.stdout)]
+    assert states[0]["values"]["story"]["林汐"]["信任"] == 21
+    assert states[1]["values"]["story"]["林汐"]["信任"] == 20  # /undo retracted the commit
+    assert "(undone:" in result.stderr
+
+
+def _json_blocks(text: str) -> list[str]:
+    blocks, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                blocks.append(text[start : i + 1])
+    return blocks
