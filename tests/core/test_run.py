@@ -193,7 +193,7 @@ async def test_the_same_flow_through_the_fake_server(store: EventStore) -> None:
         route = Route("deepseek", "deepseek-flash")
         rt.models[route.spec] = deepseek_model(api_key="sk-test", base_url=fake.base_url)
         async with store.subscribe(sid) as sub:
-            for text in INPUTS[:3]:
+            for text in INPUTS:
                 result = await play_turn(rt, sid, text, parent_route=route)
                 await check_turn(rt, result)
             chunks = []
@@ -211,8 +211,8 @@ async def test_the_same_flow_through_the_fake_server(store: EventStore) -> None:
     # fake DeepSeek server answers 400 otherwise; the turns above completed).
     sent_back = [m for b in bodies for m in b["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
     assert sent_back and all("reasoning_content" in m for m in sent_back)
-    assert "".join(chunks).count("[demo · offline narration]") == 3  # each reply streamed once
-    assert (await story_value(rt, sid))["林汐"]["信任"] == 23
+    assert "".join(chunks).count("[demo · offline narration]") == 10  # each reply streamed once
+    assert (await story_value(rt, sid))["林汐"]["信任"] == 30
     await check_replay(rt, sid)
 
 

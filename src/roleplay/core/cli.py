@@ -1,12 +1,14 @@
 """``rp new``, ``rp say``, ``rp play``, ``rp prompt``: play stories from the terminal.
 
-Every command honours ``--model`` (the parent's route; the Writer follows it unless the session
-or the global default says otherwise) and ``--home``/``RP_HOME``/``RP_DATABASE_URL``.
+Every command honours ``--model`` (the parent's route) and ``--home``/``RP_HOME``/
+``RP_DATABASE_URL``. The Writer uses the session's own route when its profile sets one, else the
+global default ``RP_WRITER_MODEL``, else it follows ``--model``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
@@ -34,7 +36,9 @@ model_option = click.option("--model", "model_spec", help="Route, e.g. deepseek/
 @asynccontextmanager
 async def runtime(ctx: click.Context) -> AsyncIterator[RoleplayRuntime]:
     async with state_of(ctx).open_store() as store:
-        rt = RoleplayRuntime.create(store)
+        # The Writer's global default route; sessions may override it (runtime.writerRoute).
+        writer = os.environ.get("RP_WRITER_MODEL")
+        rt = RoleplayRuntime.create(store, writer_default=resolve_route(writer) if writer else None)
         await ensure_seeds(rt.assets)
         try:
             yield rt

@@ -56,3 +56,31 @@ async def undo_last_turn(rt: RoleplayRuntime, session_id: str) -> list[str]:
         if node["role"] == "user" and (node.get("source") or {}).get(RUN_CONTEXT) is None and node.get("kind") is None:
             return await delete_from(rt, session_id, node["id"])
     raise RpError("message.nothing_to_undo", "there is no user turn to undo")
+
+
+async def edit_message(rt: RoleplayRuntime, session_id: str, message_id: str, text: str) -> None:
+    """Replace one message's text in place (a ``node`` replacement: the message keeps its id).
+
+    The spec: an edit keeps the stable message id, the model source, non-text blocks and any
+    effect the reply owns (ownership migrates to the new event), and runs no text transformer.
+    """
+    nodes = (await rt.service.surface(session_id))["nodes"]
+    node = next((n for n in nodes if n["id"] == message_id), None)
+    if node is None or node["role"] not in ("user", "assistant"):
+        raise NotFoundError("message.not_found", f"message {message_id!r} is not an editable message on the surface", pointer="/messageId")
+    if not text.strip():
+        raise RpError("message.empty_edit", "an edit needs text; delete the message instead", pointer="/text")
+    blocks = [b for b in node["content"] if b.get("type") != "text"]
+    content = [b for b in blocks if b.get("type") == "reasoning"] + [{"type": "text", "text": text}] + [b for b in blocks if b.get("type") == "image"]
+    source = dict(node.get("source") or {})
+    source["rpMessageAction"] = {"v": ACTION_VERSION, "kind": "edit", "targets": [message_id]}
+    payload: dict[str, Any] = {
+        "messageId": rt.ids("msg_"),
+        "content": content,
+        "source": source,
+        "surfaceOp": {"op": "replace", "range": "node", "targetMessageId": message_id},
+    }
+    if node.get("toolCalls"):
+        payload["toolCalls"] = node["toolCalls"]
+    kind = "user/message" if node["role"] == "user" else "assistant/message"
+    await rt.service.append(session_id, [EventDraft(kind, payload)], expected_seq=await rt.store.head(session_id))

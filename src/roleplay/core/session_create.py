@@ -164,6 +164,60 @@ async def create_story(
     return record, m
 
 
+async def rechoose_opening(
+    rt: RoleplayRuntime, session_id: str, opening: OpeningSource, *, index: int = 0, text: str = "",
+    materializers: list[Materializer] | None = None,
+) -> Materializing:
+    """Choose another opening on a *blank* session (no user turn yet).
+
+    The spec: the State bootstrap is replaced only when a blank session re-chooses its opening
+    material; once the story has started it is never recomputed from shared assets. The new
+    scene and bootstrap go through ``rp-session-apply``; the opening message is replaced on the
+    surface (or masked, when the new choice is ``skip``), so the log keeps the old one.
+    """
+    from .message_actions import ACTION_VERSION
+    from .profile import apply_profile, profile_of
+
+    nodes = (await rt.service.surface(session_id))["nodes"]
+    if any(n["role"] == "user" for n in nodes):
+        raise RpError("story.not_blank", "the opening can only be re-chosen before the first user turn", details={"sessionId": session_id})
+    profile = profile_of((await rt.service.projection(session_id, "rp/session")).state)
+    reader = StoreAssetReader(rt.assets)
+    res = profile.resources
+    card = await reader.read("card", res.card) if res.card else None
+    persona = await reader.read("persona", res.persona) if res.persona else None
+    request = StoryRequest(card=res.card, opening=opening, opening_index=index, opening_text=text)
+    source_text = opening_source_text(card, request)
+    scene = {"openingSource": opening, "openingIndex": index, "openingText": source_text or ""}
+    m = Materializing(request, card, persona, macro_context_from(card.data if card else None, persona.data if persona else None),
+                      {**profile.to_json_dict(), "scene": scene}, source_text)
+    for step in materializers if materializers is not None else DEFAULT_MATERIALIZERS:
+        await step(m)
+    args: dict[str, Any] = {"patch": {"scene": scene}}
+    if m.state_bootstrap is not None:
+        args["stateBootstrap"] = m.state_bootstrap
+    applied = await apply_profile(rt.service, session_id, args, reader)
+    if not applied.applied:
+        err = applied.outcome.error or {}
+        raise RpError(err.get("code", "story.rechoose_failed"), err.get("message", "the new opening could not be applied"), details={"sessionId": session_id})
+    current = next((n for n in nodes if n["role"] == "assistant" and (n.get("source") or {}).get(OPENING) is not None), None)
+    content = [{"type": "text", "text": m.opening_message_text}] if m.opening_message_text else []
+    source = {OPENING: {"source": opening, "index": index}, "rpMessageAction": {"v": ACTION_VERSION, "kind": "rechoose-opening"}}
+    head = await rt.store.head(session_id)
+    if current is not None:
+        draft = EventDraft("assistant/message", {"messageId": rt.ids("msg_"), "content": content, "source": source,
+                                                 "surfaceOp": {"op": "replace", "range": "node", "targetMessageId": current["id"]}})
+        await rt.service.append(session_id, [draft], expected_seq=head)
+    elif content:
+        turn_id = rt.ids("turn_")
+        await rt.service.append(session_id, [
+            EventDraft("turn/start", {"turnId": turn_id, "mode": "opening"}),
+            EventDraft("assistant/message", {"messageId": rt.ids("msg_"), "content": content, "turnId": turn_id, "source": source}),
+            EventDraft("turn/end", {"turnId": turn_id, "outcome": "completed"}),
+        ], expected_seq=head)  # fmt: skip
+    return m
+
+
 async def _require(reader: StoreAssetReader, kind: str, asset_id: str) -> AssetView:
     view = await reader.read(kind, asset_id)
     if view is None:

@@ -1,0 +1,103 @@
+"""Story creation: materializers, openings, re-choosing the opening on a blank session, and the
+Writer route (session override, global default, follow the conversation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from roleplay.assets.seeds import ensure_seeds
+from roleplay.assets.service import AssetService
+from roleplay.core.message_actions import edit_message
+from roleplay.core.profile import apply_profile, profile_of
+from roleplay.core.run import OPENING, play_turn, resolve_writer_route
+from roleplay.core.runtime import RoleplayRuntime
+from roleplay.core.session_create import StoryRequest, create_story, rechoose_opening
+from roleplay.core.sources import StoreAssetReader
+from roleplay.errors import RpError
+from roleplay.harness.models.routes import Route
+from roleplay.harness.store import EventStore
+from roleplay.samples import SAMPLE_CARD, sample_card_bytes
+from roleplay.state.events import state_document
+
+pytestmark = pytest.mark.anyio
+
+
+async def setup(store: EventStore) -> tuple[RoleplayRuntime, str]:
+    rt = RoleplayRuntime.create(store)
+    await ensure_seeds(rt.assets)
+    return rt, (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
+
+
+async def story(rt: RoleplayRuntime, sid: str) -> dict:  # type: ignore[type-arg]
+    return state_document((await rt.service.projection(sid, "rp/state")).state)["namespaces"]["story"]
+
+
+async def test_materializers_compose_profile_bootstrap_and_opening(store: EventStore) -> None:
+    rt, card = await setup(store)
+    record, m = await create_story(rt, StoryRequest(card=card))
+    profile = profile_of((await rt.service.projection(record.id, "rp/session")).state)
+    assert profile.resources.card == card and len(profile.resources.lorebooks) == 1  # the card's own book
+    assert profile.resources.persona and profile.resources.preset and len(profile.resources.writing_styles) == 1
+    assert profile.scene.opening_text.startswith("铁门开了一条缝") and "{{char}}" in profile.scene.opening_text  # the source
+    nodes = (await rt.service.surface(record.id))["nodes"]
+    assert [n["role"] for n in nodes] == ["assistant"] and "{{char}}" not in nodes[0]["content"][0]["text"]  # expanded
+    assert (await story(rt, record.id))["value"]["林汐"]["信任"] == 20
+    events = await rt.service.events(record.id)
+    assert [e.type for e in events[:3]] == ["turn/start", "assistant/message", "turn/end"]  # the opening is turn 1
+    skipped, _ = await create_story(rt, StoryRequest(card=card, opening="skip"))
+    assert (await rt.service.surface(skipped.id))["nodes"] == []
+
+
+async def test_rechoosing_the_opening_replaces_the_bootstrap_only_while_blank(store: EventStore) -> None:
+    rt, card = await setup(store)
+    record, _ = await create_story(rt, StoryRequest(card=card))
+    sid = record.id
+    m = await rechoose_opening(rt, sid, "card", index=1)
+    nodes = (await rt.service.surface(sid))["nodes"]
+    assert len(nodes) == 1 and nodes[0]["content"][0]["text"].startswith("灯室里") and nodes[0]["source"][OPENING]["index"] == 1
+    assert m.state_bootstrap is not None and (await story(rt, sid))["revision"] == 1
+    profile = profile_of((await rt.service.projection(sid, "rp/session")).state)
+    assert profile.scene.opening_index == 1 and profile.scene.opening_text.startswith("灯室里")
+    await rechoose_opening(rt, sid, "skip")
+    assert (await rt.service.surface(sid))["nodes"] == []
+    await play_turn(rt, sid, "你好", parent_route=Route("demo", "demo"))
+    with pytest.raises(RpError) as exc:
+        await rechoose_opening(rt, sid, "card", index=0)
+    assert exc.value.code == "story.not_blank"
+
+
+async def test_editing_the_opening_uses_a_surface_replacement(store: EventStore) -> None:
+    rt, card = await setup(store)
+    record, _ = await create_story(rt, StoryRequest(card=card))
+    sid = record.id
+    opening = (await rt.service.surface(sid))["nodes"][0]
+    await edit_message(rt, sid, opening["id"], "铁门开着。")
+    nodes = (await rt.service.surface(sid))["nodes"]
+    assert len(nodes) == 1 and nodes[0]["id"] == opening["id"] and nodes[0]["content"] == [{"type": "text", "text": "铁门开着。"}]
+    assert nodes[0]["source"][OPENING] == opening["source"][OPENING]
+    events = await rt.service.events(sid)
+    assert events[1].payload["content"][0]["text"] != "铁门开着。"  # the log keeps the original
+    with pytest.raises(RpError):
+        await edit_message(rt, sid, opening["id"], "  ")
+
+
+async def test_writer_route_override_default_and_follow(store: EventStore) -> None:
+    rt, card = await setup(store)
+    record, _ = await create_story(rt, StoryRequest(card=card))
+    parent = Route("deepseek", "deepseek-flash", max_output_tokens=2048)
+    profile = profile_of((await rt.service.projection(record.id, "rp/session")).state)
+    assert resolve_writer_route(rt, profile, parent) == parent  # no override, no global default
+    rt.writer_default = Route("openai", "gpt-4o")
+    assert resolve_writer_route(rt, profile, parent) == Route("openai", "gpt-4o")
+    reader = StoreAssetReader(rt.assets)
+    fixed = {"provider": "deepseek", "model": "deepseek-v4-pro", "reasoningEffort": "max"}
+    assert (await apply_profile(rt.service, record.id, {"patch": {"runtime": {"writerRoute": fixed}}}, reader)).applied
+    profile = profile_of((await rt.service.projection(record.id, "rp/session")).state)
+    assert resolve_writer_route(rt, profile, parent) == Route("deepseek", "deepseek-v4-pro", "max", 2048)
+    # A merge patch: mixing the two route forms is refused, the fixed fields must be nulled.
+    mixed = await apply_profile(rt.service, record.id, {"patch": {"runtime": {"writerRoute": {"followConversation": True}}}}, reader)
+    assert not mixed.applied and mixed.outcome.error["code"].startswith("profile.")  # type: ignore[index]
+    follow = {"provider": None, "model": None, "reasoningEffort": None, "followConversation": True}
+    assert (await apply_profile(rt.service, record.id, {"patch": {"runtime": {"writerRoute": follow}}}, reader)).applied
+    profile = profile_of((await rt.service.projection(record.id, "rp/session")).state)
+    assert resolve_writer_route(rt, profile, parent) == parent
