@@ -30,6 +30,10 @@ def cli(ctx: click.Context, home: str | None) -> None:
     state = ctx.ensure_object(CliState)
     if state.home is None:
         state.home = home
+    if state.runtime_factory is None:
+        from roleplay.features import build_runtime
+
+        state.runtime_factory = build_runtime
 
 
 cli.add_command(db)

@@ -27,6 +27,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 class CliState:
     home: str | None = None
     _paths: Paths | None = field(default=None, repr=False)
+    # Builds the roleplay runtime over a store; the top-level ``rp`` group injects the one with
+    # every enabled feature, so feature packages never import the interface layer.
+    runtime_factory: Any = None
 
     @property
     def paths(self) -> Paths:

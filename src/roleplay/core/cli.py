@@ -38,7 +38,8 @@ async def runtime(ctx: click.Context) -> AsyncIterator[RoleplayRuntime]:
     async with state_of(ctx).open_store() as store:
         # The Writer's global default route; sessions may override it (runtime.writerRoute).
         writer = os.environ.get("RP_WRITER_MODEL")
-        rt = RoleplayRuntime.create(store, writer_default=resolve_route(writer) if writer else None)
+        factory = state_of(ctx).runtime_factory or RoleplayRuntime.create
+        rt = factory(store, writer_default=resolve_route(writer) if writer else None)
         await ensure_seeds(rt.assets)
         try:
             yield rt

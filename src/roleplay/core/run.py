@@ -153,6 +153,8 @@ async def prepare_run(
         lore_chat_length=len(entries) + 1,
         lore_timed_state=TimedState.from_dict(timed) if timed else TimedState(),
         lore_cache=rt.lore_cache,
+        lore_template=rt.lore_template(state) if rt.lore_template is not None else None,
+        card_text_transform=rt.card_text_transform,
     )
     sources = await collect_sources(inputs, reader)
     saved = _saved_slots(profile)

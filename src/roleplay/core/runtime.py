@@ -8,7 +8,7 @@ one per process (per store) and pass it to ``core.run`` and ``core.session_creat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from roleplay.assets.store import AssetStore
 from roleplay.assets.tools import asset_tools
@@ -45,6 +45,11 @@ class RoleplayRuntime:
     # The Writer's global default route (the subagent manager's setting); None follows the parent.
     writer_default: Route | None = None
     models: dict[str, ChatModel] = field(default_factory=dict)
+    # Extension points for features (the MVU adapter): ordered session materializers, a lorebook
+    # template renderer built per run from the story value, and a transform of card text.
+    materializers: list[Any] = field(default_factory=list)
+    lore_template: Callable[[dict[str, Any] | None], Callable[[str, Callable[[str], str | None]], str] | None] | None = None
+    card_text_transform: Callable[[str], str] | None = None
     lore_cache: LoreCache = field(default_factory=LoreCache)
     asset_cache: AssetViewCache = field(default_factory=AssetViewCache)
 
@@ -76,7 +81,10 @@ class RoleplayRuntime:
             ]
         )
         register_demo_policy()
-        return cls(store, service, assets, tools, effects, extensions, artifacts, service.ids, writer_default)
+        from .session_create import DEFAULT_MATERIALIZERS
+
+        return cls(store, service, assets, tools, effects, extensions, artifacts, service.ids, writer_default,
+                   materializers=list(DEFAULT_MATERIALIZERS))
 
     def model_for(self, route: Route) -> ChatModel:
         """One model client per route and runtime, so HTTP connections are reused across turns."""

@@ -59,6 +59,8 @@ class Materializing:
     opening_message_text: str | None = None  # what the opening message shows (never persisted)
     state_bootstrap: dict[str, Any] | None = None
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
+    runtime: Any = None  # the RoleplayRuntime (adapters read blobs and lorebooks through it)
+    lorebook_ids: list[str] = field(default_factory=list)
 
 
 Materializer = Callable[[Materializing], Awaitable[None]]
@@ -79,7 +81,7 @@ async def native_state(m: Materializing) -> None:
 
 
 async def macro_opening(m: Materializing) -> None:
-    if m.opening_text is not None:
+    if m.opening_text is not None and m.opening_message_text is None:
         m.opening_message_text = expand(m.opening_text, m.macros)
 
 
@@ -131,8 +133,8 @@ async def create_story(
         "contextBuild": None,
         "customPrompts": [],
     }
-    m = Materializing(request, card, persona, macros, profile, opening)
-    for step in materializers if materializers is not None else DEFAULT_MATERIALIZERS:
+    m = Materializing(request, card, persona, macros, profile, opening, runtime=rt, lorebook_ids=list(lorebooks))
+    for step in materializers if materializers is not None else rt.materializers:
         await step(m)
     args: dict[str, Any] = {"profile": m.profile}
     if m.state_bootstrap is not None:
@@ -190,8 +192,8 @@ async def rechoose_opening(
     source_text = opening_source_text(card, request)
     scene = {"openingSource": opening, "openingIndex": index, "openingText": source_text or ""}
     m = Materializing(request, card, persona, macro_context_from(card.data if card else None, persona.data if persona else None),
-                      {**profile.to_json_dict(), "scene": scene}, source_text)
-    for step in materializers if materializers is not None else DEFAULT_MATERIALIZERS:
+                      {**profile.to_json_dict(), "scene": scene}, source_text, runtime=rt, lorebook_ids=list(res.lorebooks))
+    for step in materializers if materializers is not None else rt.materializers:
         await step(m)
     args: dict[str, Any] = {"patch": {"scene": scene}}
     if m.state_bootstrap is not None:

@@ -240,6 +240,10 @@ class SourceInputs:
     lore_timed_state: TimedState = field(default_factory=TimedState)
     lore_settings: ScanSettings | None = None
     lore_cache: "LoreCache | None" = None  # compiled books and engines, reused across runs
+    # Renders an entry's template before macros (the MVU adapter's read-only EJS subset); gets
+    # the text and a title → content lookup over the bound books (``getwi``).
+    lore_template: Callable[[str, Callable[[str], str | None]], str] | None = None
+    card_text_transform: Callable[[str], str] | None = None  # e.g. strip community control blocks
     generation_type: str = "normal"
 
 
@@ -278,7 +282,8 @@ def _blocks(parts: Sequence[tuple[str, str]]) -> str:
 # -- the providers (pure: parsed asset data in, a source out) ------------------------------------------
 
 
-def card_source(view: AssetView, macros: MacroContext, isolated: IsolatedPrompts | None = None) -> ContextSource | None:
+def card_source(view: AssetView, macros: MacroContext, isolated: IsolatedPrompts | None = None,
+                transform: Callable[[str], str] | None = None) -> ContextSource | None:
     """``rp.card``. Raises ``pydantic.ValidationError`` when the stored card does not parse."""
     card = CharacterCard.model_validate(view.data)
     parts = [("Name", card.display_name()), ("Description", card.description), ("Personality", card.personality),
@@ -287,6 +292,8 @@ def card_source(view: AssetView, macros: MacroContext, isolated: IsolatedPrompts
         # ``{{original}}`` means "the prompt this one overrides"; the Writer has no such prompt.
         parts += [("Character system prompt", isolated.system_prompt.replace("{{original}}", "")),
                   ("Post-history instructions", isolated.post_history_instructions.replace("{{original}}", ""))]
+    if transform is not None:
+        parts = [(label, transform(value)) for label, value in parts]
     text = expand(_blocks(parts), macros)
     if not text:
         return None
@@ -362,6 +369,24 @@ def state_gate(view: Mapping[str, Any] | None) -> Callable[[str], bool | None]:
     return lambda expr: evaluate_condition(expr, values)[0]
 
 
+def _substitute(inputs: SourceInputs, books: Sequence[tuple[AssetView, LoreBook]]) -> Callable[[str], str]:
+    template = inputs.lore_template
+    if template is None:
+        return lambda text: expand(text, inputs.macros)
+    titles: dict[str, str] | None = None
+
+    def lookup(title: str) -> str | None:
+        nonlocal titles
+        if titles is None:  # built on the first getwi only: most turns never need it
+            titles = {}
+            for _, book in books:
+                for entry in book.entries:
+                    titles.setdefault(entry.comment, entry.content)
+        return titles.get(title)
+
+    return lambda text: expand(template(text, lookup), inputs.macros)
+
+
 def lore_sources(books: Sequence[tuple[AssetView, LoreBook]], inputs: SourceInputs,
                  card: CharacterCard | None, persona_description: str) -> tuple[list[ContextSource], ActivationResult]:
     """Activate the bound books (binding order) for this run and build the three slot sources."""
@@ -382,7 +407,7 @@ def lore_sources(books: Sequence[tuple[AssetView, LoreBook]], inputs: SourceInpu
         run_id=inputs.run_id, messages=inputs.lore_messages, chat_length=inputs.lore_chat_length,
         timed_state=inputs.lore_timed_state, state_condition=state_gate(inputs.state), global_scan_data=scan,
         generation_type=inputs.generation_type, character_name=card.name if card else None,
-        character_tags=card.tags if card else None, substitute=lambda text: expand(text, inputs.macros),
+        character_tags=card.tags if card else None, substitute=_substitute(inputs, books),
     ))
     views = {b.id: v for v, b in books}
     out = []
@@ -454,7 +479,7 @@ async def collect_sources(inputs: SourceInputs, reader: AssetReader) -> SourceSe
         card = parsed("card", card_view, CARD, lambda: CharacterCard.model_validate(card_view.data))
         if card is not None:
             isolated = await _isolated(memo.reader, card_view, diagnostics)
-            card_src = card_source(card_view, macros, isolated)
+            card_src = card_source(card_view, macros, isolated, inputs.card_text_transform)
 
     persona_view = await view_of("persona", res.persona)
     persona_src = None

@@ -1,0 +1,107 @@
+"""How the MVU adapter joins the roleplay runtime, through generic extension points only.
+
+The spec (MVU 适配隔离与覆盖边界): the adapter creates no tables, assets or MVU namespace, and
+writes nothing back into cards, lorebooks or profiles. It contributes:
+
+- a **session materializer**: for the selected opening (default, alternate or custom), the
+  opening's ``<initvar>`` replaces the card's, its literal commands run against the fixed base
+  schema, and the result becomes the generic ``story`` State seed. The cleaned, macro-expanded
+  ``openingMessageText`` is returned without being persisted (``scene.openingText`` keeps the
+  source, so a reload rebuilds the same state);
+- a **lorebook activation adapter**: entries render through the read-only template subset with
+  ``stat_data``/``display_data`` aliasing the current ``story`` value, so a ``getvar``-gated
+  entry switches with the state. An entry that fails closed renders empty and is not injected;
+- a **text transformer** for card text: MVU control blocks never reach the Writer.
+
+Disabling the feature (not calling :func:`register`) leaves existing namespaces working: they are
+native State from the first event on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from roleplay.assets.cards import import_card_bytes
+from roleplay.core.macros import expand
+from roleplay.errors import RpError
+
+from .adapter import inspect_card, select_opening
+from .openings import clean_opening_text
+from .templates import render_template
+
+SOURCE_BLOB = "source"
+
+
+async def mvu_materializer(m: Any) -> None:
+    """Materializer step (runs after the native ones): only acts on MVU cards."""
+    rt = m.runtime
+    if m.card is None or rt is None:
+        return
+    try:
+        blob = await rt.assets.get_blob(m.card.id, SOURCE_BLOB)
+    except RpError:
+        return  # a card without its original file (made in the editor) carries no MVU content
+    card_import = import_card_bytes(blob.data, blob.media_type and f"card{_suffix(blob.media_type)}")
+    linked = {r.id for r in await rt.assets.read(lambda tx: tx.linked_lorebooks(m.card.id))}
+    extra = []
+    for book_id in m.lorebook_ids:
+        if book_id in linked:
+            continue  # the card's own book is read from the card itself, as MVU does
+        view = await rt.assets.get(book_id)
+        extra.append((view.name or book_id, view.data.get("book")))
+    custom = m.opening_text if m.request.opening == "custom" else None
+    report = inspect_card(card_import, extra, user=m.macros.user_name or "User", custom_greeting=custom)
+    if not report.detected:
+        return
+    source, index = _opening_key(m.request)
+    if source is None:
+        chosen = report.namespace
+        m.opening_message_text = None
+    else:
+        opening = select_opening(report, source, index)
+        chosen = opening.namespace
+        m.opening_message_text = expand(opening.opening_message_text, m.macros) if opening.opening_message_text else None
+    m.state_bootstrap = chosen.bootstrap()
+    m.diagnostics.extend(p.to_dict() for p in report.diagnostics + chosen.diagnostics)
+
+
+def lore_template(state: dict[str, Any] | None) -> Callable[[str, Callable[[str], str | None]], str]:
+    """The per-run template step for lorebook entries (``SourceInputs.lore_template``)."""
+    story = ((state or {}).get("namespaces") or {}).get("story", {}).get("value")
+
+    def render(text: str, lookup: Callable[[str], str | None]) -> str:
+        if "<%" not in text and "_variable::" not in text:
+            return text
+        result = render_template(text, story, lookup=lookup)
+        return result.text if result.ok and result.text is not None else ""
+
+    return render
+
+
+def clean_card_text(text: str) -> str:
+    """Card fields without MVU control blocks (``<UpdateVariable>``, status placeholders…)."""
+    if "<" not in text and "_." not in text:
+        return text
+    return clean_opening_text(text, [])
+
+
+def register(rt: Any) -> None:
+    """Enable the adapter on a runtime (idempotent)."""
+    if mvu_materializer not in rt.materializers:
+        rt.materializers.append(mvu_materializer)
+    rt.lore_template = lore_template
+    rt.card_text_transform = clean_card_text
+
+
+def _opening_key(request: Any) -> tuple[str | None, int | None]:
+    if request.opening == "skip":
+        return None, None
+    if request.opening == "custom":
+        return "custom", None
+    if request.opening_index == 0:
+        return "default", None
+    return "alternate", request.opening_index - 1
+
+
+def _suffix(media_type: str) -> str:
+    return {"image/png": ".png", "application/json": ".json", "application/zip": ".charx"}.get(media_type, "")
