@@ -107,3 +107,17 @@ def test_home_option_on_the_command(tmp_path: Path) -> None:
     code, out, _ = invoke(clean, "assets", "list", "--home", str(home), "--json")  # type: ignore[arg-type]
     assert code == 0 and len(json.loads(out)) == 3
     assert any(home.rglob("*.db"))
+
+
+def test_trust_isolated_prompts(env: dict[str, str], tmp_path: Path) -> None:
+    code, out, _ = invoke(env, "import", str(card_file(tmp_path)), "--json")
+    card_id = json.loads(out)[0]["assetId"]
+    code, out, _ = invoke(env, "assets", "trust", card_id, "--json")
+    assert code == 0 and json.loads(out) == {"cardId": card_id, "trusted": True}
+    code, out, _ = invoke(env, "assets", "trust", card_id, "--revoke")
+    assert code == 0 and out.startswith("untrusted")
+    book = tmp_path / "plain.json"
+    book.write_text(json.dumps({"name": "Bob", "first_mes": "Hey."}))
+    code, out, _ = invoke(env, "import", str(book), "--json")
+    code, out, err = invoke(env, "assets", "trust", json.loads(out)[0]["assetId"])
+    assert code == 1 and "asset.no_isolated_prompts" in err

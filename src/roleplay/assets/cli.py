@@ -155,6 +155,24 @@ async def assets_delete(ctx: click.Context, asset_id: str, expected_revision: in
         click.echo(f"warning [{w.code}]: {w.message}", err=True)
 
 
+@assets.command("trust")
+@home_option
+@click.argument("card_id")
+@click.option("--revoke", is_flag=True, help="Stop injecting the card's isolated prompts.")
+@json_option
+@click.pass_context
+@run
+async def assets_trust(ctx: click.Context, card_id: str, revoke: bool, as_json: bool) -> None:
+    """Trust a card's own system prompt and post-history instructions (off by default): only then
+    do they reach the Writer."""
+    async with _service(ctx) as service:
+        prompts = await service.trust_isolated_prompts(card_id, not revoke)
+    if as_json:
+        echo_json({"cardId": card_id, "trusted": prompts.trusted})
+        return
+    click.echo(f"{'trusted' if prompts.trusted else 'untrusted'}: isolated prompts of {card_id}")
+
+
 @click.group()
 def export() -> None:
     """Export assets as community files."""
