@@ -16,3 +16,18 @@ def canonical_json(value: Any) -> str:
 def sha256_hex(value: Any) -> str:
     data = value if isinstance(value, str) else canonical_json(value)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a decoded value, for messages such as "expected a string, got array"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return "object"

@@ -26,6 +26,7 @@ Kind-agnostic on purpose; lives beside presets only because presets are its firs
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
@@ -216,3 +217,10 @@ __all__ = [
     "content_hash",
     "plan_seed_upgrade",
 ]
+
+
+def load_seed_content(package: str, filename: str) -> dict[str, Any]:
+    """A seed's content shipped as JSON package data beside its module."""
+    from importlib import resources
+
+    return json.loads(resources.files(package).joinpath(filename).read_text(encoding="utf-8"))

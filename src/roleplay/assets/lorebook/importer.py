@@ -59,6 +59,7 @@ from dataclasses import replace
 from typing import Any
 
 from roleplay.canonical import canonical_json
+from roleplay.canonical import json_type
 from roleplay.errors import Problem, RpError, ValidationError, pointer_from_parts
 
 from .model import (
@@ -135,7 +136,7 @@ def import_lorebook(
                            "character_book (expected an object with 'entries')")
     if not isinstance(value, Mapping):
         raise ValidationError("lore.format.invalid",
-                              f"lorebook must be a JSON object, got {_json_type(value)}", pointer="")
+                              f"lorebook must be a JSON object, got {json_type(value)}", pointer="")
     if value.get("lorebookVersion") is not None:
         raise _unsupported("NovelAI lorebooks ('lorebookVersion') are not supported")
     if value.get("kind") == "memory":
@@ -175,7 +176,7 @@ def import_lorebook(
         return import_character_book(value, book_id=book_id, name=name, version=None, limits=limits)
     raise ValidationError("lore.entries.invalid",
                           f"'entries' must be an object (world info) or an array (character_book), "
-                          f"got {_json_type(entries)}", pointer="/entries")
+                          f"got {json_type(entries)}", pointer="/entries")
 
 
 def import_world_info(
@@ -195,7 +196,7 @@ def import_world_info(
     raws = []
     for key, raw, parts in items:
         if not isinstance(raw, Mapping):
-            ctx.error("lore.entry.invalid", f"entry must be an object, got {_json_type(raw)}", parts)
+            ctx.error("lore.entry.invalid", f"entry must be an object, got {json_type(raw)}", parts)
             continue
         uid = _uid(raw.get("uid"))
         if uid is None:
@@ -234,7 +235,7 @@ def import_character_book(
     for index, raw in enumerate(entries):
         parts = (*base, "entries", index)
         if not isinstance(raw, Mapping):
-            ctx.error("lore.entry.invalid", f"entry must be an object, got {_json_type(raw)}", parts)
+            ctx.error("lore.entry.invalid", f"entry must be an object, got {json_type(raw)}", parts)
             continue
         # ST: a card entry without ``id`` gets its array index.
         uid = _uid(raw["id"]) if "id" in raw else index
@@ -303,7 +304,7 @@ class _Reader:
         if isinstance(value, str) and value.strip().lower() in ("true", "false"):
             self._w(path, f"boolean given as string {value!r}")
             return value.strip().lower() == "true"
-        self._w(path, f"expected a boolean, got {_json_type(value)}; using JavaScript truthiness")
+        self._w(path, f"expected a boolean, got {json_type(value)}; using JavaScript truthiness")
         return bool(value)
 
     def opt_boolean(self, value: Any, *path: Any) -> bool | None:
@@ -330,7 +331,7 @@ class _Reader:
                 return default
             self._w(path, f"number given as string {text!r}")
         if not isinstance(value, (int, float)):
-            self._w(path, f"expected a number, got {_json_type(value)}")
+            self._w(path, f"expected a number, got {json_type(value)}")
             return default
         if isinstance(value, float) and (integer or value.is_integer()):
             if integer and not value.is_integer():
@@ -350,7 +351,7 @@ class _Reader:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             self._w(path, "expected a string, got a number")
             return _js_number_str(value)
-        self._w(path, f"expected a string, got {_json_type(value)}")
+        self._w(path, f"expected a string, got {json_type(value)}")
         return default
 
     def strings(self, value: Any, *path: Any) -> tuple[str, ...]:
@@ -361,7 +362,7 @@ class _Reader:
             self._w(path, "list given as one string; split on commas")
             return tuple(k.strip() for k in value.split(",") if k.strip())
         if not isinstance(value, list):
-            self._w(path, f"expected a list of strings, got {_json_type(value)}; ignored")
+            self._w(path, f"expected a list of strings, got {json_type(value)}; ignored")
             return ()
         out = []
         for i, item in enumerate(value):
@@ -370,7 +371,7 @@ class _Reader:
             elif isinstance(item, (int, float)) and not isinstance(item, bool):
                 out.append(_js_number_str(item))
             else:
-                self._w((*path, i), f"expected a string, got {_json_type(item)}; dropped")
+                self._w((*path, i), f"expected a string, got {json_type(item)}; dropped")
         return tuple(out)
 
     def keys(self, value: Any, *path: Any) -> tuple[str, ...]:
@@ -514,7 +515,7 @@ def _entry_from_card(raw: Mapping[str, Any], parts: tuple[Any, ...], uid: int | 
     r = _Reader(ctx, parts)
     ext_raw = raw.get("extensions")
     if ext_raw is not None and not isinstance(ext_raw, Mapping):
-        r._w(("extensions",), f"extensions must be an object, got {_json_type(ext_raw)}; ignored")
+        r._w(("extensions",), f"extensions must be an object, got {json_type(ext_raw)}; ignored")
     ext: Mapping[str, Any] = ext_raw if isinstance(ext_raw, Mapping) else {}
     keys = r.keys(raw.get("keys", raw.get("key")), "keys" if "keys" in raw else "key")
     sec_name = "secondary_keys" if "secondary_keys" in raw else "keysecondary"
@@ -685,22 +686,6 @@ def _js_number_str(value: int | float) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
         return str(int(value))
     return str(value)
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
 
 
 def _first_str(*values: Any) -> str:

@@ -9,11 +9,9 @@ the message-avatar plugin falls back to its own placeholder.
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from typing import Any, Mapping
 
-from roleplay.assets.seeding import SeedSpec
+from roleplay.assets.seeding import SeedSpec, load_seed_content
 
 from .model import KIND, parse_persona
 
@@ -25,16 +23,11 @@ def _normalize(data: Any) -> Mapping[str, Any]:
     return parse_persona(data).to_json_dict()
 
 
-def _load() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("seed_default_persona.json").read_text(encoding="utf-8")
-    return json.loads(text)
-
-
 DEFAULT_PERSONA_SEED = SeedSpec(
     kind=KIND,
     key=SEED_KEY,
     version=SEED_VERSION,
-    content=_load(),
+    content=load_seed_content(__package__, "seed_default_persona.json"),
     normalize=_normalize,
     make_default=True,
     legacy_hashes=frozenset(),

@@ -20,12 +20,10 @@ layouts refer to ``rp.preset:<field-id>``.
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from typing import Any, Mapping
 
 from .model import parse_preset
-from roleplay.assets.seeding import SeedSpec
+from roleplay.assets.seeding import SeedSpec, load_seed_content
 
 SEED_KEY = "rp.seed.preset.example"
 SEED_VERSION = 1
@@ -35,16 +33,11 @@ def _normalize(data: Any) -> Mapping[str, Any]:
     return parse_preset(data).to_json_dict()
 
 
-def _load() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("seed_example_preset.json").read_text(encoding="utf-8")
-    return json.loads(text)
-
-
 EXAMPLE_PRESET_SEED = SeedSpec(
     kind="preset",
     key=SEED_KEY,
     version=SEED_VERSION,
-    content=_load(),
+    content=load_seed_content(__package__, "seed_example_preset.json"),
     normalize=_normalize,
     make_default=True,
     # Hashes of earlier shipped versions go here when the text changes (none yet: this is v1).

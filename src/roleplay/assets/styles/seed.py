@@ -10,11 +10,9 @@ example preset's job (its 写作指导 field), so the two never give competing o
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from typing import Any, Mapping
 
-from roleplay.assets.seeding import SeedSpec
+from roleplay.assets.seeding import SeedSpec, load_seed_content
 
 from .model import KIND, parse_writing_style
 
@@ -26,16 +24,11 @@ def _normalize(data: Any) -> Mapping[str, Any]:
     return parse_writing_style(data).to_json_dict()
 
 
-def _load() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("seed_general_narrative.json").read_text(encoding="utf-8")
-    return json.loads(text)
-
-
 GENERAL_NARRATIVE_SEED = SeedSpec(
     kind=KIND,
     key=SEED_KEY,
     version=SEED_VERSION,
-    content=_load(),
+    content=load_seed_content(__package__, "seed_general_narrative.json"),
     normalize=_normalize,
     make_default=True,
     legacy_hashes=frozenset(),

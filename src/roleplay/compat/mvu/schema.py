@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from roleplay.canonical import json_type
 from roleplay.errors import Problem
 from roleplay.state import check_restricted_schema
 
@@ -48,20 +49,6 @@ class Derived:
 
 
 # --- schema inference for plain values --------------------------------------------------------------
-
-
-def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def merge_item_schemas(schemas: list[dict[str, Any]]) -> dict[str, Any]:
