@@ -143,7 +143,8 @@ class ProjectionCache:
     still written every ``snapshot_every`` folded events so a fresh process loads fast.
     """
 
-    def __init__(self, max_entries: int = 512, snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY) -> None:
+    # Bounded: a long session's surface is megabytes, and a server holds many sessions.
+    def __init__(self, max_entries: int = 128, snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY) -> None:
         self._entries: dict[tuple[str, str, int], _Entry] = {}
         self._max = max_entries
         self._snapshot_every = snapshot_every
