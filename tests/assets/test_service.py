@@ -24,11 +24,6 @@ def events(store: EventStore) -> EventStore:
 
 
 @pytest.fixture
-def assets(events: EventStore) -> AssetStore:
-    return AssetStore(events)
-
-
-@pytest.fixture
 def service(events: EventStore) -> AssetService:
     return AssetService(events)
 
