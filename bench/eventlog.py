@@ -106,7 +106,7 @@ async def bench_backend(name: str, url: str, n_events: int) -> list[tuple[str, s
         rows.append((name, f"load {n_events:,} events from snapshot", f"{ms:.2f} ms"))
         await store.append(sid, n_events, [d for t in range(10) for d in turn_events(100_000 + t)])
         ms = await timed(lambda: load(store, sid, surface_projection, snapshot_every=None), 20)
-        rows.append((name, f"  … snapshot + 100 newer events", f"{ms:.2f} ms"))
+        rows.append((name, "  … snapshot + 100 newer events", f"{ms:.2f} ms"))
         ratio = (rebuild_ms[-1] / sizes[-1]) / (rebuild_ms[0] / sizes[0])
         rows.append((name, "rebuild cost per event, largest/smallest", f"{ratio:.2f}× (1.0 = linear)"))
     finally:
