@@ -164,7 +164,7 @@ async def main(turns: int, messages: int, entries: int) -> None:
                 continue
             TIMES["TURN (model excluded)"].append(overhead)
             for key, value in CURRENT.items():
-                TIMES[key].append(value if key != "tool: rp_write_turn" else value - 0)
+                TIMES[key].append(value)
         await rt.aclose()
         await store.close()
 
