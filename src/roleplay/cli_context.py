@@ -95,6 +95,10 @@ def run(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
             return asyncio.run(fn(*args, **kwargs))
         except RpError as exc:
             fail(exc, as_json)
+        except KeyboardInterrupt:
+            # Ctrl-C outside a running turn (inside one it aborts the turn): leave quietly.
+            click.echo("", err=True)
+            sys.exit(130)
 
     return wrapper
 
