@@ -136,28 +136,30 @@ def strip_decorators(content: str) -> str:
     return "\n".join(lines[i:]) if i else content
 
 
+def _v2_fields(card: CharacterCard) -> dict[str, Any]:
+    """The card fields V2 and V3 share. Isolated prompts are never exported."""
+    return {
+        "name": card.name,
+        "description": card.description,
+        "personality": card.personality,
+        "scenario": card.scenario,
+        "first_mes": card.first_mes,
+        "mes_example": card.mes_example,
+        "creator_notes": card.creator_notes,
+        "system_prompt": "",
+        "post_history_instructions": "",
+        "alternate_greetings": list(card.alternate_greetings),
+        "tags": list(card.tags),
+        "creator": card.creator,
+        "character_version": card.character_version,
+        "extensions": copy.deepcopy(card.extensions),
+    }
+
+
 def build_v3_object(card: CharacterCard, book: dict[str, Any] | None) -> dict[str, Any]:
     data: dict[str, Any] = copy.deepcopy(card.extra_data)
-    data.update(
-        {
-            "name": card.name,
-            "description": card.description,
-            "personality": card.personality,
-            "scenario": card.scenario,
-            "first_mes": card.first_mes,
-            "mes_example": card.mes_example,
-            "creator_notes": card.creator_notes,
-            "system_prompt": "",  # isolated prompts are never exported
-            "post_history_instructions": "",
-            "alternate_greetings": list(card.alternate_greetings),
-            "group_only_greetings": list(card.group_only_greetings),
-            "tags": list(card.tags),
-            "creator": card.creator,
-            "character_version": card.character_version,
-            "extensions": copy.deepcopy(card.extensions),
-            "assets": [a.model_dump() for a in card.assets],
-        }
-    )
+    data.update(_v2_fields(card))
+    data.update({"group_only_greetings": list(card.group_only_greetings), "assets": [a.model_dump() for a in card.assets]})
     for key in ("nickname", "creator_notes_multilingual", "source", "creation_date", "modification_date"):
         value = getattr(card, key)
         if value is not None:
@@ -171,24 +173,7 @@ def build_v3_object(card: CharacterCard, book: dict[str, Any] | None) -> dict[st
 
 def build_v2_object(card: CharacterCard, book: dict[str, Any] | None) -> dict[str, Any]:
     data: dict[str, Any] = copy.deepcopy(card.extra_data)
-    data.update(
-        {
-            "name": card.name,
-            "description": card.description,
-            "personality": card.personality,
-            "scenario": card.scenario,
-            "first_mes": card.first_mes,
-            "mes_example": card.mes_example,
-            "creator_notes": card.creator_notes,
-            "system_prompt": "",
-            "post_history_instructions": "",
-            "alternate_greetings": list(card.alternate_greetings),
-            "tags": list(card.tags),
-            "creator": card.creator,
-            "character_version": card.character_version,
-            "extensions": copy.deepcopy(card.extensions),
-        }
-    )
+    data.update(_v2_fields(card))
     if book is not None:
         v2_book = copy.deepcopy(book)
         for entry in v2_book["entries"]:
