@@ -89,6 +89,28 @@ class SessionFilter:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+SESSION_COLUMNS = "id, preset, parent_id, forked_from, forked_at_seq, workspace, title, archived, head_seq, created_at, updated_at"
+
+
+def session_listing_sql(flt: SessionFilter, mark: str, archived_value: Any = None) -> tuple[str, list[Any]]:
+    """The listing query for both dialects; ``mark`` is the placeholder (``?`` or ``%s``).
+    ``archived_value`` converts the flag (SQLite stores it as an integer)."""
+    where, args = [], []
+    if flt.archived is not None:
+        where.append(f"archived={mark}")
+        args.append(archived_value(flt.archived) if archived_value else flt.archived)
+    if flt.parent_id is not None:
+        where.append(f"parent_id={mark}")
+        args.append(flt.parent_id)
+    elif flt.roots_only:
+        where.append("parent_id IS NULL")
+    sql = f"SELECT {SESSION_COLUMNS} FROM sessions"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += f" ORDER BY updated_at DESC, id DESC LIMIT {mark} OFFSET {mark}"
+    return sql, [*args, flt.limit, flt.offset]
+
+
 def prepare_drafts(drafts: Sequence[EventDraft]) -> list[PreparedEvent]:
     """Validate every draft before any I/O: a bad batch writes nothing."""
     if not isinstance(drafts, (list, tuple)) or not drafts:

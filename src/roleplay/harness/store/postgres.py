@@ -24,6 +24,7 @@ from roleplay.errors import RpError
 
 from ..events import Event
 from .base import (
+    SESSION_COLUMNS,
     EventStore,
     PreparedEvent,
     SessionFilter,
@@ -31,6 +32,7 @@ from .base import (
     Snapshot,
     check_page_args,
     conflict,
+    session_listing_sql,
     session_not_found,
 )
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
@@ -42,7 +44,6 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
     AsyncConnectionPool = None  # type: ignore[assignment,misc]
 
-_SESSION_COLUMNS = "id, preset, parent_id, forked_from, forked_at_seq, workspace, title, archived, head_seq, created_at, updated_at"
 _MIGRATION_LOCK = 0x52505F4D4947  # any constant: serialises concurrent `migrate` calls
 NOTIFY_LIMIT = 7000
 
@@ -160,7 +161,7 @@ class PostgresStore(EventStore):
             try:
                 async with conn.transaction():
                     await conn.execute(
-                        f"INSERT INTO sessions({_SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                        f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                         (
                             record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
                             record.workspace, record.title, record.archived, record.head_seq, now, now,
@@ -173,27 +174,14 @@ class PostgresStore(EventStore):
                 raise RpError("session.exists", f"session {record.id!r} already exists") from exc
 
     async def get_session(self, session_id: str) -> SessionRecord:
-        row = await self._fetchone(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id=%s", (session_id,))
+        row = await self._fetchone(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id=%s", (session_id,))
         if row is None:
             raise session_not_found(session_id)
         return _session(row)
 
     async def list_sessions(self, flt: SessionFilter | None = None) -> list[SessionRecord]:
-        flt = flt or SessionFilter()
-        where, args = [], []
-        if flt.archived is not None:
-            where.append("archived=%s")
-            args.append(flt.archived)
-        if flt.parent_id is not None:
-            where.append("parent_id=%s")
-            args.append(flt.parent_id)
-        elif flt.roots_only:
-            where.append("parent_id IS NULL")
-        sql = f"SELECT {_SESSION_COLUMNS} FROM sessions"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s"
-        return [_session(r) for r in await self._fetchall(sql, [*args, flt.limit, flt.offset])]
+        sql, args = session_listing_sql(flt or SessionFilter(), "%s")
+        return [_session(r) for r in await self._fetchall(sql, args)]
 
     async def _set_archived(self, session_id: str, archived: bool, now: str) -> None:
         await self._ensure_open()
@@ -205,7 +193,7 @@ class PostgresStore(EventStore):
         async with self._pool.connection() as conn:
             async with conn.transaction():
                 await conn.execute(
-                    f"INSERT INTO sessions({_SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                    f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                     (
                         record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
                         record.workspace, record.title, False, at_seq, record.created_at, record.updated_at,
@@ -280,7 +268,7 @@ class PostgresStore(EventStore):
         ev = await self._fetchall(
             "SELECT 'event', session_id, seq, type, v, payload::text, created_at FROM events ORDER BY global_pos"
         )
-        ses = await self._fetchall(f"SELECT 'session', {_SESSION_COLUMNS} FROM sessions ORDER BY id")
+        ses = await self._fetchall(f"SELECT 'session', {SESSION_COLUMNS} FROM sessions ORDER BY id")
         return ev + ses
 
     # -- snapshots -------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from roleplay.errors import RpError
 
 from ..events import Event
 from .base import (
+    SESSION_COLUMNS,
     EventStore,
     PreparedEvent,
     SessionFilter,
@@ -29,13 +30,13 @@ from .base import (
     Snapshot,
     check_page_args,
     conflict,
+    session_listing_sql,
     session_not_found,
 )
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
 
 T = TypeVar("T")
 
-_SESSION_COLUMNS = "id, preset, parent_id, forked_from, forked_at_seq, workspace, title, archived, head_seq, created_at, updated_at"
 
 
 def _session(row: tuple[Any, ...]) -> SessionRecord:
@@ -181,7 +182,7 @@ class SQLiteStore(EventStore):
         def run(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(
-                f"INSERT INTO sessions({_SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
                     record.workspace, record.title, int(record.archived), record.head_seq, now, now,
@@ -197,28 +198,15 @@ class SQLiteStore(EventStore):
 
     async def get_session(self, session_id: str) -> SessionRecord:
         row = await self._read(
-            lambda c: c.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id=?", (session_id,)).fetchone()
+            lambda c: c.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id=?", (session_id,)).fetchone()
         )
         if row is None:
             raise session_not_found(session_id)
         return _session(row)
 
     async def list_sessions(self, flt: SessionFilter | None = None) -> list[SessionRecord]:
-        flt = flt or SessionFilter()
-        where, args = [], []
-        if flt.archived is not None:
-            where.append("archived=?")
-            args.append(int(flt.archived))
-        if flt.parent_id is not None:
-            where.append("parent_id=?")
-            args.append(flt.parent_id)
-        elif flt.roots_only:
-            where.append("parent_id IS NULL")
-        sql = f"SELECT {_SESSION_COLUMNS} FROM sessions"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?"
-        rows = await self._read(lambda c: c.execute(sql, (*args, flt.limit, flt.offset)).fetchall())
+        sql, args = session_listing_sql(flt or SessionFilter(), "?", int)
+        rows = await self._read(lambda c: c.execute(sql, args).fetchall())
         return [_session(r) for r in rows]
 
     async def _set_archived(self, session_id: str, archived: bool, now: str) -> None:
@@ -234,7 +222,7 @@ class SQLiteStore(EventStore):
             if head is None:
                 raise session_not_found(source.id)
             conn.execute(
-                f"INSERT INTO sessions({_SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
                     record.workspace, record.title, 0, at_seq, record.created_at, record.updated_at,
@@ -301,7 +289,7 @@ class SQLiteStore(EventStore):
     async def dump(self) -> list[tuple[Any, ...]]:
         def run(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             ev = conn.execute("SELECT 'event', session_id, seq, type, v, payload, created_at FROM events ORDER BY global_pos").fetchall()
-            ses = conn.execute(f"SELECT 'session', {_SESSION_COLUMNS} FROM sessions ORDER BY id").fetchall()
+            ses = conn.execute(f"SELECT 'session', {SESSION_COLUMNS} FROM sessions ORDER BY id").fetchall()
             return ev + ses
 
         return await self._read(run)
