@@ -14,6 +14,7 @@ from typing import Any
 from roleplay.canonical import canonical_json
 from roleplay.errors import Problem
 from roleplay.state import limits
+from roleplay.state.pointers import closed_object_problems
 from roleplay.state.rules import validate_rules
 from roleplay.state.schema import check_plain_json, check_restricted_schema, validate_value
 
@@ -42,13 +43,8 @@ def validate_definition(definition: Any, base: str = "") -> list[Problem]:
     """Every problem of a definition; pointers are ``base`` + the field path."""
     if not isinstance(definition, dict):
         return [Problem("state.definition.not_object", "a definition must be an object", base)]
-    problems: list[Problem] = []
-    for key in sorted(definition, key=str):
-        if key not in DEFINITION_REQUIRED and key not in DEFINITION_OPTIONAL:
-            problems.append(Problem("state.definition.field_unknown", f"unknown definition field {key!r}", f"{base}/{key}"))
-    for key in DEFINITION_REQUIRED:
-        if key not in definition:
-            problems.append(Problem("state.definition.field_missing", f"a definition needs {key!r}", f"{base}/{key}"))
+    problems = closed_object_problems(definition, DEFINITION_REQUIRED, DEFINITION_OPTIONAL, code="state.definition",
+                                      unknown="definition", needs="a definition needs", base=base)
     title = definition.get("title")
     if "title" in definition and not (isinstance(title, str) and title.strip() and len(title) <= limits.MAX_TITLE):
         problems.append(

@@ -8,7 +8,9 @@ several exception types, so the state domain keeps its own small, total implemen
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable
+
+from roleplay.errors import Problem
 
 _INDEX = re.compile(r"(?:0|[1-9][0-9]*)\Z")
 
@@ -113,3 +115,19 @@ def remove_at(value: Any, parts: tuple[str, ...]) -> Any:
     copy_list = list(value)
     del copy_list[int(head)]
     return copy_list
+
+
+def closed_object_problems(
+    obj: dict[str, Any], required: Iterable[str], optional: Iterable[str], *, code: str, unknown: str, needs: str, base: str
+) -> list[Problem]:
+    """Unknown keys (sorted) then missing required keys of a closed object, as
+    ``<code>.field_unknown`` / ``<code>.field_missing`` problems under ``base``."""
+    required = tuple(required)
+    allowed = set(required) | set(optional)
+    problems = [
+        Problem(f"{code}.field_unknown", f"unknown {unknown} field {key!r}", f"{base}/{key}")
+        for key in sorted(obj, key=str)
+        if key not in allowed
+    ]
+    problems += [Problem(f"{code}.field_missing", f"{needs} {key!r}", f"{base}/{key}") for key in required if key not in obj]
+    return problems

@@ -30,6 +30,7 @@ from roleplay.state.definition import (
     validate_namespace_content,
 )
 from roleplay.state.limits import MAX_NAMESPACES
+from roleplay.state.pointers import closed_object_problems
 from roleplay.state.schema import check_plain_json
 from roleplay.state.shape import empty_activity, empty_projection, namespace_entry, with_namespaces
 from roleplay.state.update import UpdateOutcome, execute_updates
@@ -71,14 +72,8 @@ def _escape(name: Any) -> str:
 def _bootstrap_entry_problems(entry: Any, base: str) -> list[Problem]:
     if not isinstance(entry, dict):
         return [Problem("state.bootstrap.entry_invalid", "a bootstrap namespace is an object", base)]
-    problems = [
-        Problem("state.bootstrap.field_unknown", f"unknown bootstrap field {key!r}", f"{base}/{key}")
-        for key in sorted(entry, key=str)
-        if key not in ("definition", "initialValue", "setupDiagnostics")
-    ]
-    for key in ("definition", "initialValue"):
-        if key not in entry:
-            problems.append(Problem("state.bootstrap.field_missing", f"a bootstrap namespace needs {key!r}", f"{base}/{key}"))
+    problems = closed_object_problems(entry, ("definition", "initialValue"), ("setupDiagnostics",), code="state.bootstrap",
+                                      unknown="bootstrap", needs="a bootstrap namespace needs", base=base)
     setup = entry.get("setupDiagnostics", [])
     if not (isinstance(setup, list) and all(isinstance(d, dict) and isinstance(d.get("code"), str) for d in setup)):
         problems.append(Problem("state.bootstrap.diagnostics_invalid", "setupDiagnostics is a list of {code, message}", f"{base}/setupDiagnostics"))

@@ -15,7 +15,7 @@ from roleplay.errors import Problem
 from roleplay.state import limits
 from roleplay.state.conditions import condition_problems, evaluate_condition
 from roleplay.state.operations import OPERATIONS
-from roleplay.state.pointers import PointerError, parse_pointer
+from roleplay.state.pointers import PointerError, closed_object_problems, parse_pointer
 from roleplay.state.schema import admits, item_schema, schema_at
 
 RULE_REQUIRED = ("id", "target", "when", "effect", "cadence")
@@ -58,13 +58,8 @@ def validate_rules(rules: Any, schema: dict | None, base: str = "/rules") -> lis
 def _validate_rule(rule: Any, schema: dict | None, where: str) -> list[Problem]:
     if not isinstance(rule, dict):
         return [Problem("state.rule.not_object", "a rule must be an object", where)]
-    problems: list[Problem] = []
-    for key in sorted(rule, key=str):
-        if key not in RULE_REQUIRED and key not in RULE_OPTIONAL:
-            problems.append(Problem("state.rule.field_unknown", f"unknown rule field {key!r}", f"{where}/{key}"))
-    for key in RULE_REQUIRED:
-        if key not in rule:
-            problems.append(Problem("state.rule.field_missing", f"a rule needs {key!r}", f"{where}/{key}"))
+    problems = closed_object_problems(rule, RULE_REQUIRED, RULE_OPTIONAL, code="state.rule", unknown="rule",
+                                      needs="a rule needs", base=where)
 
     if "id" in rule and not _text_ok(rule["id"], limits.MAX_RULE_ID):
         problems.append(
