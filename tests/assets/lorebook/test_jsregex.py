@@ -89,3 +89,33 @@ def test_required_literal_only_ascii_under_ignore_case():
     assert parse_regex_key("/KaRi/i").required == "kari"
     assert parse_regex_key("/Кот/i").required is None
     assert parse_regex_key("/Кот/").required == "Кот"
+
+
+@pytest.mark.parametrize(("key", "text"), [
+    ("/ab\\x01cd/", "ab\x01cd"),
+    ("/caf\\u00e9s/", "cafés"),
+    ("/smile\\u{1F600}!/u", "smile😀!"),
+    ("/line\\cJnext/", "line\nnext"),
+    ("/\\p{L}ove/u", "love"),
+    ("/(?<w>ab)\\k<w>cd/", "ababcd"),
+    ("/tab\\tbed/", "tab\tbed"),
+])
+def test_regex_keys_with_escapes_fire_through_the_prefilter(key, text):
+    """Issue 10 item 7: the escape's characters are not literal text, so the required literal
+    must never contain them (it used to, and the prefilter then skipped a matching regex)."""
+    rx = parse_regex_key(key)
+    assert rx is not None and rx.compiled.search(text) is not None
+    assert rx.required is None or rx.required in text
+
+
+@pytest.mark.parametrize(("pattern", "flags", "literal"), [
+    ("ab\\x01cd", "", "ab"),
+    ("caf\\u00e9s", "", "caf"),
+    ("smile\\u{1F600}!", "u", "smile"),
+    ("line\\cJnext", "", "line"),
+    ("\\p{L}ove", "u", "ove"),
+    ("(?<w>ab)\\k<w>cd", "", "cd"),
+    ("\\k<name>", "", None),
+])
+def test_required_literal_skips_whole_escapes(pattern, flags, literal):
+    assert required_literal(pattern, flags) == literal

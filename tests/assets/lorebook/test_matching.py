@@ -111,3 +111,17 @@ def test_guard_skips_oversized_text():
     guard = RegexGuard(max_text_chars=10)
     assert TextIndex(table, "a" * 11, guard).matches(mid) is False
     assert guard.cut[mid] == "lore.regex.text_too_long"
+
+
+@pytest.mark.parametrize(("key", "text"), [
+    ("/ab\\x01cd/", "ab\x01cd"),
+    ("/caf\\u00e9s/i", "CAFés"),
+    ("/smile\\u{1F600}/u", "smile😀"),
+    ("/line\\cJnext/", "line\nnext"),
+    ("/\\p{L}ove/u", "dove"),
+    ("/(?<w>ab)\\k<w>/", "abab"),
+])
+def test_regex_keys_with_escapes_match_with_and_without_automaton(key, text):
+    for automaton in (True, False):
+        ids, idx = index_for([(key, False, True)], text, automaton)
+        assert idx.matches(ids[0]) is True, (key, automaton)

@@ -99,7 +99,7 @@ def compile_js_regex(pattern: str, flags: str, *, source: str | None = None) -> 
     except (regex.error, OverflowError, RecursionError, ValueError, IndexError) as exc:
         raise JsRegexError("lore.regex.invalid", f"regex /{pattern}/{flags} does not compile: {exc}",
                            details={"pattern": pattern, "flags": flags}) from None
-    required = required_literal(pattern)
+    required = required_literal(pattern, flags)
     if required is not None and "i" in flags:
         # Only ASCII literals: JavaScript's non-unicode ``i`` never maps other characters onto
         # ASCII ones, so "lower-cased literal in lower-cased text" is then a necessary condition.
@@ -111,10 +111,15 @@ def compile_js_regex(pattern: str, flags: str, *, source: str | None = None) -> 
 _META = set("\\^$.|?*+()[]{}")
 
 
-def required_literal(pattern: str) -> str | None:
+def required_literal(pattern: str, flags: str = "") -> str | None:
     """Longest run of plain characters at the top level of ``pattern`` that any match must
     contain; ``None`` when there is none or the pattern has a top-level alternation. Groups,
-    classes, escapes other than escaped punctuation, and quantified characters end a run."""
+    classes, escapes other than escaped punctuation, and quantified characters end a run.
+
+    An escape ends the run over its whole length as the translator reads it (``\\x01``,
+    ``\\u{1F600}``, ``\\cJ``, ``\\k<name>``…): reading its tail as text would demand characters
+    the match does not contain, and the prefilter would then skip a regex that matches."""
+    unicode = "u" in flags
     runs: list[str] = []
     run: list[str] = []
     i, n, depth = 0, len(pattern), 0
@@ -124,7 +129,13 @@ def required_literal(pattern: str) -> str | None:
         if c == "\\" and i + 1 < n:
             nxt = pattern[i + 1]
             literal = nxt if depth == 0 and not nxt.isalnum() and nxt != "_" else None
-            i += 2
+            if literal is not None:
+                i += 2
+            else:
+                try:
+                    i = _escape(pattern, i + 1, unicode, in_class=False)[1]
+                except JsRegexError:
+                    return None  # does not compile either: there is no literal to promise
         elif c == "[":
             j = i + 1
             while j < n and pattern[j] != "]":
