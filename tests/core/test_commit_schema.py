@@ -3,6 +3,7 @@ schema failures mapped to precise pointers through discriminated unions."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -24,8 +25,14 @@ from roleplay.core.effects import (
     ExtensionRegistry,
     default_effect_registry,
 )
+from roleplay.core.commit import commit_tool
+from roleplay.harness.models.deepseek import DEEPSEEK_CAPABILITIES
+from roleplay.harness.models.openai_compat import OpenAICompatModel
+from roleplay.harness.models.types import Capabilities, ChatMessage, ModelRequest, complete
+from roleplay.harness.models.wire import tools_to_wire
 from roleplay.harness.tools import Tool, ToolRegistry
 from roleplay.state import state_update_tool_schema
+from roleplay.testing.fake_openai import declaration_error, serve_fake_openai
 
 STATE_EFFECT = {
     "kind": "state.update",
@@ -198,3 +205,42 @@ def test_the_conditional_form_accepts_exactly_what_the_one_of_form_accepts() -> 
     verdicts = [(valid(one_of, x), valid(conditional, x)) for x in SAMPLES]
     assert all(a == b for a, b in verdicts), [x for x, (a, b) in zip(SAMPLES, verdicts) if a != b]
     assert sum(a for a, _ in verdicts) == 6  # the samples exercise both answers
+
+
+# -- the declaration a provider receives --------------------------------------------------------------
+
+
+def test_the_raw_union_is_refused_by_openai_style_providers_and_the_wire_form_is_not() -> None:
+    registry = default_effect_registry()
+    registry.register(inventory())
+    tool = commit_tool(registry)
+    raw = tools_to_wire([tool.spec()], Capabilities(accepts_root_combinators=True))
+    assert declaration_error(raw, "openai") is not None  # what every run used to send
+    for caps in (Capabilities(), DEEPSEEK_CAPABILITIES):
+        (wired,) = tools_to_wire([tool.spec()], caps)
+        assert declaration_error([wired], "openai") is None and declaration_error([wired], "deepseek") is None
+        declared = wired["function"]["parameters"]
+        Draft202012Validator.check_schema(declared)
+        # The declaration never refuses a commit the union accepts; the tool validates the rest.
+        union = tool.parameters
+        assert all(valid(declared, x) for x in SAMPLES if valid(union, x))
+        assert "references, effects" in declared["description"] and "retry" in declared["description"]
+        assert tool.parameters is union and "oneOf" in union  # validation keeps the full union
+
+
+def test_the_commit_tool_goes_through_the_real_provider_path_to_an_openai_style_server() -> None:
+    tool = commit_tool(default_effect_registry())
+    request = ModelRequest([ChatMessage("user", "继续")], tools=[tool.spec()])
+
+    async def send(base_url: str) -> str:
+        model = OpenAICompatModel(model="gpt-4o-mini", base_url=base_url, api_key="sk-test")
+        try:
+            return (await complete(model, request)).text
+        finally:
+            await model.aclose()
+
+    with serve_fake_openai(flavor="openai", strict=True) as fake:
+        fake.enqueue("好的。")
+        assert asyncio.run(send(fake.base_url)) == "好的。"
+    sent = fake.chat_requests[0].body["tools"][0]["function"]
+    assert sent["name"] == "rp_commit_turn" and sent["parameters"]["type"] == "object" and "oneOf" not in sent["parameters"]

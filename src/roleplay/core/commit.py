@@ -146,6 +146,7 @@ class CommitSession:
         self._drafts = DraftCache(secret)
         self._live_check = live_revisions_check
         self._responses: dict[str, tuple[tuple[str, ...], str]] = {}
+        self._step_diagnostics: dict[str, tuple[Diagnostic, ...]] = {}
         self._outcome: CommitOutcome | None = None
 
     @property
@@ -171,9 +172,14 @@ class CommitSession:
     def set_writer(self, writer: WriterArtifact | None) -> None:
         self.refresh(replace(self._ctx, writer=writer))
 
-    def note_response(self, step_id: str, tool_names: Iterable[str], text: str = "") -> None:
-        """Tell the session which tools one model response called, before they run."""
+    def note_response(self, step_id: str, tool_names: Iterable[str], text: str = "", diagnostics: Iterable[Diagnostic] = ()) -> None:
+        """Tell the session which tools one model response called, before they run.
+        ``diagnostics`` (the run's notes about that response) go into a commit it makes."""
         self._responses[step_id] = (tuple(tool_names), text)
+        self._step_diagnostics[step_id] = tuple(diagnostics)
+
+    def step_diagnostics(self, step_id: str | None) -> tuple[Diagnostic, ...]:
+        return self._step_diagnostics.get(step_id or "", ())
 
     def guard(self, tctx: ToolContext) -> str:
         """The outright rejections; returns the response text of this call's step."""
@@ -436,7 +442,8 @@ def commit_tool(
             if artifacts is not None
             else (check.extensions, [])
         )
-        meta = _meta(ctx, draft, check, final_extensions, [*check.diagnostics, *artifact_diagnostics])
+        diagnostics = [*check.diagnostics, *artifact_diagnostics, *session.step_diagnostics(tctx.step_id)]
+        meta = _meta(ctx, draft, check, final_extensions, diagnostics)
         session.committed(CommitOutcome(meta, check.body))
         summary = {
             "ok": True,

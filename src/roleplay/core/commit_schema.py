@@ -17,8 +17,14 @@ Shape (every object closed with ``additionalProperties: false``)::
 
 The two branches are mutually exclusive by construction: the full branch has no ``retry`` and
 requires ``references``/``effects``; the retry branch allows nothing but ``retry``.
-:func:`conditional_schema` states the same language without a root ``oneOf`` (which OpenAI-style
-and Anthropic tool declarations refuse) for runs on such providers.
+
+This union is what the tool validates. It is not what every provider is sent: OpenAI-style APIs
+refuse a root ``oneOf`` in a function declaration (HTTP 400 ``invalid_function_parameters``), so
+for routes whose capabilities say so (``Capabilities.accepts_root_combinators`` False, as for
+OpenAI and DeepSeek) the provider edge (``harness.models.wire.declared_parameters``) declares one
+merged, closed object naming both forms and what each requires. :func:`conditional_schema` is an
+exact root-``oneOf``-free form with ``if``/``then``/``else``, for callers that want the language
+itself without a root union (``commit_tool(declaration="conditional")``).
 
 jsonschema reports a failed ``oneOf`` as one useless "not valid under any of the given schemas".
 Every ``oneOf`` here is *discriminated* (top level by the presence of ``retry``, effects by

@@ -18,8 +18,9 @@ Run (on the harness loop, with ``RpRun`` as its hooks):
     4. A successful commit ends the turn. Failures leave room within the step limit (5) to
        retry the Writer or repair the commit with ``retry.patches``.
 
-A parent that answers without tools (discussion, clarification) ends the turn with that plain
-reply, streamed the same way; nothing is committed.
+A parent that answers without tools before the Writer (discussion, clarification) ends the turn
+with that plain reply, streamed the same way; nothing is committed. After the Writer, a plain reply
+becomes a commit of the Writer's draft without effects (``core.chat_draft``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from roleplay.harness.surface import SURFACE
 from roleplay.harness.tools import ToolResultData
 from roleplay.state.events import state_document
 
+from .chat_draft import commit_for_plain_reply
 from .commit import SERVICE_KEY, CommitSession
 from .context_build import effective_layout, freeze
 from .conversation import project, summary_source_text, text_of_entries
@@ -66,7 +68,7 @@ from .sources import (
     collect_sources,
     macro_context_for,
 )
-from .types import CommitContext, FrozenBuild, Slot, WriterArtifact
+from .types import CommitContext, Diagnostic, FrozenBuild, Slot, WriterArtifact
 from .writer import WriterSlot
 
 CHAT_STEP_LIMIT = 5
@@ -230,6 +232,7 @@ class RpRun(LoopHooks):
             live_revisions_check=self._changed_revisions,
         )
         self._streamed = False
+        self.diagnostics: list[Diagnostic] = []  # the run's own notes (e.g. a commit it made for the parent)
         self.visible = [WRITE_TURN_TOOL, COMMIT_TURN_TOOL, *(t for t in READ_TOOLS if t in rt.tools)]
         if prepared.state is None and "rp_state_read" in self.visible:
             self.visible.remove("rp_state_read")
@@ -248,8 +251,15 @@ class RpRun(LoopHooks):
 
     async def on_response(self, session_id: str, turn_id: str, step_id: str, response: ModelResponse) -> ModelResponse:
         names = [c.name for c in response.tool_calls]
-        self.commit.note_response(step_id, names, response.text)
         artifact = self.writer.artifact
+        if not names and artifact is not None and self.commit.outcome is None:
+            # Chat: after the Writer, its draft is the only body; a plain reply becomes its commit.
+            call, diagnostic = commit_for_plain_reply(self.rt.ids("call_"), artifact, response.text)
+            self.diagnostics.append(diagnostic)
+            self.commit.note_response(step_id, [call.name], "", [diagnostic])
+            response, names = replace(response, tool_calls=[call]), [call.name]
+        else:
+            self.commit.note_response(step_id, names, response.text)
         if COMMIT_TURN_TOOL in names and artifact is not None:
             # Every commit attempt's message carries the body (whichever commit succeeds owns the
             # reply), but the user sees it stream once.
@@ -334,7 +344,7 @@ async def play_turn(
         writer=run.writer.artifact,
         committed=committed,
         reply=turn.text,
-        diagnostics=[d.to_dict() for d in prepared.build.diagnostics],
+        diagnostics=[d.to_dict() for d in [*prepared.build.diagnostics, *run.diagnostics]],
     )
 
 

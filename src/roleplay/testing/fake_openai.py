@@ -11,7 +11,8 @@ Behaviour is scripted per test: a queue of items (``FakeReply``, ``FakeError``, 
 string or a dict of ``FakeReply`` fields), then an optional responder function, then a
 deterministic demo-style reply. Built-in checks run before the script, as the real API would:
 API key, known models, DeepSeek's "reasoning_content must be passed back" rule, forced
-tool_choice in thinking mode, and a context limit. Every request is recorded.
+tool_choice in thinking mode, the function-declaration rules (see ``declaration_error``), and a
+context limit. Every request is recorded.
 
 Standalone, for demos: ``python -m roleplay.testing.fake_openai --port 8765``.
 Stdlib only (``http.server`` in a background thread) so it needs no extra dependency.
@@ -23,6 +24,7 @@ import argparse
 import hashlib
 import json
 import math
+import re
 import threading
 import time
 from contextlib import contextmanager
@@ -61,6 +63,7 @@ class FakeError:
     type: str = "invalid_request_error"
     code: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    param: str | None = None
 
     @classmethod
     def context_overflow(cls, limit: int = 131072, requested: int = 131134, flavor: Flavor = "deepseek") -> FakeError:
@@ -138,6 +141,7 @@ class FakeOpenAI:
         context_limit: int | None = None,
         responder: Responder | None = None,
         strict: bool = False,
+        check_declarations: bool = True,
     ) -> None:
         self.flavor = flavor
         self.api_keys = set(api_keys) if api_keys else None
@@ -147,6 +151,8 @@ class FakeOpenAI:
         self.responder = responder
         # Strict scripts answer an unexpected extra request with an error instead of a default.
         self.strict = strict
+        # Refuse tool declarations the real APIs refuse; off only to imitate a lenient local server.
+        self.check_declarations = check_declarations
         self._queue: list[Any] = []
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -220,6 +226,10 @@ class FakeOpenAI:
             if self.flavor == "deepseek":
                 return FakeError(400, "Model Not Exist", code="invalid_request_error")
             return FakeError(404, f"The model `{model}` does not exist or you do not have access to it.", code="model_not_found")
+        if self.check_declarations:
+            refused = declaration_error(body.get("tools"), self.flavor, beta=record.path.startswith("/beta"))
+            if refused is not None:
+                return refused
         if self.require_reasoning_content:
             for m in body.get("messages", []):
                 if m.get("role") == "assistant" and m.get("tool_calls") and "reasoning_content" not in m:
@@ -242,6 +252,112 @@ class FakeOpenAI:
         if self.strict:
             return FakeError(400, "fake server: the script has no reply left for this request", code="fake_script_exhausted")
         return FakeReply(text=_default_text(body))
+
+
+# -- function declarations ------------------------------------------------------------------------
+#
+# What the real APIs refuse in ``tools[].function``, with their words. Sources: OpenAI 400 bodies
+# quoted in public issue threads (langchainjs#9804, google-calendar-mcp#39, notion-mcp-server#102,
+# openai-agents-mcp#2, Effect-TS#6009) and OpenAI's Structured Outputs "supported schemas" page;
+# DeepSeek's Tool Calls guide (strict mode, beta only) as summarised in the stack research §2.
+# DeepSeek's own wording for these refusals is not public: its flavour uses OpenAI's messages in
+# DeepSeek's error envelope. That DeepSeek enforces the root rules at all is an assumption (its API
+# copies OpenAI's contract); a fake stricter than the real server costs nothing.
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# Any function: ``parameters`` is an object schema with none of these at its root.
+_ROOT_FORBIDDEN = ("oneOf", "anyOf", "allOf", "enum", "not")
+# Strict functions (``"strict": true``): not permitted anywhere in the schema.
+_STRICT_FORBIDDEN = ("oneOf", "allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "patternProperties")
+# DeepSeek strict mode lists these as unsupported as well (OpenAI has since accepted them).
+_DEEPSEEK_STRICT_FORBIDDEN = ("minLength", "maxLength", "pattern", "format", "minimum", "maximum", "multipleOf", "minItems", "maxItems")
+# Keywords whose value is one subschema / a list of subschemas / a map of subschemas.
+_SUB_ONE = ("items", "not", "if", "then", "else", "additionalProperties", "contains", "propertyNames")
+_SUB_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUB_MAP = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+
+
+def declaration_error(tools: Any, flavor: Flavor, *, beta: bool = False) -> FakeError | None:
+    """The 400 the real API answers for the first refused function declaration, or None."""
+    if not isinstance(tools, list):
+        return None
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict):
+            continue
+        name = function.get("name")
+        if not isinstance(name, str) or not _NAME.match(name):
+            return _refusal(
+                flavor,
+                f"Invalid 'tools[{index}].function.name': string does not match pattern. Expected a string that "
+                "matches the pattern '^[a-zA-Z0-9_-]+$'.",
+                f"tools[{index}].function.name",
+                code="invalid_value",
+            )
+        parameters = function.get("parameters")
+        # Omitted (or empty) parameters declare a function without arguments.
+        if parameters is None or parameters == {}:
+            continue
+        problem = _root_problem(parameters)
+        if problem is None and function.get("strict") is True and (flavor == "openai" or beta):
+            forbidden = _STRICT_FORBIDDEN + (_DEEPSEEK_STRICT_FORBIDDEN if flavor == "deepseek" else ())
+            problem = _strict_problem(parameters, (), forbidden)
+        if problem is not None:
+            return _refusal(flavor, f"Invalid schema for function '{name}': {problem}", f"tools[{index}].function.parameters")
+    return None
+
+
+def _refusal(flavor: Flavor, message: str, param: str, code: str = "invalid_function_parameters") -> FakeError:
+    if flavor == "deepseek":
+        return FakeError(400, message, code="invalid_request_error")
+    return FakeError(400, message, code=code, param=param)
+
+
+def _root_problem(schema: Any) -> str | None:
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if kind != "object":
+        shown = "None" if kind is None else kind
+        return f"schema must be a JSON Schema of 'type: \"object\"', got 'type: \"{shown}\"'."
+    if any(k in schema for k in _ROOT_FORBIDDEN):
+        return "schema must have type 'object' and not have 'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level."
+    return None
+
+
+def _strict_problem(schema: Any, context: tuple[str, ...], forbidden: tuple[str, ...]) -> str | None:
+    if not isinstance(schema, dict):
+        return None
+    where = f"In context={context!r}"
+    for keyword in forbidden:
+        if keyword in schema:
+            return f"{where}, '{keyword}' is not permitted."
+    if schema.get("type") == "object" or "properties" in schema:
+        if schema.get("additionalProperties") is not False:
+            return f"{where}, 'additionalProperties' is required to be supplied and to be false."
+        properties = schema.get("properties") or {}
+        required = schema.get("required")
+        missing = [k for k in properties if not isinstance(required, list) or k not in required]
+        if missing:
+            return (
+                f"{where}, 'required' is required to be supplied and to be an array including every key in "
+                f"properties. Missing '{missing[0]}'."
+            )
+    for keyword in _SUB_ONE:
+        if isinstance(schema.get(keyword), dict):
+            found = _strict_problem(schema[keyword], (*context, keyword), forbidden)
+            if found:
+                return found
+    for keyword in _SUB_LIST:
+        for i, sub in enumerate(schema.get(keyword) or []):
+            found = _strict_problem(sub, (*context, keyword, str(i)), forbidden)
+            if found:
+                return found
+    for keyword in _SUB_MAP:
+        subs = schema.get(keyword)
+        for key, sub in (subs.items() if isinstance(subs, dict) else ()):
+            found = _strict_problem(sub, (*context, keyword, key), forbidden)
+            if found:
+                return found
+    return None
 
 
 def _thinking_on(body: dict[str, Any]) -> bool:
@@ -351,7 +467,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_error(self, error: FakeError) -> None:
-        payload = {"error": {"message": error.message, "type": error.type, "param": None, "code": error.code}}
+        payload = {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
         self._send_json(error.status, payload, error.headers)
 
     def _send_reply(self, reply: FakeReply, body: dict[str, Any], number: int) -> None:

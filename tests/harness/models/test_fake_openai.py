@@ -8,6 +8,8 @@ import subprocess
 import sys
 from urllib.parse import urlsplit
 
+import pytest
+
 from roleplay.testing.fake_openai import FakeError, FakeReply, serve_fake_openai
 
 
@@ -143,3 +145,106 @@ def test_runs_standalone():
         proc.stdout.close()
     assert banner.startswith("fake deepseek server on http://127.0.0.1:")
     assert "hello fox" in reply["choices"][0]["message"]["content"]
+
+
+# -- function declarations: the rules the real APIs enforce on ``tools[].function`` --------------
+
+POINT = {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"], "additionalProperties": False}
+
+
+def with_tool(parameters: dict, *, strict: bool | None = None, name: str = "f") -> dict:
+    function: dict = {"name": name, "description": "d", "parameters": parameters}
+    if strict is not None:
+        function["strict"] = strict
+    return chat(tools=[{"type": "function", "function": {"name": "ok", "parameters": POINT}}, {"type": "function", "function": function}])
+
+
+def rejected(fake, body: dict, path: str = "/v1/chat/completions") -> dict:
+    status, _, data = post(fake, path, body)
+    assert status == 400, data
+    return json.loads(data)["error"]
+
+
+def test_a_root_one_of_declaration_is_rejected_with_openais_error():
+    union = {"type": "object", "oneOf": [POINT, {"type": "object", "properties": {"y": {"type": "string"}}}]}
+    with serve_fake_openai(strict=True) as fake:
+        error = rejected(fake, with_tool(union, name="rp_commit_turn"))
+        assert fake.pending == 0  # rejected before the script is consulted
+    assert error == {
+        "message": "Invalid schema for function 'rp_commit_turn': schema must have type 'object' and not have "
+        "'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level.",
+        "type": "invalid_request_error",
+        "param": "tools[1].function.parameters",
+        "code": "invalid_function_parameters",
+    }
+
+
+@pytest.mark.parametrize("keyword", ["oneOf", "anyOf", "allOf", "enum", "not"])
+def test_every_root_combinator_is_rejected_by_both_flavours(keyword):
+    value = {"oneOf": [POINT], "anyOf": [POINT], "allOf": [POINT], "enum": [{"x": 1}], "not": {"required": ["y"]}}[keyword]
+    for flavor in ("openai", "deepseek"):
+        with serve_fake_openai(flavor=flavor) as fake:
+            error = rejected(fake, with_tool({**POINT, keyword: value}))
+        assert "at the top level" in error["message"], (flavor, keyword)
+
+
+def test_a_root_that_is_not_an_object_schema_is_rejected():
+    with serve_fake_openai() as fake:
+        untyped = rejected(fake, with_tool({"oneOf": [POINT]}))
+        array = rejected(fake, with_tool({"type": "array", "items": {"type": "string"}}))
+    assert untyped["message"] == "Invalid schema for function 'f': schema must be a JSON Schema of 'type: \"object\"', got 'type: \"None\"'."
+    assert 'got \'type: "array"\'' in array["message"] and array["code"] == "invalid_function_parameters"
+
+
+def test_nested_combinators_and_a_missing_parameters_object_are_accepted():
+    nested = {"type": "object", "properties": {"e": {"type": "array", "items": {"oneOf": [POINT, {"type": "string"}]}}}}
+    with serve_fake_openai() as fake:
+        fake.enqueue("fine", "fine too")
+        assert post(fake, "/v1/chat/completions", with_tool(nested))[0] == 200
+        no_params = chat(tools=[{"type": "function", "function": {"name": "g"}}])
+        assert post(fake, "/v1/chat/completions", no_params)[0] == 200
+
+
+def test_a_bad_function_name_is_rejected():
+    with serve_fake_openai() as fake:
+        error = rejected(fake, with_tool(POINT, name="rp commit"))
+    assert error["param"] == "tools[1].function.name" and "does not match pattern" in error["message"]
+
+
+def test_strict_functions_must_close_every_object_and_require_every_property():
+    loose = {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "string"}}, "required": ["x"], "additionalProperties": False}
+    open_inner = {**POINT, "properties": {"x": {"type": "object", "properties": {"z": {"type": "string"}}, "required": ["z"]}}}
+    one_of = {**POINT, "properties": {"x": {"oneOf": [{"type": "string"}, {"type": "number"}]}}}
+    with serve_fake_openai() as fake:
+        missing = rejected(fake, with_tool(loose, strict=True))
+        inner = rejected(fake, with_tool(open_inner, strict=True))
+        combinator = rejected(fake, with_tool(one_of, strict=True))
+        fake.enqueue("ok", "ok")
+        assert post(fake, "/v1/chat/completions", with_tool(loose, strict=False))[0] == 200  # not strict: fine
+        any_of = {**POINT, "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "number"}]}}}
+        assert post(fake, "/v1/chat/completions", with_tool(any_of, strict=True))[0] == 200
+    assert missing["message"] == (
+        "Invalid schema for function 'f': In context=(), 'required' is required to be supplied and to be an array "
+        "including every key in properties. Missing 'y'."
+    )
+    assert inner["message"] == (
+        "Invalid schema for function 'f': In context=('properties', 'x'), 'additionalProperties' is required to be "
+        "supplied and to be false."
+    )
+    assert combinator["message"] == "Invalid schema for function 'f': In context=('properties', 'x'), 'oneOf' is not permitted."
+
+
+def test_deepseek_checks_strict_schemas_only_on_the_beta_endpoint_and_refuses_length_bounds():
+    bounded = {**POINT, "properties": {"x": {"type": "string", "maxLength": 3}}}
+    with serve_fake_openai(flavor="deepseek", require_reasoning_content=False) as fake:
+        fake.enqueue("ignored outside beta")
+        assert post(fake, "/chat/completions", with_tool(bounded, strict=True))[0] == 200
+        error = rejected(fake, with_tool(bounded, strict=True), path="/beta/chat/completions")
+    assert error["code"] == "invalid_request_error" and error["param"] is None
+    assert "'maxLength' is not permitted" in error["message"]
+
+
+def test_declaration_checks_can_be_switched_off_for_lenient_local_servers():
+    with serve_fake_openai(check_declarations=False) as fake:
+        fake.enqueue("llama.cpp takes anything")
+        assert post(fake, "/v1/chat/completions", with_tool({"oneOf": [POINT]}))[0] == 200

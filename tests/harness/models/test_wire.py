@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from roleplay.errors import RpError
 from roleplay.harness.models.deepseek import DEEPSEEK_CAPABILITIES
 from roleplay.harness.models.types import Capabilities, ChatMessage, ToolCall, ToolSpec
-from roleplay.harness.models.wire import messages_to_wire, tool_choice_to_wire, tools_to_wire, usage_from_wire
+from roleplay.harness.models.wire import declared_parameters, messages_to_wire, tool_choice_to_wire, tools_to_wire, usage_from_wire
+from roleplay.testing.fake_openai import declaration_error
 
 PLAIN = Capabilities()
 
@@ -63,3 +65,67 @@ def test_usage_from_deepseek_and_openai_shapes():
     bare = usage_from_wire({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2, "prompt_tokens_details": None})
     assert bare.cache_hit_tokens is None and bare.cache_miss_tokens is None
     assert usage_from_wire(None) is None
+
+
+# -- declarations the provider accepts -------------------------------------------------------------
+
+FULL = {
+    "type": "object",
+    "description": "the full form",
+    "properties": {"body": {"type": "string"}, "effects": {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}},
+    "required": ["body", "effects"],
+    "additionalProperties": False,
+}
+RETRY = {
+    "type": "object",
+    "description": "the repair form",
+    "properties": {"retry": {"type": "object", "properties": {"token": {"type": "string"}}, "required": ["token"]}},
+    "required": ["retry"],
+    "additionalProperties": False,
+}
+UNION = {"type": "object", "oneOf": [FULL, RETRY]}
+ACCEPTED = [{"body": "b", "effects": []}, {"body": "b", "effects": ["x", 2]}, {"retry": {"token": "t"}}]
+
+
+def refused(parameters, caps):
+    """What the fake (OpenAI's rules) answers for this tool as our wire declares it."""
+    return declaration_error(tools_to_wire([ToolSpec("rp_commit_turn", "d", parameters)], caps), "openai")
+
+
+def test_a_root_union_is_declared_as_one_merged_object_the_provider_accepts():
+    assert refused(UNION, Capabilities(accepts_root_combinators=True)) is not None  # as the bug sent it
+    assert refused(UNION, PLAIN) is None and refused(UNION, DEEPSEEK_CAPABILITIES) is None
+    declared = declared_parameters(UNION, PLAIN)
+    assert declared["type"] == "object" and not {"oneOf", "anyOf", "allOf", "enum", "not"} & set(declared)
+    assert declared["properties"] == {**FULL["properties"], **RETRY["properties"]}  # nested unions stay
+    assert declared["additionalProperties"] is False and declared.get("required", []) == []
+    # The model still reads both forms and what each requires.
+    assert "the full form" in declared["description"] and "the repair form" in declared["description"]
+    assert "body, effects" in declared["description"] and "retry" in declared["description"]
+
+
+def test_the_merged_declaration_never_refuses_what_the_union_accepts():
+    declared = Draft202012Validator(declared_parameters(UNION, PLAIN))
+    assert all(Draft202012Validator(UNION).is_valid(x) and declared.is_valid(x) for x in ACCEPTED)
+    # A property both branches declare differently admits either; an open branch admits anything.
+    a = {"type": "object", "properties": {"v": {"type": "string"}}, "additionalProperties": False}
+    b = {"type": "object", "properties": {"v": {"type": "integer"}, "w": {"type": "boolean"}}, "additionalProperties": False}
+    c = {"type": "object", "properties": {"u": {"type": "null"}}}
+    merged = declared_parameters({"anyOf": [a, b]}, PLAIN)
+    assert all(Draft202012Validator(merged).is_valid(x) for x in ({"v": "s"}, {"v": 1, "w": True}))
+    opened = declared_parameters({"oneOf": [a, c]}, PLAIN)
+    assert "additionalProperties" not in opened and Draft202012Validator(opened).is_valid({"v": [1], "z": 0})
+
+
+def test_all_of_parts_are_merged_and_enum_or_not_are_dropped_from_the_root():
+    parts = {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, {"properties": {"b": {"type": "integer"}}, "required": ["b"]}]}
+    merged = declared_parameters(parts, PLAIN)
+    assert merged["properties"] == {"a": {"type": "string"}, "b": {"type": "integer"}} and sorted(merged["required"]) == ["a", "b"]
+    limited = declared_parameters({**FULL, "enum": [{"body": "x", "effects": []}], "not": {"required": ["x"]}}, PLAIN)
+    assert limited == FULL
+    assert refused({"properties": {"a": {"type": "string"}}}, PLAIN) is None  # an untyped root becomes an object
+
+
+def test_a_declaration_the_provider_accepts_is_sent_unchanged():
+    assert declared_parameters(FULL, PLAIN) is FULL
+    assert declared_parameters(UNION, Capabilities(accepts_root_combinators=True)) is UNION

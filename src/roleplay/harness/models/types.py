@@ -164,6 +164,14 @@ class Capabilities:
     # Whether ``strict`` may be sent at all; when False it is dropped and the loop's own
     # validation is the only guard.
     supports_strict_tools: bool = True
+    # Whether a function's ``parameters`` may have ``oneOf``/``anyOf``/``allOf``/``enum``/``not`` at
+    # its root (or lack ``type: "object"``). OpenAI answers 400 ``invalid_function_parameters``
+    # ("schema must have type 'object' and not have 'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the
+    # top level"), and so do the proxies in front of it; DeepSeek copies that contract. When False
+    # the wire declares the union as one merged object (``wire.declared_parameters``) and the tool
+    # still validates its arguments against the full union. Local servers (llama.cpp, vLLM) accept
+    # a root union; a route to one may set this True to keep the sharper declaration.
+    accepts_root_combinators: bool = False
     # Forced tool_choice ("required" or a named tool) allowed while thinking is on. When False it
     # is downgraded to "auto" and a warning is returned.
     supports_tool_choice_in_thinking: bool = True

@@ -96,11 +96,108 @@ def _user_content(content: str | list[dict[str, Any]], index: int, caps: Capabil
 def tools_to_wire(tools: list[ToolSpec], caps: Capabilities) -> list[dict[str, Any]]:
     out = []
     for tool in tools:
-        function: dict[str, Any] = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+        parameters = declared_parameters(tool.parameters, caps)
+        function: dict[str, Any] = {"name": tool.name, "description": tool.description, "parameters": parameters}
         if tool.strict and caps.supports_strict_tools:
             function["strict"] = True
         out.append({"type": "function", "function": function})
     return out
+
+
+ROOT_COMBINATORS = ("oneOf", "anyOf", "allOf", "enum", "not")
+
+
+def declared_parameters(schema: dict[str, Any], caps: Capabilities) -> dict[str, Any]:
+    """``schema`` as this provider accepts it in a function declaration.
+
+    Providers without ``accepts_root_combinators`` get one object in place of a root union: the
+    properties of every branch, the members every branch requires, closed when every branch is
+    closed, and the alternatives spelled out in the description. It never refuses an instance the
+    union accepts, so the model can always send a valid call; the tool keeps validating against
+    the full schema, which is what decides.
+    """
+    if caps.accepts_root_combinators or (schema.get("type") == "object" and not any(k in schema for k in ROOT_COMBINATORS)):
+        return schema
+    return _as_object(schema)
+
+
+def _as_object(schema: dict[str, Any]) -> dict[str, Any]:
+    own = {k: v for k, v in schema.items() if k not in ROOT_COMBINATORS}
+    own["type"] = "object"
+    # ``allOf``: every part holds. ``oneOf``/``anyOf``: one (at least one) branch holds.
+    parts = [own, *(_as_object(p) for p in schema.get("allOf") or [] if _objectish(p))]
+    notes = []
+    for keyword in ("oneOf", "anyOf"):
+        branches = [_as_object(b) for b in schema.get(keyword) or [] if _objectish(b)]
+        if branches:
+            parts.append(_either(branches))
+            notes.append(_alternatives(branches, exactly=keyword == "oneOf"))
+    merged = parts[0]
+    for part in parts[1:]:
+        merged = _both(merged, part)
+    if notes:
+        merged["description"] = " ".join([str(schema["description"]), *notes] if "description" in schema else notes)
+    return merged
+
+
+def _objectish(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type", "object") == "object"
+
+
+def _closed(schema: dict[str, Any]) -> bool:
+    return schema.get("additionalProperties") is False
+
+
+def _both(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """One object declaration for ``a`` and ``b`` holding together."""
+    out = {**{k: v for k, v in b.items() if k not in ("properties", "required")}, **{k: v for k, v in a.items() if k not in ("properties", "required")}}
+    properties = dict(a.get("properties") or {})
+    for key, sub in (b.get("properties") or {}).items():
+        properties[key] = sub if key not in properties or properties[key] == sub else {"allOf": [properties[key], sub]}
+    if properties:
+        out["properties"] = properties
+    required = list(dict.fromkeys([*(a.get("required") or []), *(b.get("required") or [])]))
+    if required:
+        out["required"] = required
+    # Both parts' properties are declared, so one closed part closes the whole.
+    out.pop("additionalProperties", None)
+    if _closed(a) or _closed(b):
+        out["additionalProperties"] = False
+    return out
+
+
+def _either(branches: list[dict[str, Any]]) -> dict[str, Any]:
+    """One object declaration admitting whatever any of ``branches`` admits."""
+    keys = list(dict.fromkeys(k for b in branches for k in b.get("properties") or {}))
+    properties: dict[str, Any] = {}
+    for key in keys:
+        options: list[Any] = []
+        for branch in branches:
+            sub = (branch.get("properties") or {}).get(key)
+            if sub is None and not _closed(branch):
+                # This branch admits the key as an extra member, with any value it allows there.
+                extra = branch.get("additionalProperties", True)
+                sub = extra if isinstance(extra, dict) else {}
+            if sub is not None and sub not in options:
+                options.append(sub)
+        properties[key] = options[0] if len(options) == 1 else ({} if {} in options else {"anyOf": options})
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    required = [k for k in branches[0].get("required") or [] if all(k in (b.get("required") or []) for b in branches[1:])]
+    if required:
+        out["required"] = required
+    if all(_closed(b) for b in branches):
+        out["additionalProperties"] = False
+    return out
+
+
+def _alternatives(branches: list[dict[str, Any]], *, exactly: bool) -> str:
+    forms = []
+    for i, branch in enumerate(branches, 1):
+        text = str(branch.get("description") or "").rstrip(".")
+        required = ", ".join(branch.get("required") or [])
+        forms.append(f"({i}) {text}" + (f" [requires: {required}]" if required else ""))
+    head = "Send exactly one of these forms" if exactly else "Send at least one of these forms"
+    return f"{head}: {'; '.join(forms)}."
 
 
 def tool_choice_to_wire(choice: ToolChoice) -> str | dict[str, Any]:
