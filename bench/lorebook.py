@@ -6,6 +6,13 @@ secondary keys, inclusion groups, constants) and a 200-message chat, then times
 with a precompiled whole-word regex (what a direct port of ST's ``matchKeys`` does). Both scan
 all 200 messages (``scan_depth=200``). The data come from a seeded ``random.Random`` so every run
 measures the same work. Prints a table of medians in milliseconds.
+
+Then the hostile-prefilter cases (issue 18 item 7): a 2,000-character regex key whose required
+literal is a long repetitive run, against a message of about 2 MB that repeats it. The regex guard
+gives all regex work of one activation 0.5 s (``ScanSettings.regex_total_seconds``); the literal
+prefilter is regex work, so the whole activation must stay within that budget, both when the text
+is over the guard's length limit (the key is cut as ``text_too_long``) and just under it. Prints
+figure, target and verdict per case. ``--hostile`` runs only these cases.
 """
 
 from __future__ import annotations
@@ -122,7 +129,38 @@ def timed(fn, repeats: int = REPEATS) -> tuple[float, object]:
     return statistics.median(samples), out
 
 
+HOSTILE_KEY_CHARS = 2_000
+HOSTILE_REPEATS = 3
+
+
+def hostile_prefilter() -> None:
+    """Activation time for a hostile regex prefilter literal; target: the regex budget."""
+    budget = ScanSettings().regex_total_seconds
+    run = "ab" * ((HOSTILE_KEY_CHARS - 2) // 2)  # the key is /<run>/: 2,000 characters
+    cases = [
+        ("2,000-char regex key, 2 MB message (over the limit)", "/" + run + "/", "ab" * 1_000_001),
+        ("2,000-char regex key, 1.9 MB message, literal absent", "/" + run[:-1] + "c/", "ab" * 950_000),
+        ("2,000-char /i regex key, 1.9 MB message, literal present", "/" + run[:-2] + "/i", "AB" * 950_000),
+    ]
+    print(f"\nhostile regex prefilter: median of {HOSTILE_REPEATS} activations, target <= {budget:.2f} s "
+          "(the regex budget)")
+    print(f"{'case':<60} {'s':>8} {'target':>7}  verdict  diagnostics")
+    print("-" * 110)
+    for label, key, message in cases:
+        book = parse_lorebook({"entries": {"0": {"uid": 0, "key": [key], "content": "c"}}}, book_id="hostile")
+        engine = LoreEngine([book], ScanSettings(scan_depth=1))
+        turn = TurnInput(run_id="bench", messages=[ChatMessage(message, "User")])
+        ms, result = timed(lambda: engine.activate(turn), HOSTILE_REPEATS)
+        seconds = ms / 1000
+        codes = ",".join(d.code for d in result.diagnostics) or "-"
+        verdict = "PASS" if seconds <= budget else "FAIL"
+        print(f"{label:<60} {seconds:>8.3f} {budget:>7.2f}  {verdict:<7}  {codes}")
+
+
 def main() -> None:
+    if "--hostile" in sys.argv[1:]:
+        hostile_prefilter()
+        return
     rng = random.Random(20261129)
     raw, names = make_book(rng)
     messages = make_chat(rng, names)
@@ -160,6 +198,7 @@ def main() -> None:
     print("-" * 96)
     for label, ms, note in rows:
         print(f"{label:<52} {ms:>9.2f}  {note}")
+    hostile_prefilter()
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def test_composite_index_equals_whole_text(keys, parts):
 
 def test_regex_prefilter_skips_search_when_literal_absent():
     ids, idx = index_for([("/\\bKari(?:an)?\\b/i", False, True)], "nothing relevant")
-    assert idx.matches(ids[0]) is False and idx.guard.spent == 0.0
+    assert idx.matches(ids[0]) is False and idx.guard.cut == {} and idx.guard.diagnostics == []
     ids, idx = index_for([("/\\bKari(?:an)?\\b/i", False, True)], "the KARIAN said")
     assert idx.matches(ids[0]) is True
 
@@ -125,3 +125,33 @@ def test_regex_keys_with_escapes_match_with_and_without_automaton(key, text):
     for automaton in (True, False):
         ids, idx = index_for([(key, False, True)], text, automaton)
         assert idx.matches(ids[0]) is True, (key, automaton)
+
+
+def test_regex_prefilter_is_not_run_on_text_the_guard_refuses():
+    """Issue 18 item 7: the prefilter is a search too. On a text over ``max_text_chars`` the key
+    is cut before its literal is looked for, whether or not the literal is there."""
+    for text in ("x" * 11, "Kari" + "x" * 7):
+        table = MatcherTable()
+        mid = table.matcher_for("/\\bKari(?:an)?\\b/i", False, True)
+        table.freeze()
+        guard = RegexGuard(max_text_chars=10)
+        assert TextIndex(table, text, guard).matches(mid) is False
+        assert guard.cut == {mid: "lore.regex.text_too_long"}
+
+
+def test_regex_prefilter_is_not_run_once_the_budget_is_used_up():
+    table = MatcherTable()
+    mid = table.matcher_for("/\\bKari(?:an)?\\b/i", False, True)
+    table.freeze()
+    guard = RegexGuard(total_seconds=0.0)
+    assert TextIndex(table, "nothing relevant", guard).matches(mid) is False
+    assert guard.cut == {mid: "lore.regex.budget_exhausted"}
+
+
+def test_regex_prefilter_time_is_charged_to_the_guard():
+    table = MatcherTable()
+    mid = table.matcher_for("/" + "ab" * 998 + "c/", False, True)
+    table.freeze()
+    guard = RegexGuard()
+    assert TextIndex(table, "ab" * 50_000, guard).matches(mid) is False
+    assert guard.spent > 0.0 and guard.cut == {}

@@ -62,7 +62,7 @@ class JsRegex:
     compiled: regex.Pattern[str]
     sticky: bool
     # A literal every match must contain (lower-cased with ``i``), or None: lets the matcher
-    # skip the regex on texts that cannot match, found in the same pass as plain keys.
+    # skip the regex on texts that cannot match (looked for under the regex guard).
     required: str | None = None
 
 

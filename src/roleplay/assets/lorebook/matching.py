@@ -18,7 +18,9 @@ scan text, single-word keys made only of ASCII word characters are answered by s
 in the text's maximal ``[A-Za-z0-9_]+`` runs (exactly the whole-word rule for such keys); every
 other plain key is found in one Aho-Corasick pass (``pyahocorasick`` when installed, otherwise a
 direct ``str.find`` scan with the same results); regex keys run once per text under a
-:class:`RegexGuard`.
+:class:`RegexGuard`, and so does their literal prefilter: it is a search over the same text, so it
+obeys the same text-length limit and time budget (a long repetitive literal in the shared automaton
+made it report a hit at every position of a long text, for seconds, before the guard was asked).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from roleplay.errors import Problem
 
@@ -107,7 +109,7 @@ class MatcherTable:
 
     def freeze(self) -> None:
         """Build the word index and the Aho-Corasick automata for every matcher added so far.
-        A regex key with a required literal puts that literal in the automaton as a prefilter."""
+        Regex keys stay out: their prefilter runs under the :class:`RegexGuard`."""
         for m in self.matchers[self._frozen:]:
             if m.kind == WORD:
                 self.word_index[m.case_sensitive].setdefault(m.text, []).append(m.id)
@@ -151,7 +153,10 @@ class RegexGuard:
     cut: dict[int, str] = field(default_factory=dict)  # matcher id -> diagnostic code
     _exhausted: bool = False
 
-    def search(self, m: Matcher, text: str) -> bool:
+    def search(self, m: Matcher, text: str, haystack: Callable[[], str] | None = None) -> bool:
+        """Whether regex matcher ``m`` matches ``text``. With ``haystack`` (the text in the case
+        variant the regex's required literal is written in), the literal is looked for first and
+        an absent literal answers "no" without running the regex; that look counts as regex work."""
         if m.id in self.cut:
             return False
         assert m.regex is not None
@@ -159,18 +164,18 @@ class RegexGuard:
             return self._cut(m, "lore.regex.text_too_long",
                              f"regex key {m.text!r} skipped: scan text of {len(text)} characters "
                              f"exceeds {self.max_text_chars}")
-        remaining = self.total_seconds - self.spent
-        if remaining <= 0:
-            if not self._exhausted:
-                self._exhausted = True
-                self.diagnostics.append(Problem("lore.regex.budget_exhausted", "regex time budget of "
-                                                f"{self.total_seconds}s used up; remaining regex keys "
-                                                "count as not matching"))
-            self.cut[m.id] = "lore.regex.budget_exhausted"
-            return False
-        timeout = min(self.per_search_seconds, remaining)
+        if self.total_seconds - self.spent <= 0:
+            return self._exhaust(m)
         started = time.perf_counter()
         try:
+            # ``in`` is linear in the text (two-way search), so a hostile literal costs one pass.
+            required = m.regex.required
+            if haystack is not None and required is not None and required not in haystack():
+                return False
+            timeout = min(self.per_search_seconds, self.total_seconds - self.spent
+                          - (time.perf_counter() - started))
+            if timeout <= 0:
+                return self._exhaust(m)
             pattern = m.regex.compiled
             found = (pattern.match(text, timeout=timeout) if m.regex.sticky
                      else pattern.search(text, timeout=timeout))
@@ -181,6 +186,15 @@ class RegexGuard:
         finally:
             self.spent += time.perf_counter() - started
         return found is not None
+
+    def _exhaust(self, m: Matcher) -> bool:
+        if not self._exhausted:
+            self._exhausted = True
+            self.diagnostics.append(Problem("lore.regex.budget_exhausted", "regex time budget of "
+                                            f"{self.total_seconds}s used up; remaining regex keys "
+                                            "count as not matching"))
+        self.cut[m.id] = "lore.regex.budget_exhausted"
+        return False
 
     def _cut(self, m: Matcher, code: str, message: str) -> bool:
         self.cut[m.id] = code
@@ -250,11 +264,7 @@ class TextIndex:
 
     def _evaluate(self, m: Matcher) -> bool:
         if m.kind == REGEX:
-            assert m.regex is not None
-            if m.regex.required is not None and self.table.is_indexed(m.id):
-                if m.id not in self.literal_hits(literal_cs(m)):
-                    return False  # the literal every match needs is absent: skip the regex
-            return self.guard.search(m, self.variants[True])
+            return self.guard.search(m, self.variants[True], lambda: self._variant(literal_cs(m)))
         if m.kind == WORD:
             return m.text in self.words(m.case_sensitive)
         if m.kind == BLANK_WW:
@@ -302,14 +312,13 @@ def _automaton_hits(automaton: Any, table: MatcherTable, text: str) -> set[int]:
 
 
 def literal_text(m: Matcher) -> str:
-    """Text the automaton looks for: the key itself, or a regex key's required literal."""
-    if m.kind == REGEX:
-        return (m.regex.required if m.regex is not None else None) or ""
+    """Text the automaton looks for: a plain key itself ("" for other kinds)."""
     return m.text if m.kind in (LITERAL, LITERAL_WW) else ""
 
 
 def literal_cs(m: Matcher) -> bool:
-    """Which text variant the literal is searched in (True = original case)."""
+    """Which text variant a plain key or a regex's required literal is searched in (True =
+    original case)."""
     if m.kind == REGEX:
         return m.regex is None or "i" not in m.regex.flags
     return m.case_sensitive
