@@ -29,6 +29,7 @@ from .message_actions import undo_last_turn
 from .run import RunResult, play_turn, prepare_run
 from .runtime import RoleplayRuntime
 from .session_create import StoryRequest, create_story
+from .turn_eligibility import require_playable
 
 model_option = click.option("--model", "model_spec", help="Route, e.g. deepseek/deepseek-flash, openai/<model>, or demo (offline).")
 
@@ -147,7 +148,7 @@ async def play_command(ctx: click.Context, card: str | None, sample: bool, sessi
             if m.opening_message_text:
                 click.echo(m.opening_message_text + "\n")
         else:
-            await rt.service.get(session_id)
+            await require_playable(rt, session_id)  # refuse before the prompt, not at the first line
         click.echo("type to play · /state · /undo · /help · /quit", err=True)
         while True:
             line = _read_line()
@@ -183,6 +184,7 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
     """Show the exact Writer prompt and parent views the next turn would use."""
     route = resolve_route(model_spec)
     async with runtime(ctx) as rt:
+        await require_playable(rt, session_id, allow_archived=True)  # a preview writes nothing
         p = await prepare_run(rt, session_id, text, parent_route=route)
     parent_system = PromptAssembly(p.parent_system_sections).assemble(PromptContext(session_id, frozenset({"rp_write_turn", "rp_commit_turn", "rp_asset_read", "rp_state_read"})))
     view = {

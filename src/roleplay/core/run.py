@@ -68,6 +68,7 @@ from .sources import (
     collect_sources,
     macro_context_for,
 )
+from .turn_eligibility import require_playable
 from .types import CommitContext, Diagnostic, FrozenBuild, Slot, WriterArtifact
 from .writer import WriterSlot
 
@@ -330,6 +331,7 @@ async def play_turn(
     abort: asyncio.Event | None = None,
 ) -> RunResult:
     """Prepare and run one Chat-mode turn; the reply streams to the session's subscribers."""
+    await require_playable(rt, session_id)
     prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images)
     run = RpRun(rt, prepared)
     model: ChatModel = rt.model_for(parent_route)
