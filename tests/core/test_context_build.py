@@ -18,6 +18,7 @@ from roleplay.core.types import (
     LORE_RULES,
     LORE_WORLD,
     PERSONA,
+    PLAYER,
     STATE,
     SUMMARY,
     ContextSource,
@@ -40,6 +41,7 @@ def full_sources() -> dict[str, ContextSource]:
         src(LORE_WORLD, "The valley is flooded."),
         src(CARD, "Alice is a ferrywoman.", "Alice", parent_delivery="context", parent_text="Alice (parent view)"),
         src(PERSONA, "Bob, a traveller.", "Bob", parent_delivery="context"),
+        src(PLAYER, "Participation is actor.", "Player", parent_delivery="context"),
         src(LORE_CHARACTERS, "Alice fears storms."),
         src(STATE, "weather: rain", "State", parent_delivery="commit", parent_text='{"contract":1}'),
         src("rp.writing-style:noir", title="Noir"),
@@ -64,6 +66,7 @@ def test_default_layout_order_and_names() -> None:
         (LORE_WORLD,),
         (CARD,),
         (PERSONA,),
+        (PLAYER,),
         (LORE_CHARACTERS,),
         (STATE,),
         ("rp.writing-style:noir",),
@@ -76,9 +79,9 @@ def test_default_layout_order_and_names() -> None:
         ("rp.preset:outro",),
     ]
     names = [s.name for s in slots]
-    assert names[2:7] == ["World", "Character", "Persona", "Character lore", "Story state"]
-    assert names[7:9] == ["Writing style: Noir", "Writing style: Brisk"]
-    assert names[9:14] == ["Important rules", "My note", "Conversation summary", "Conversation", "Current input"]
+    assert names[2:8] == ["World", "Character", "Persona", "Player", "Character lore", "Story state"]
+    assert names[8:10] == ["Writing style: Noir", "Writing style: Brisk"]
+    assert names[10:15] == ["Important rules", "My note", "Conversation summary", "Conversation", "Current input"]
     assert names[0] == "Intro" and names[-1] == "Outro"
     assert len({s.id for s in slots}) == len(slots)
     assert not any(s.idle for s in slots)
@@ -88,7 +91,7 @@ def test_default_layout_keeps_fixed_slots_and_takes_source_tag_default() -> None
     sources = {CURRENT_INPUT: src(CURRENT_INPUT, "hi"), "rp.preset:a": src("rp.preset:a", default_section_tag=False)}
     slots = cb.default_layout(sources, {"rp.preset:a": "bottom"})
     assert [s.sources[0] for s in slots] == [
-        LORE_WORLD, CARD, PERSONA, LORE_CHARACTERS, STATE, LORE_RULES, SUMMARY, CONVERSATION, CURRENT_INPUT, "rp.preset:a",
+        LORE_WORLD, CARD, PERSONA, PLAYER, LORE_CHARACTERS, STATE, LORE_RULES, SUMMARY, CONVERSATION, CURRENT_INPUT, "rp.preset:a",
     ]
     assert slots[-1].section_tag is False and slots[0].section_tag is True
 
@@ -139,7 +142,7 @@ def test_saved_layout_kept_and_new_sources_inserted_where_default_puts_them() ->
     assert ids == [
         "rp.preset:intro", "rp.preset:tone", LORE_WORLD,
         PERSONA,
-        LORE_CHARACTERS, STATE, "rp.writing-style:noir", "rp.writing-style:brisk",
+        PLAYER, LORE_CHARACTERS, STATE, "rp.writing-style:noir", "rp.writing-style:brisk",
         LORE_RULES,
         "rp.custom:c1",
         CONVERSATION,
@@ -273,7 +276,8 @@ def test_freeze_writer_prompt_parent_and_commit_context() -> None:
     assert build.writer_prompt == "\n\n".join(s.text for s in build.sections)
     assert len(build.sections) == len(slots)
     assert build.parent_context == (
-        '<section name="Character">\nAlice (parent view)\n</section>\n\n<section name="Persona">\nBob, a traveller.\n</section>'
+        '<section name="Character">\nAlice (parent view)\n</section>\n\n<section name="Persona">\nBob, a traveller.\n</section>\n\n'
+        '<section name="Player">\nParticipation is actor.\n</section>'
     )
     assert build.commit_context == '<section name="Story state">\n{"contract":1}\n</section>'
     assert "Alice (parent view)" not in build.writer_prompt and "Alice is a ferrywoman." in build.writer_prompt

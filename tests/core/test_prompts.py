@@ -62,7 +62,8 @@ def test_chat_request_shape_and_bindings() -> None:
     for kind in ("Discussion or clarification", "Shared asset operations", "Narrative continuation", "Mixed requests"):
         assert kind in policy
     guide = _tag_body(out, "context_guide")
-    assert "identity the user controls" in guide and "does not by itself decide who controls" in guide
+    assert "identity the user controls" in guide and "never defines who the user is or who controls" in guide
+    assert "player boundary" in guide
     assert _tag_body(out, "roleplay_content").strip() == '<section name="Character">\nAlice\n</section>'
     assert _tag_body(out, "commit_context").strip() == "contract"
     assert "specialist_catalog" not in out and rp.WRITER_READY_MARKER in out
@@ -117,7 +118,8 @@ def test_request_for_build_picks_context_by_mode_and_is_byte_stable() -> None:
 
 def test_model_facing_texts_are_english() -> None:
     texts = [rp.RULES, rp.CHAT_WORKFLOW, rp.AGENT_WORKFLOW, rp.WRITER_RULES, rp.REQUEST_POLICY, rp.CHAT_CONTEXT_GUIDE,
-             rp.AGENT_CONTEXT_GUIDE, rp.WRITE_TURN_GUIDANCE_CHAT, rp.WRITE_TURN_GUIDANCE_AGENT, rp.COMMIT_TURN_GUIDANCE]
+             rp.AGENT_CONTEXT_GUIDE, rp.WRITE_TURN_GUIDANCE_CHAT, rp.WRITE_TURN_GUIDANCE_AGENT, rp.COMMIT_TURN_GUIDANCE,
+             rp.CARD_NOTE, *(rp.player_boundary(m) for m in rp.PARTICIPATIONS)]
     for text in texts:
         assert text == text.strip() and len(text) > 100
         assert not re.search(r"[\u3000-\u9fff]", text)  # the spec is Chinese; the prompts are not

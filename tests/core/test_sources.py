@@ -15,6 +15,7 @@ from roleplay.assets.service import AssetService
 from roleplay.assets.store import AssetStore, AssetTx
 from roleplay.core.macros import MacroContext
 from roleplay.core.profile import SessionProfile, parse_profile
+from roleplay.core.prompts import CARD_NOTE
 from roleplay.core.sources import (
     SourceInputs,
     SourceSet,
@@ -105,7 +106,7 @@ async def test_every_source_of_a_fully_bound_session(world: World) -> None:
     assert got.diagnostics == ()
     assert [s.id for s in got.sources] == [
         "rp.preset:declaration", "rp.preset:task", "rp.lore.world-description", "rp.card",
-        "rp.lore.character-descriptions", "rp.persona", "rp.conversation-summary", "rp.conversation", "rp.state",
+        "rp.lore.character-descriptions", "rp.persona", "rp.player", "rp.conversation-summary", "rp.conversation", "rp.state",
         "rp.lore.important-rules", "rp.preset:writing-guidance", "rp.preset:reasoning-guidance", "rp.preset:format",
         f"rp.writing-style:{world.style}", "rp.custom:tone", "rp.current-input",
     ]
@@ -115,7 +116,7 @@ async def test_every_source_of_a_fully_bound_session(world: World) -> None:
     card = src["rp.card"]
     assert (card.title, card.source_class, card.parent_delivery, card.shared_reference) == ("Character", "factual", "context", True)
     assert card.revision == {"assetId": world.card, "revision": card_rev}
-    assert card.text.startswith("Name: 艾琳\n\nDescription: 艾琳 is a swordswoman who distrusts 主角.")
+    assert card.text.startswith(CARD_NOTE + "\n\nName: 艾琳\n\nDescription: 艾琳 is a swordswoman who distrusts 主角.")
     assert "Example messages:\n<START>\n主角: Hi\n艾琳: ...Hi." in card.text
     assert "Always speak" not in card.text and "Stay terse" not in card.text  # isolated prompts untrusted
     assert "not for the prompt" not in card.text
@@ -221,10 +222,10 @@ async def test_one_run_sees_one_revision_per_asset(world: World) -> None:
     record = await world.store.get(world.card)
     await world.store.update(world.card, {**record.data, "nickname": "伊琳"}, expected_revision=record.revision)
     got = await collect_sources(SourceInputs("run_1", world.profile(), macros), reader)
-    assert got.by_id()["rp.card"].text.startswith("Name: 艾琳")
+    assert got.by_id()["rp.card"].text.startswith(CARD_NOTE + "\n\nName: 艾琳")
     assert got.live_revisions[world.card] == record.revision
     fresh = await world.collect(world.profile())  # the next run reads the live asset
-    assert fresh.by_id()["rp.card"].text.startswith("Name: 伊琳")
+    assert fresh.by_id()["rp.card"].text.startswith(CARD_NOTE + "\n\nName: 伊琳")
     assert fresh.live_revisions[world.card] == record.revision + 1
 
 
@@ -243,9 +244,9 @@ async def test_probability_is_seeded_by_the_run_id(world: World) -> None:
     assert len({await facts(f"run_{i}") for i in range(6)}) > 1
 
 
-async def test_nothing_bound_gives_only_the_callers_texts(world: World) -> None:
+async def test_nothing_bound_gives_only_the_player_boundary_and_the_callers_texts(world: World) -> None:
     got = await world.collect(None, current_input="你好", conversation_text="  ", summary_text="")
-    assert [s.id for s in got.sources] == ["rp.current-input"]
+    assert [s.id for s in got.sources] == ["rp.player", "rp.current-input"]  # the boundary needs no asset
     assert got.bindings == {"characterId": None, "lorebookIds": [], "personaId": None, "presetId": None,
                             "writingStyleIds": []}
     assert got.lore_activation is None and got.lore_timed_state == TimedState() and got.live_revisions == {}

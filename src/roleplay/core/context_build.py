@@ -48,6 +48,7 @@ from .types import (
     LORE_WORLD,
     NEVER_IDLE,
     PERSONA,
+    PLAYER,
     PRESET_PREFIX,
     STATE,
     STYLE_PREFIX,
@@ -84,6 +85,7 @@ _FIXED_NAMES: dict[str, str] = {
     LORE_WORLD: "World",
     CARD: "Character",
     PERSONA: "Persona",
+    PLAYER: "Player",
     LORE_CHARACTERS: "Character lore",
     STATE: "Story state",
     LORE_RULES: "Important rules",
@@ -98,6 +100,7 @@ _FIXED_SLOT_IDS: dict[str, str] = {
     LORE_WORLD: "world",
     CARD: "character",
     PERSONA: "persona",
+    PLAYER: "player",
     LORE_CHARACTERS: "character-lore",
     STATE: "state",
     LORE_RULES: "important-rules",
@@ -228,6 +231,7 @@ def _default_order(sources: Mapping[str, ContextSource], preset_positions: Mappi
         LORE_WORLD,
         CARD,
         PERSONA,
+        PLAYER,
         LORE_CHARACTERS,
         STATE,
         *styles,
@@ -246,7 +250,7 @@ def default_layout(
 ) -> list[Slot]:
     """The layout of a session that has not saved its own, one slot per source:
 
-    top preset fields (preset order) → World → Character → Persona → Character lore → Story
+    top preset fields (preset order) → World → Character → Persona → Player → Character lore → Story
     state → writing styles (binding order) → Important rules → custom prompts → Conversation
     summary → Conversation → Current input → bottom preset fields (preset order).
 

@@ -77,6 +77,7 @@ from .types import (
     LORE_WORLD,
     NEVER_IDLE,
     PERSONA,
+    PLAYER,
     PRESET_PREFIX,
     STATE,
     STYLE_PREFIX,
@@ -108,7 +109,7 @@ LOCAL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # slot ids and custom pr
 _ASSET_ID_RE = re.compile(ASSET_ID_PATTERN)
 _LOCAL_ID_RE = re.compile(LOCAL_ID_PATTERN)
 _FIELD_ID_RE = re.compile(FIELD_ID_PATTERN)
-FIXED_SOURCES = frozenset({CARD, PERSONA, LORE_WORLD, LORE_CHARACTERS, LORE_RULES, STATE, SUMMARY, CONVERSATION, CURRENT_INPUT})
+FIXED_SOURCES = frozenset({CARD, PERSONA, PLAYER, LORE_WORLD, LORE_CHARACTERS, LORE_RULES, STATE, SUMMARY, CONVERSATION, CURRENT_INPUT})
 
 AssetId = Annotated[str, StringConstraints(strict=True, pattern=ASSET_ID_PATTERN)]
 LocalId = Annotated[str, StringConstraints(strict=True, pattern=LOCAL_ID_PATTERN)]

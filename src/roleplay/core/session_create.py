@@ -43,6 +43,7 @@ class StoryRequest:
     opening_index: int = 0
     opening_text: str = ""
     mode: Literal["chat", "agent"] = "chat"
+    participation: Literal["adaptive", "actor", "director"] = "adaptive"  # spec: nothing to configure up front
     title: str | None = None
 
 
@@ -126,7 +127,7 @@ async def create_story(
     macros = macro_context_from(card.data if card else None, persona.data if persona else None)
     opening = opening_source_text(card, request)
     profile = {
-        "participation": "adaptive",
+        "participation": request.participation,
         "resources": {"card": request.card, "lorebooks": lorebooks, "persona": persona_id, "preset": preset_id, "writingStyles": styles},
         "scene": {"openingSource": request.opening, "openingIndex": request.opening_index, "openingText": opening or ""},
         "runtime": {"executionMode": request.mode},

@@ -7,11 +7,15 @@ same revision) and returns a :class:`SourceSet`. Per source (ids from :mod:`.typ
 ==============================  =============  ==============  =================================
 source                          class          parentDelivery  text
 ==============================  =============  ==============  =================================
-``rp.card``                     factual        context         name, description, personality,
+``rp.card``                     factual        context         a note that the card never
+                                                               defines the user, then name,
+                                                               description, personality,
                                                                scenario, example messages; the
                                                                card's isolated prompts only once
                                                                the user trusted them
 ``rp.persona``                  factual        context         name and description
+``rp.player``                   factual        context         the user control boundary of the
+                                                               stored ``participation``
 ``rp.lore.*`` (three)           factual        none            activated entries of that slot
 ``rp.state``                    factual        commit          Writer view; parent gets the
                                                                ``state_commit_contract``
@@ -35,6 +39,10 @@ lore keys and contents through the activation's ``substitute`` hook (as SillyTav
 conversation, summary and current input are taken as the caller gives them: the input was expanded
 when it entered the log and history is what the surface holds. State is data and is never
 expanded (the commit contract must match the projection byte for byte).
+
+The player boundary. ``rp.player`` is internal: not an asset, always present (even with nothing
+bound), and its text depends on the profile's ``participation`` alone, so nothing a card or a
+persona says can move control of a character to or from the user (spec 安全与确定性).
 
 Order. :attr:`SourceSet.sources` is a stable order close to the spec's default layout (top preset
 fields, world, card, characters, persona, history, state, rules, bottom preset fields, styles,
@@ -82,6 +90,7 @@ from .profile import (
     default_profile,
     resolve_bindings,
 )
+from .prompts import CARD_NOTE, player_boundary
 from .types import (
     CARD,
     CONVERSATION,
@@ -91,6 +100,7 @@ from .types import (
     LORE_RULES,
     LORE_WORLD,
     PERSONA,
+    PLAYER,
     PRESET_PREFIX,
     STATE,
     STYLE_PREFIX,
@@ -106,6 +116,7 @@ from .types import (
 TITLES = {
     CARD: "Character",
     PERSONA: "Persona",
+    PLAYER: "Player",
     LORE_WORLD: "World",
     LORE_CHARACTERS: "Character lore",
     LORE_RULES: "Important rules",
@@ -297,6 +308,7 @@ def card_source(view: AssetView, macros: MacroContext, isolated: IsolatedPrompts
     text = expand(_blocks(parts), macros)
     if not text:
         return None
+    text = f"{CARD_NOTE}\n\n{text}"
     return ContextSource(CARD, TITLES[CARD], text, "factual", parent_delivery="context", shared_reference=True,
                          revision=_rev(view))
 
@@ -306,6 +318,12 @@ def persona_source(view: AssetView, macros: MacroContext) -> ContextSource | Non
     text = expand(_blocks([("Name", persona.name), ("Description", persona.description)]), macros)
     return ContextSource(PERSONA, TITLES[PERSONA], text, "factual", parent_delivery="context", shared_reference=True,
                          revision=_rev(view))
+
+
+def player_source(profile: SessionProfile) -> ContextSource:
+    """``rp.player``: the stored participation's control boundary. Delivered to the parent too,
+    because the parent classifies each message (acting, directing …) before calling the Writer."""
+    return ContextSource(PLAYER, TITLES[PLAYER], player_boundary(profile.participation), "factual", parent_delivery="context")
 
 
 def preset_sources(view: AssetView, macros: MacroContext) -> tuple[list[ContextSource], dict[str, str]]:
@@ -516,7 +534,7 @@ async def collect_sources(inputs: SourceInputs, reader: AssetReader) -> SourceSe
 
     summary, conversation, current = _split(conversation_sources(inputs.summary_text, inputs.conversation_text,
                                                                  inputs.current_input))
-    ordered = [*top, lore.get(LORE_WORLD), card_src, lore.get(LORE_CHARACTERS), persona_src, summary, conversation,
+    ordered = [*top, lore.get(LORE_WORLD), card_src, lore.get(LORE_CHARACTERS), persona_src, player_source(profile), summary, conversation,
                state_source(inputs.state), lore.get(LORE_RULES), *bottom, *styles, *custom_sources(profile, macros), current]
     return SourceSet(
         sources=tuple(s for s in ordered if s is not None),
@@ -602,6 +620,7 @@ __all__ = [
     "lore_sources",
     "macro_context_for",
     "persona_source",
+    "player_source",
     "preset_sources",
     "state_gate",
     "state_source",

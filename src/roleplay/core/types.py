@@ -21,6 +21,7 @@ ExecutionMode = Literal["chat", "agent"]
 # Source ids fixed by the spec; dynamic ones add a suffix.
 CARD = "rp.card"
 PERSONA = "rp.persona"
+PLAYER = "rp.player"  # the internal user control boundary (participation), not an asset
 LORE_WORLD = "rp.lore.world-description"
 LORE_CHARACTERS = "rp.lore.character-descriptions"
 LORE_RULES = "rp.lore.important-rules"
