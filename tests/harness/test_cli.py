@@ -110,3 +110,10 @@ def test_home_option_on_the_command_beats_the_environment(tmp_path: Path) -> Non
     assert (b / "roleplay.db").exists()
     assert invoke(env, "--home", str(tmp_path / "c"), "db", "migrate")[0] == 0
     assert (tmp_path / "c" / "roleplay.db").exists()
+
+
+def test_database_urls_are_printed_without_credentials() -> None:
+    from roleplay.harness.cli import _safe_url
+
+    assert _safe_url("postgresql://app:pw@db:5432/rp") == "postgresql://***@db:5432/rp"
+    assert _safe_url("postgresql://db/rp?user=app&password=pw") == "postgresql://db/rp?user=***&password=***"

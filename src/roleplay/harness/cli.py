@@ -12,6 +12,7 @@ from roleplay.cli_context import echo_json, home_option, json_option, run, state
 
 from .events import Event, message_text
 from .projections import load
+from .sessions import SessionService
 from .store.base import SessionFilter, SessionRecord
 from .surface import surface_projection
 
@@ -128,13 +129,16 @@ async def sessions_events(
 @click.pass_context
 @run
 async def sessions_fork(ctx: click.Context, session_id: str, at_seq: int, title: str | None, as_json: bool) -> None:
-    """Fork a session at a seq; the source is left untouched."""
+    """Fork a session at a seq; the source is left untouched.
+
+    A seq inside a turn snaps back to the end of the last closed turn (and says so), so the
+    branch never starts with an unanswered user message."""
     async with state_of(ctx).open_store() as store:
-        rec = await store.fork(session_id, at_seq, title=title)
+        rec, point = await SessionService(store).fork_between_turns(session_id, at_seq, title=title)
     if as_json:
-        echo_json(rec.to_dict())
+        echo_json({**rec.to_dict(), "forkPoint": point.to_dict()})
     else:
-        click.echo(f"forked {session_id} at seq {at_seq} → {rec.id}")
+        click.echo(f"forked {session_id} at {point.describe()} → {rec.id}")
 
 
 @sessions.command("archive")

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from roleplay.harness.models.cli import models
+from roleplay.harness.models.routes import build_model
 from roleplay.testing.fake_openai import FakeReply, serve_fake_openai
 
 ENV_NAMES = ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "DEEPSEEK_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "RP_MODEL")
@@ -95,3 +96,28 @@ def test_errors_are_reported_with_their_code():
 def test_not_configured_points_to_the_demo():
     result = run(["test"])
     assert result.exit_code == 1 and "[model.not_configured]" in result.output and "--model demo" in result.output
+
+
+def test_test_command_never_prints_credentials_from_the_base_url():
+    with serve_fake_openai(strict=True) as fake:
+        fake.enqueue("Hi.", "Hi again.")
+        url = fake.base_url.replace("http://", "http://alice:s3cret@")
+        text = run(["test", "--model", "openai/llama3"], {"OPENAI_BASE_URL": url})
+        as_json = run(["test", "--model", "openai/llama3", "--json"], {"OPENAI_BASE_URL": url})
+    assert text.exit_code == 0 and as_json.exit_code == 0, text.output
+    assert f"(llama3 via {fake.base_url.replace('http://', 'http://***@')})" in text.output
+    assert "s3cret" not in text.output + as_json.output and "alice" not in text.output + as_json.output
+
+
+def test_a_failing_test_command_never_prints_credentials_from_the_base_url(monkeypatch):
+    from roleplay.harness.models import cli as models_cli
+    from roleplay.harness.models.failures import RetryPolicy
+
+    # No backoff sleeps: one attempt at a closed port is enough to get the connection error.
+    monkeypatch.setattr(models_cli, "build_model", lambda route, env: build_model(route, env, retry=RetryPolicy(max_retries=0)))
+    with serve_fake_openai() as fake:
+        closed = fake.base_url  # the port is closed once the server stops
+    url = closed.replace("http://", "http://alice:s3cret@") + "?token=tok123"
+    result = run(["test", "--model", "openai/llama3"], {"OPENAI_BASE_URL": url})
+    assert result.exit_code == 1 and "[model.connection]" in result.output
+    assert not any(s in result.output for s in ("alice", "s3cret", "tok123")), result.output

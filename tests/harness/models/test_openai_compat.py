@@ -300,3 +300,17 @@ async def test_server_without_usage_support_gives_no_usage(fake_openai):
 def test_beta_url_sits_beside_v1():
     assert beta_url_for("https://api.deepseek.com") == "https://api.deepseek.com/beta"
     assert beta_url_for("https://api.deepseek.com/v1/") == "https://api.deepseek.com/beta"
+
+
+async def test_a_connection_error_never_shows_credentials_from_the_base_url(sleeps):
+    with serve_fake_openai() as fake:
+        closed = fake.base_url  # nothing listens here once the server stops
+    url = closed.replace("http://", "http://alice:s3cret@") + "?token=tok123"
+    model = OpenAICompatModel(model="m", base_url=url, api_key=KEY, sleep=sleeps, retry=RetryPolicy(max_retries=0))
+    with pytest.raises(RpError) as err:
+        await complete(model, ask())
+    await model.aclose()
+    shown = f"{err.value.message} {err.value.to_dict()} {model!r}"
+    assert err.value.code == "model.connection"
+    assert not any(s in shown for s in ("alice", "s3cret", "tok123")), shown
+    assert "http://***@" in err.value.message and "token=***" in err.value.message

@@ -113,3 +113,49 @@ def test_deprecation_note():
     assert deprecation_note(Route("deepseek", "deepseek-chat")) == "deepseek/deepseek-chat: alias retired 2026-07-24 15:59 UTC; use deepseek/deepseek-flash"
     assert deprecation_note(Route("deepseek", "deepseek-flash")) is None
     assert deprecation_note(Route("openai", "anything")) is None
+
+
+# -- credentials in a base URL are never stored or shown ----------------------------------------------
+
+SECRET_URL_PARTS = ("alice", "s3cret", "tok123")
+
+
+def credentialed(url: str) -> str:
+    """``url`` with userinfo and a query token, as users paste them into OPENAI_BASE_URL."""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://alice:s3cret@{rest}?token=tok123"
+
+
+def test_route_records_labels_and_reprs_redact_the_base_url():
+    url = credentialed("http://127.0.0.1:9/v1")
+    route = resolve_route("openai/llama3", {"base_url": url}, {})
+    model = build_model(route, {})
+    shown = " ".join([str(route.to_dict()), model.label, repr(model)])
+    assert not any(part in shown for part in SECRET_URL_PARTS), shown
+    assert "http://***@127.0.0.1:9/v1?token=***" in model.label
+    assert build_model(resolve_route("openai/llama3", None, {"OPENAI_BASE_URL": url}), {"OPENAI_BASE_URL": url}).label == model.label
+
+
+@pytest.mark.anyio
+async def test_the_stored_model_request_route_carries_no_credentials(store):
+    from roleplay.harness.loop import AgentLoop, AgentSpec
+    from roleplay.harness.prompts import PromptAssembly, PromptSection
+    from roleplay.harness.sessions import SessionService
+    from roleplay.harness.tools import ToolRegistry
+    from roleplay.testing.fake_openai import serve_fake_openai
+
+    service = SessionService(store)
+    with serve_fake_openai(strict=True) as fake:
+        fake.enqueue("hello")
+        # Userinfo only: the SDK cannot send a request through a base URL with a query string.
+        url = fake.base_url.replace("http://", "http://alice:s3cret@")
+        model = build_model(resolve_route("openai/llama3", None, {"OPENAI_BASE_URL": url}), {"OPENAI_BASE_URL": url})
+        spec = AgentSpec(prompt=PromptAssembly([PromptSection("identity", "Be brief.", 0)]), tools=ToolRegistry([]))
+        sid = (await service.create("chat")).id
+        result = await AgentLoop(service, model, spec).run_turn(sid, "hi")
+        await model.aclose()
+    assert result.outcome == "completed"
+    (request,) = [e for e in await service.events(sid) if e.type == "model/request"]
+    assert request.payload["route"]["label"] == f"llama3 via {fake.base_url.replace('http://', 'http://***@')}"
+    stored = str([e.to_dict() for e in await service.events(sid)])
+    assert "s3cret" not in stored and "alice" not in stored

@@ -13,7 +13,8 @@ Codes (the public contract):
 - ``model.bad_request``: any other 4xx; the provider's message is kept (redacted).
 
 Messages never contain the API key: provider messages are passed through ``redact`` because some
-of them echo part of the key back.
+of them echo part of the key back. Nor do they contain credentials of the base URL
+(``http://user:pass@host/v1?token=…``): URLs are shown through ``redact_url``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import openai
 
 from roleplay.errors import RpError
+from roleplay.redact import redact_url, redact_urls
 
 from .types import Capabilities
 
@@ -56,7 +58,7 @@ class RetryPolicy:
 def redact(text: str, secret: str | None) -> str:
     if secret:
         text = text.replace(secret, "***")
-    return _KEYLIKE.sub(lambda m: f"{m.group(1)}-***", text)
+    return _KEYLIKE.sub(lambda m: f"{m.group(1)}-***", redact_urls(text))
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -101,7 +103,7 @@ def map_error(
     attempts: int,
 ) -> RpError:
     """The ``RpError`` for a failed request; ``attempts`` counts the tries already made."""
-    where = f"{provider} model {model!r} at {base_url}"
+    where = f"{provider} model {model!r} at {redact_url(base_url)}"
     details: dict[str, Any] = {"provider": provider, "model": model, "attempts": attempts}
     raw = redact(provider_message(exc), api_key)
     if isinstance(exc, openai.APITimeoutError):

@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import openai
 
 from roleplay.errors import RpError
+from roleplay.redact import redact_url
 
 from .failures import RetryPolicy, is_retryable, map_error, retry_after_seconds
 from .types import (
@@ -88,8 +89,8 @@ class OpenAICompatModel:
         self._clients: dict[str, openai.AsyncOpenAI] = {}
 
     def __repr__(self) -> str:
-        # Never show the key, even in debug output.
-        return f"OpenAICompatModel(provider={self.provider!r}, model={self.model!r}, base_url={self.base_url!r})"
+        # Never show the key or URL credentials, even in debug output.
+        return f"OpenAICompatModel(provider={self.provider!r}, model={self.model!r}, base_url={redact_url(self.base_url)!r})"
 
     def prepare(self, request: ModelRequest) -> PreparedRequest:
         caps = self.capabilities

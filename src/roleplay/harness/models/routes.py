@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from roleplay.errors import RpError
+from roleplay.redact import redact_url
 
 from .deepseek import deepseek_model
 from .demo import DemoModel, DemoPolicies
@@ -42,7 +43,11 @@ class Route:
         return f"{out}/{self.reasoning_effort}" if self.reasoning_effort else out
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        """The route as recorded in the log: a base URL loses its credentials."""
+        out = {k: v for k, v in self.__dict__.items() if v is not None}
+        if self.base_url is not None:
+            out["base_url"] = redact_url(self.base_url)
+        return out
 
 
 def parse_route_spec(spec: str, env: Mapping[str, str] | None = None) -> Route:
@@ -178,7 +183,8 @@ def build_model(
         base_url=base_url or OPENAI_BASE_URL,
         api_key=key,
         provider="openai",
-        label=f"{route.model} via {'OpenAI' if official else base_url}",
+        # The label is stored with every model request and printed: never with credentials.
+        label=f"{route.model} via {'OpenAI' if official else redact_url(base_url or '')}",
         # OpenAI's reasoning models reject ``max_tokens``; most other servers only know it.
         capabilities=Capabilities(max_tokens_param="max_completion_tokens" if official else "max_tokens"),
         retry=retry,
