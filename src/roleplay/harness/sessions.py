@@ -20,6 +20,7 @@ from roleplay.errors import ConflictError, RpError, ValidationError
 
 from .commands import CommandContext, CommandRegistry, CommandSpec, commands_projection
 from .events import MESSAGE_TYPES, Event, EventDraft, validate_payload
+from .fork_points import ForkPoint, closed_turn_fork_point
 from .projections import Loaded, Projection, ProjectionCache, ProjectionRegistry, load
 from .store.base import EventStore, SessionFilter, SessionRecord
 from .surface import SURFACE, apply_surface, find_node, initial_surface, replaced_seqs, surface_projection
@@ -218,7 +219,13 @@ class SessionService:
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def fork(self, session_id: str, at_seq: int, *, title: str | None = None) -> SessionRecord:
-        return await self.store.fork(session_id, at_seq, title=title)
+        return (await self.fork_between_turns(session_id, at_seq, title=title))[0]
+
+    async def fork_between_turns(self, session_id: str, at_seq: int, *, title: str | None = None) -> tuple[SessionRecord, ForkPoint]:
+        """Fork at ``at_seq``, snapped back to the end of the last closed turn when it falls inside
+        a turn (``fork_points``); the point says where it cut and why."""
+        point = await closed_turn_fork_point(self.store, session_id, at_seq)
+        return await self.store.fork(session_id, point.at_seq, title=title), point
 
     async def archive(self, session_id: str, archived: bool = True) -> SessionRecord:
         return await self.store.set_archived(session_id, archived)
