@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from roleplay.cli_context import echo_json, home_option, json_option, run, state_of
+from roleplay.redact import redact_url
 
 
 from .events import Event, message_text
@@ -190,13 +191,7 @@ def _clip(text: str, n: int = 80) -> str:
 
 
 def _safe_url(url: str) -> str:
-    """Never print a password from a database URL."""
-    if "://" in url and "@" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        if ":" in creds:
-            creds = creds.split(":", 1)[0] + ":***"
-        return f"{scheme}://{creds}@{host}"
-    return url
+    """Never print credentials from a database URL (userinfo, or ``?password=`` in the query)."""
+    return redact_url(url)
 
 
