@@ -56,6 +56,20 @@ def test_openings(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "cli.card_required" in missing.stderr
 
 
+def test_new_sets_participation_and_prompt_shows_it(tmp_path: Path) -> None:
+    default = new_sample(tmp_path)
+    assert default["participation"] == "adaptive"  # nothing to configure up front
+    story = new_sample(tmp_path, "--participation", "director")
+    view = json.loads(invoke(tmp_path, "prompt", story["sessionId"], "--model", "demo", "--json").stdout)
+    assert view["participation"] == "director"
+    assert "Player boundary: participation is director." in view["writer"]["user"]
+    assert "Player boundary: participation is director." in view["parent"]["runContext"]
+    text = invoke(tmp_path, "prompt", default["sessionId"], "--model", "demo").stdout
+    assert "Player boundary: participation is adaptive." in text
+    bad = invoke(tmp_path, "new", "--sample", "--participation", "narrator")
+    assert bad.exit_code == 2 and "narrator" in bad.output
+
+
 def test_play_repl_with_state_and_undo(tmp_path: Path) -> None:
     result = invoke(tmp_path, "play", "--sample", "--model", "demo", input="我走进灯塔。\n/state\n/undo\n/state\n/quit\n")
     assert result.exit_code == 0, result.output

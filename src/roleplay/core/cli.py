@@ -84,6 +84,8 @@ async def new_story(rt: RoleplayRuntime, card: str | None, sample: bool, **kw: A
 @click.option("--style", "styles", multiple=True, help="Writing style asset id (repeat; default: the default style).")
 @click.option("--opening", help="N (0 = first message, n = alternate greeting n), skip, custom or custom:TEXT.")
 @click.option("--opening-text", help="The text of a custom opening.")
+@click.option("--participation", type=click.Choice(["adaptive", "actor", "director"]), default="adaptive", show_default=True,
+              help="How you take part: adaptive reads each input (acting, observing, directing); actor plays your own character; director steers from outside.")
 @click.option("--title")
 @model_option
 @json_option
@@ -91,17 +93,18 @@ async def new_story(rt: RoleplayRuntime, card: str | None, sample: bool, **kw: A
 @run
 async def new_command(ctx: click.Context, card: str | None, sample: bool, persona: str | None, preset: str | None,
                       lorebooks: tuple[str, ...], styles: tuple[str, ...], opening: str | None, opening_text: str | None,
-                      title: str | None, model_spec: str | None, as_json: bool) -> None:
+                      participation: str, title: str | None, model_spec: str | None, as_json: bool) -> None:
     """Start a story."""
     if card is None and not sample:
         raise RpError("cli.card_required", "choose a card with --card ID (see `rp assets list --kind card`) or --sample")
     async with runtime(ctx) as rt:
         record, m = await new_story(
             rt, card, sample, persona=persona, preset=preset, lorebooks=list(lorebooks) or None,
-            writing_styles=list(styles) or None, title=title, **parse_opening(opening, opening_text),
+            writing_styles=list(styles) or None, title=title, participation=participation, **parse_opening(opening, opening_text),
         )  # fmt: skip
     if as_json:
-        echo_json({"sessionId": record.id, "title": record.title, "opening": m.opening_message_text, "diagnostics": m.diagnostics})
+        echo_json({"sessionId": record.id, "title": record.title, "participation": participation, "opening": m.opening_message_text,
+                   "diagnostics": m.diagnostics})
         return
     click.echo(f"session {record.id} · {record.title}", err=True)
     if m.opening_message_text:
@@ -191,6 +194,7 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
         "writer": {"route": p.writer_route.spec, "system": p.writer_system, "user": p.build.writer_prompt,
                    "sections": [s.slot_id for s in p.build.sections]},
         "parent": {"system": parent_system.text, "runContext": p.run_context},
+        "participation": p.profile.participation,
         "epoch": p.build.epoch,
         "diagnostics": [d.to_dict() for d in p.build.diagnostics],
     }  # fmt: skip
