@@ -269,3 +269,80 @@ def test_one_unstorable_prompt_is_reported_and_the_rest_still_migrates():
     assert [(p.details["identifier"], p.details["problem"], p.details["at"]) for p in invalid] == [
         ("bad", "preset.control_char", "/content")
     ]
+
+
+# --- legacy flat presets (SillyTavern 2023, before the prompt manager) -----------------------
+
+
+LEGACY_2023 = {
+    "chat_completion_source": "openai", "openai_model": "gpt-3.5-turbo", "temperature": 0.9,
+    "frequency_penalty": 0.7, "presence_penalty": 0.7, "openai_max_context": 4095, "openai_max_tokens": 300,
+    "nsfw_toggle": True, "enhance_definitions": False, "wrap_in_quotes": False, "nsfw_first": False,
+    "main_prompt": "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}.",
+    "nsfw_prompt": "Mature themes are allowed when the story calls for them.",
+    "jailbreak_prompt": "[System note: stay in character and keep the story moving.]",
+    "impersonation_prompt": "[Write your next reply from the point of view of {{user}}.]",
+    "new_chat_prompt": "[Start a new chat]",
+    "nsfw_avoidance_prompt": "Keep the story free of mature content.",
+    "jailbreak_system": True,
+}
+
+
+def test_legacy_flat_preset_migrates_main_nsfw_and_jailbreak():
+    """Issue 10 item 9: a flat 2023 preset is migrated, not rejected."""
+    result = migrate_sillytavern_preset(LEGACY_2023, name="Legacy")
+    fields = {f.id: (f.position, f.content) for f in result.preset.fields}
+    assert list(fields) == ["st-main", "st-nsfw", "st-jailbreak"]
+    assert fields["st-main"] == ("top", LEGACY_2023["main_prompt"])
+    assert fields["st-nsfw"] == ("top", LEGACY_2023["nsfw_prompt"])
+    assert fields["st-jailbreak"] == ("bottom", LEGACY_2023["jailbreak_prompt"])
+    sources = {m.identifier: m.source for m in result.report.migrated}
+    assert sources == {"main": "/main_prompt", "nsfw": "/nsfw_prompt", "jailbreak": "/jailbreak_prompt"}
+    [legacy] = result.report.items("sillytavern.legacy")
+    assert legacy.pointer == ""
+    # The rest is reported exactly as for the modern form, with pointers into the file.
+    template = {p.details["key"]: p.pointer for p in result.report.items("sillytavern.setting.template")}
+    assert template == {"impersonation_prompt": "/impersonation_prompt", "new_chat_prompt": "/new_chat_prompt"}
+    assert {p.details["key"] for p in result.report.items("sillytavern.setting.sampler")} == {
+        "temperature", "frequency_penalty", "presence_penalty"}
+    assert {p.details["key"] for p in result.report.items("sillytavern.setting.limit")} == {
+        "openai_max_context", "openai_max_tokens"}
+    # The legacy switches were applied, not left over as unmigrated settings.
+    reported = {p.details.get("key") for p in result.report.not_migrated}
+    assert not reported & {"main_prompt", "nsfw_prompt", "jailbreak_prompt", "nsfw_toggle", "nsfw_first",
+                           "jailbreak_system", "nsfw_avoidance_prompt"}
+    macros = {(p.details["macro"], p.pointer) for p in result.report.items("sillytavern.macro")}
+    assert ("char", "/main_prompt") in macros
+    assert set(REPORT_CODES) >= set(result.report.codes())
+    json.dumps(result.to_dict(), ensure_ascii=False)
+
+
+def test_legacy_switches_nsfw_toggle_nsfw_first_and_jailbreak_system():
+    off = migrate_sillytavern_preset({**LEGACY_2023, "nsfw_toggle": False, "jailbreak_system": False}, name="x")
+    fields = {f.id: f.content for f in off.preset.fields}
+    # nsfw_toggle off: ST sent the avoidance prompt in the NSFW prompt's place.
+    assert list(fields) == ["st-main", "st-nsfwAvoidance"]
+    assert fields["st-nsfwAvoidance"] == LEGACY_2023["nsfw_avoidance_prompt"]
+    disabled = {p.details["identifier"]: p.pointer for p in off.report.items("sillytavern.prompt.disabled")}
+    assert disabled == {"nsfw": "/nsfw_prompt", "jailbreak": "/jailbreak_prompt"}
+    first = migrate_sillytavern_preset({**LEGACY_2023, "nsfw_first": True}, name="x")
+    assert first.preset.field_ids() == ("st-nsfw", "st-main", "st-jailbreak")
+
+
+def test_legacy_preset_without_any_prompt_text_is_still_rejected():
+    with pytest.raises(ValidationError) as err:
+        migrate_sillytavern_preset({"temperature": 1, "openai_max_context": 4095}, name="x")
+    assert (err.value.code, err.value.pointer) == ("sillytavern.invalid", "/prompts")
+
+
+@pytest.mark.anyio
+async def test_legacy_flat_preset_file_imports_as_a_preset(store):
+    from roleplay.assets.importing import import_file
+    from roleplay.assets.store import AssetStore
+
+    assets = AssetStore(store)
+    result = await import_file(assets, json.dumps(LEGACY_2023).encode(), "Legacy 2023.json")
+    assert result.kind == "preset" and not result.duplicate
+    record = await assets.get(result.asset_id, kind="preset")
+    assert [f["id"] for f in record.data["fields"]] == ["st-main", "st-nsfw", "st-jailbreak"]
+    assert "sillytavern.legacy" in {p["code"] for p in result.report["notMigrated"]}

@@ -18,6 +18,15 @@ what SillyTavern's markers stood for. So the migration is semantic, not a byte c
 4. Everything that cannot migrate is listed in the report as ``Problem`` items with stable codes
    (``REPORT_CODES``) and a JSON Pointer into the *source* file.
 
+**Legacy flat presets** (SillyTavern 2023, before the prompt manager) have no ``prompts`` array: the
+prompt texts sit at the root. They migrate through the same per-prompt path, with the order and
+switches that version used when it built a request (see ``LEGACY_PROMPTS``): ``main_prompt`` →
+``main`` and ``nsfw_prompt`` → ``nsfw`` before the history (``nsfw_first`` swaps them; with
+``nsfw_toggle`` off ``nsfw_avoidance_prompt`` was sent in the NSFW prompt's place), then
+``jailbreak_prompt`` → ``jailbreak`` after the history, sent only when ``jailbreak_system`` was on.
+Pointers then name the root keys. Everything else at the root (``impersonation_prompt``,
+``new_chat_prompt``, samplers, limits…) is reported exactly as for the modern form.
+
 Settings with empty values (``""``, ``null``, ``[]``, ``{}``) carry nothing and are not reported.
 Values of settings whose key looks secret (a ``password``, ``key``, ``token``, ``proxy``, ``header``…
 word) are redacted in the report: reports get shown to models and pasted into bug trackers.
@@ -42,6 +51,17 @@ from .st_classify import Classification, classify_prompt, find_macros, macro_han
 from roleplay.assets.validation import LONG_TEXT_MAX, NAME_MAX, NOTE_MAX
 
 ORDER_PREFERENCE = (100001, 100000)
+
+# Legacy flat presets: root key -> (prompt identifier, name). The identifiers and names are the
+# prompt manager's, so a legacy file and its modern re-export migrate to the same fields.
+LEGACY_PROMPTS: dict[str, tuple[str, str]] = {
+    "main_prompt": ("main", "Main Prompt"),
+    "nsfw_prompt": ("nsfw", "Auxiliary Prompt"),
+    "nsfw_avoidance_prompt": ("nsfwAvoidance", "NSFW Avoidance Prompt"),
+    "jailbreak_prompt": ("jailbreak", "Post-History Instructions"),
+}
+# Switches the legacy request builder read; applied by the migration, so not reported as settings.
+LEGACY_SWITCHES = ("nsfw_toggle", "nsfw_first", "jailbreak_system")
 STYLE_REQUIREMENTS_MAX = LONG_TEXT_MAX // 2  # the writing-style requirements bound
 
 # What replaces each SillyTavern marker here. Unknown markers are reported with no replacement.
@@ -78,6 +98,7 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _SECRET_RE = re.compile(r"(?:^|_)(?:password|secret|token|key|apikey|proxy|headers?|auth)(?:_|$)", re.IGNORECASE)
 
 REPORT_CODES = (
+    "sillytavern.legacy",
     "sillytavern.order.ignored_list",
     "sillytavern.order.missing",
     "sillytavern.order.dangling",
@@ -200,18 +221,31 @@ class _Walk:
         self.problems.append(Problem(code, message, pointer, {k: v for k, v in details.items() if v is not None}))
 
 
+def is_legacy_sillytavern_preset(data: Any) -> bool:
+    """A flat 2023 chat-completion preset: no ``prompts`` array, prompt texts at the root."""
+    return isinstance(data, Mapping) and not isinstance(data.get("prompts"), list) and any(
+        isinstance(data.get(key), str) for key in LEGACY_PROMPTS)
+
+
 def migrate_sillytavern_preset(data: Any, *, name: str) -> SillyTavernMigration:
-    """Convert a parsed SillyTavern chat-completion preset. ``name`` names the new preset (usually
-    the file name without extension). Raises ``sillytavern.invalid`` only when there is no
-    ``prompts`` array to work from; every other oddity is reported and skipped."""
+    """Convert a parsed SillyTavern chat-completion preset, modern or legacy flat. ``name`` names
+    the new preset (usually the file name without extension). Raises ``sillytavern.invalid`` only
+    when there is neither a ``prompts`` array nor a legacy prompt text to work from; every other
+    oddity is reported and skipped."""
     if not isinstance(data, Mapping):
         raise ValidationError("sillytavern.invalid", "a SillyTavern preset is a JSON object", pointer="")
+    walk = _Walk()
+    if is_legacy_sillytavern_preset(data):
+        _migrate_legacy(data, walk, name)
+        _report_settings(data, walk, skip=(*LEGACY_PROMPTS, *LEGACY_SWITCHES))
+        _report_extensions(data.get("extensions"), walk)
+        return _finish(walk, name, None)
     prompts = data.get("prompts")
     if not isinstance(prompts, list):
         raise ValidationError(
-            "sillytavern.invalid", "no `prompts` array: not a chat-completion preset", pointer="/prompts"
+            "sillytavern.invalid", "no `prompts` array (and no legacy `main_prompt`, `nsfw_prompt` or "
+            "`jailbreak_prompt`): not a chat-completion preset", pointer="/prompts"
         )
-    walk = _Walk()
     by_id = _index_prompts(prompts, walk)
     used_order, character_id, entries = _choose_order(data, prompts, walk)
 
@@ -247,7 +281,30 @@ def migrate_sillytavern_preset(data: Any, *, name: str) -> SillyTavernMigration:
         _report_unordered(prompts, seen, walk)
     _report_settings(data, walk)
     _report_extensions(data.get("extensions"), walk)
+    return _finish(walk, name, character_id)
 
+
+def _migrate_legacy(data: Mapping[str, Any], walk: _Walk, name: str) -> None:
+    walk.report("sillytavern.legacy", "legacy flat preset (no `prompts` array): its root prompt texts were "
+                "migrated in the order and with the switches SillyTavern used for them", "")
+    nsfw_key = "nsfw_prompt" if data.get("nsfw_toggle", True) is not False else "nsfw_avoidance_prompt"
+    top = ["main_prompt", nsfw_key]
+    if data.get("nsfw_first") is True:
+        top.reverse()
+    sent = {*top, "jailbreak_prompt"} if data.get("jailbreak_system") is True else set(top)
+    order = [(key, "top") for key in top] + [("jailbreak_prompt", "bottom")]
+    order += [(key, "top") for key in LEGACY_PROMPTS if key not in top and key != "jailbreak_prompt"]
+    for key, position in order:
+        content = data.get(key)
+        if not isinstance(content, str):
+            continue
+        identifier, pname = LEGACY_PROMPTS[key]
+        prompt = {"identifier": identifier, "name": pname, "content": content}
+        _migrate_prompt(walk, prompt, identifier, pointer_from_parts([key]), key in sent, position, name,
+                        content_pointer=pointer_from_parts([key]))
+
+
+def _finish(walk: _Walk, name: str, character_id: int | None) -> SillyTavernMigration:
     title = _CONTROL_RE.sub("", name if isinstance(name, str) else "").strip() or "SillyTavern 预设"
     preset = parse_preset({
         "name": _clip(title, NAME_MAX),
@@ -320,7 +377,8 @@ def _is_marker(identifier: str, prompt: Mapping[str, Any]) -> bool:
 
 
 def _migrate_prompt(
-    walk: _Walk, prompt: Mapping[str, Any], identifier: str, source: str, enabled: bool, position: str, preset_name: str
+    walk: _Walk, prompt: Mapping[str, Any], identifier: str, source: str, enabled: bool, position: str, preset_name: str,
+    *, content_pointer: str | None = None,
 ) -> None:
     raw_name = prompt.get("name")
     pname = raw_name.strip() if isinstance(raw_name, str) and raw_name.strip() else identifier
@@ -372,7 +430,7 @@ def _migrate_prompt(
         if not _acceptable(walk, parse_writing_style, style, source, identifier):
             return
         walk.styles.append(style)
-        _report_macros(walk, content, source, identifier, f"{target}/requirements")
+        _report_macros(walk, content, content_pointer or f"{source}/content", identifier, f"{target}/requirements")
         walk.migrated.append(MigratedPrompt(identifier, pname, source, "writing-style", target, None, cls))
         return
 
@@ -400,7 +458,7 @@ def _migrate_prompt(
     walk.fields.append(candidate)
     walk.total_content += len(content)
     target = f"/fields/{field_id}"
-    _report_macros(walk, content, source, identifier, f"{target}/content")
+    _report_macros(walk, content, content_pointer or f"{source}/content", identifier, f"{target}/content")
     walk.migrated.append(MigratedPrompt(identifier, pname, source, "preset-field", target, position, cls))
 
 
@@ -428,13 +486,13 @@ def _field_id(identifier: str, used: set[str]) -> str:
     return candidate
 
 
-def _report_macros(walk: _Walk, text: str, source: str, identifier: str, target: str) -> None:
+def _report_macros(walk: _Walk, text: str, pointer: str, identifier: str, target: str) -> None:
     for macro, count in find_macros(text).items():
         handling = macro_handling(macro)
         note = ("kept: expanded per run from the bound card/persona" if handling == "kept"
                 else "unsupported: left verbatim, the model will see it as literal text")
         walk.report("sillytavern.macro", f"macro {macro!r} x{count} in {identifier!r}: {note}",
-                    f"{source}/content",
+                    pointer,
                     macro=macro, count=count, handling=handling, identifier=identifier, target=target)
 
 
@@ -467,9 +525,9 @@ def _setting_code(key: str) -> str:
     return "sillytavern.setting.behavior"
 
 
-def _report_settings(data: Mapping[str, Any], walk: _Walk) -> None:
+def _report_settings(data: Mapping[str, Any], walk: _Walk, *, skip: tuple[str, ...] = ()) -> None:
     for key in data:
-        if key in ("prompts", "prompt_order", "extensions"):
+        if key in ("prompts", "prompt_order", "extensions") or key in skip:
             continue
         value = data[key]
         if _is_empty(value):
@@ -519,6 +577,7 @@ __all__ = [
     "MigratedPrompt",
     "MigrationReport",
     "SillyTavernMigration",
+    "is_legacy_sillytavern_preset",
     "looks_like_sillytavern_preset",
     "migrate_sillytavern_preset",
     "parse_sillytavern_json",

@@ -8,7 +8,8 @@ Two questions, answered from the prompt alone (no model call, no randomness, no 
    a writing style. The rules, first match wins:
 
    a. SillyTavern's built-in non-marker prompts (``main``, ``nsfw``, ``jailbreak``,
-      ``enhanceDefinitions``) are narrative: they are the task and framing slots.
+      ``enhanceDefinitions``, and the legacy ``nsfwAvoidance``) are narrative: they are the task
+      and framing slots.
    b. The prompt *name* is the author's own label, so it is trusted next. A name containing a
       narrative term (格式, 规则, 任务, format, rules…) is narrative; otherwise a name containing an
       expressive term (文风, 文笔, 风格, style, tone, prose…) is expressive. Narrative terms are
@@ -35,7 +36,7 @@ from typing import Literal
 
 Responsibility = Literal["narrative", "expressive"]
 
-BUILTIN_NARRATIVE_IDS = frozenset({"main", "nsfw", "jailbreak", "enhanceDefinitions"})
+BUILTIN_NARRATIVE_IDS = frozenset({"main", "nsfw", "jailbreak", "enhanceDefinitions", "nsfwAvoidance"})
 
 NARRATIVE_NAME_TERMS = (
     "格式", "规则", "任务", "声明", "破限", "剧情", "情节", "思维链", "思考", "变量", "状态", "输出", "字数",
