@@ -101,3 +101,74 @@ async def test_writer_route_override_default_and_follow(store: EventStore) -> No
     assert (await apply_profile(rt.service, record.id, {"patch": {"runtime": {"writerRoute": follow}}}, reader)).applied
     profile = profile_of((await rt.service.projection(record.id, "rp/session")).state)
     assert resolve_writer_route(rt, profile, parent) == parent
+
+
+# -- atomic story operations (issue 10 item 4) ------------------------------------------------------
+
+
+async def test_a_rejected_setup_creates_no_session(store: EventStore) -> None:
+    from roleplay.core.profile import SESSION_APPLY
+    from roleplay.harness.commands import CommandRegistry
+
+    rt, card = await setup(store)
+
+    def rejecting(args: dict, ctx: object) -> dict:  # type: ignore[type-arg]
+        raise RpError("profile.invalid", "this profile is not acceptable here")
+
+    registry = CommandRegistry()
+    registry.register(SESSION_APPLY, rejecting)
+    rt.service.commands = registry
+    with pytest.raises(RpError) as exc:
+        await create_story(rt, StoryRequest(card=card))
+    assert exc.value.code == "story.setup_failed" and exc.value.details["error"]["code"] == "profile.invalid"
+    assert await rt.service.list(archived=None) == []  # no orphan session left behind
+
+
+async def test_rechoosing_the_opening_appends_profile_and_opening_in_one_batch(store: EventStore) -> None:
+    from roleplay.errors import ConflictError
+    from roleplay.harness.store.base import conflict
+
+    rt, card = await setup(store)
+    record, _ = await create_story(rt, StoryRequest(card=card))
+    sid = record.id
+    batches: list[list[str]] = []
+    real_append = rt.service.append
+
+    async def recording(session_id, drafts, *, expected_seq):  # type: ignore[no-untyped-def]
+        batches.append([d.type for d in drafts])
+        return await real_append(session_id, drafts, expected_seq=expected_seq)
+
+    rt.service.append = recording  # type: ignore[method-assign]
+    await rechoose_opening(rt, sid, "card", index=1)
+    assert batches == [["command/run", "command/done", "assistant/message"]]
+
+    # A writer that lands between the reads and the write costs the whole choice, not half of it.
+    async def racing(session_id, drafts, *, expected_seq):  # type: ignore[no-untyped-def]
+        if any(d.type == "assistant/message" for d in drafts):
+            raise conflict(session_id, expected_seq, expected_seq + 1)
+        return await real_append(session_id, drafts, expected_seq=expected_seq)
+
+    rt.service.append = racing  # type: ignore[method-assign]
+    before = await rt.service.events(sid)
+    with pytest.raises(ConflictError):
+        await rechoose_opening(rt, sid, "card", index=0)
+    assert await rt.service.events(sid) == before
+    assert profile_of((await rt.service.projection(sid, "rp/session")).state).scene.opening_index == 1
+
+
+async def test_no_first_opening_after_a_story_was_created_without_one(store: EventStore) -> None:
+    rt, card = await setup(store)
+    skipped, _ = await create_story(rt, StoryRequest(card=card, opening="skip"))
+    before = await rt.service.events(skipped.id)
+    with pytest.raises(RpError) as exc:
+        await rechoose_opening(rt, skipped.id, "card", index=0)
+    assert exc.value.code == "story.opening_not_in_seed"
+    assert await rt.service.events(skipped.id) == before and (await rt.service.surface(skipped.id))["nodes"] == []
+    # Re-choosing "skip" again, or a scene change with nothing to show, stays possible.
+    await rechoose_opening(rt, skipped.id, "skip")
+    # An opening removed with "skip" cannot come back as a new first message either.
+    record, _ = await create_story(rt, StoryRequest(card=card))
+    await rechoose_opening(rt, record.id, "skip")
+    with pytest.raises(RpError) as exc:
+        await rechoose_opening(rt, record.id, "custom", text="雾散了。")
+    assert exc.value.code == "story.opening_not_in_seed" and exc.value.details["reason"] == "removed"

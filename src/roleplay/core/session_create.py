@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal
 
 from roleplay.errors import RpError, ValidationError
+from roleplay.harness.commands import CommandContext, CommandSpec
 from roleplay.harness.events import EventDraft
+from roleplay.harness.leases import run_lease
 from roleplay.harness.store.base import SessionRecord
 from roleplay.state import bootstrap_payload
 
 from .macros import MacroContext, expand, macro_context_from
-from .profile import setup_command
+from .profile import SESSION_APPLY, existing_assets, mentioned_references, profile_of, session_projection, setup_command
 from .run import OPENING
 from .runtime import ROLEPLAY_PRESET, RoleplayRuntime
 from .sources import StoreAssetReader
@@ -140,7 +142,7 @@ async def create_story(
     args: dict[str, Any] = {"profile": m.profile}
     if m.state_bootstrap is not None:
         args["stateBootstrap"] = m.state_bootstrap
-    setup = [await setup_command(args, reader)]
+    spec = await setup_command(args, reader)
     seed: list[EventDraft] = []
     if m.opening_message_text is not None:
         turn_id = rt.ids("turn_")
@@ -158,12 +160,12 @@ async def create_story(
             EventDraft("turn/end", {"turnId": turn_id, "outcome": "completed"}),
         ]
     title = request.title or (card.data.get("name") if card else None) or "story"
-    record = await rt.service.create(ROLEPLAY_PRESET, title=title, seed=seed, setup=setup)
-    events = await rt.service.events(record.id)
-    done = [e for e in events if e.type == "command/done"]
-    if not done or done[-1].payload["kind"] != "success":
-        err = (done[-1].payload.get("error") if done else None) or {}
-        raise RpError("story.setup_failed", f"the session profile was rejected: {err.get('message', 'unknown error')}", details={"sessionId": record.id, "error": err})
+    # The setup command runs here, before the session exists, exactly as session creation would
+    # run it (no state); its run and done go into the creating transaction. A rejected profile
+    # therefore creates nothing, where a setup inside ``create`` would leave an orphan session.
+    session_id = rt.ids("ses_")
+    command = _executed(rt, session_id, spec, {}, failure="story.setup_failed", what="the session profile was rejected")
+    record = await rt.service.create(ROLEPLAY_PRESET, title=title, seed=[*seed, *command], session_id=session_id)
     return record, m
 
 
@@ -176,15 +178,28 @@ async def rechoose_opening(
     The spec: the State bootstrap is replaced only when a blank session re-chooses its opening
     material; once the story has started it is never recomputed from shared assets. The new
     scene and bootstrap go through ``rp-session-apply``; the opening message is replaced on the
-    surface (or masked, when the new choice is ``skip``), so the log keeps the old one.
-    """
-    from .message_actions import ACTION_VERSION
-    from .profile import apply_profile, profile_of
+    surface (or removed, when the new choice is ``skip``), so the log keeps the old one. After
+    creation an opening can only be edited or removed, never added as a first message
+    (``story.opening_not_in_seed``).
 
+    One append carries the command's run and done and the opening replacement, as a CAS on the
+    head everything was read at: a concurrent writer costs the whole choice (``event.seq_conflict``),
+    never leaves a profile that names one opening beside a message that shows another.
+    """
+    async with run_lease(rt.store, session_id):
+        return await _rechoose(rt, session_id, opening, index, text, materializers)
+
+
+async def _rechoose(rt: RoleplayRuntime, session_id: str, opening: OpeningSource, index: int, text: str,
+                    materializers: list[Materializer] | None) -> Materializing:
+    from .message_actions import ACTION_VERSION
+
+    loaded = await rt.service.projection(session_id, session_projection)
+    head = loaded.upto_seq
     nodes = (await rt.service.surface(session_id))["nodes"]
     if any(n["role"] == "user" for n in nodes):
         raise RpError("story.not_blank", "the opening can only be re-chosen before the first user turn", details={"sessionId": session_id})
-    profile = profile_of((await rt.service.projection(session_id, "rp/session")).state)
+    profile = profile_of(loaded.state)
     reader = StoreAssetReader(rt.assets)
     res = profile.resources
     card = await reader.read("card", res.card) if res.card else None
@@ -196,29 +211,50 @@ async def rechoose_opening(
                       {**profile.to_json_dict(), "scene": scene}, source_text, runtime=rt, lorebook_ids=list(res.lorebooks))
     for step in materializers if materializers is not None else rt.materializers:
         await step(m)
+    current = next((n for n in nodes if n["role"] == "assistant" and (n.get("source") or {}).get(OPENING) is not None), None)
+    content = [{"type": "text", "text": m.opening_message_text}] if m.opening_message_text else []
+    if current is None and content:
+        reason = "removed" if await _seed_had_opening(rt, session_id) else "skipped-at-creation"
+        raise RpError(
+            "story.opening_not_in_seed",
+            "this story has no opening message to replace ("
+            + ("it was removed" if reason == "removed" else "it was created without one")
+            + "); after creation an opening can only be edited or removed, not added. Start a new story to open with this text",
+            details={"sessionId": session_id, "reason": reason},
+        )
     args: dict[str, Any] = {"patch": {"scene": scene}}
     if m.state_bootstrap is not None:
         args["stateBootstrap"] = m.state_bootstrap
-    applied = await apply_profile(rt.service, session_id, args, reader)
-    if not applied.applied:
-        err = applied.outcome.error or {}
-        raise RpError(err.get("code", "story.rechoose_failed"), err.get("message", "the new opening could not be applied"), details={"sessionId": session_id})
-    current = next((n for n in nodes if n["role"] == "assistant" and (n.get("source") or {}).get(OPENING) is not None), None)
-    content = [{"type": "text", "text": m.opening_message_text}] if m.opening_message_text else []
-    source = {OPENING: {"source": opening, "index": index}, "rpMessageAction": {"v": ACTION_VERSION, "kind": "rechoose-opening"}}
-    head = await rt.store.head(session_id)
+    exists = await existing_assets(mentioned_references(args), reader)
+    drafts = _executed(rt, session_id, CommandSpec(SESSION_APPLY, args), {"rpSession": loaded.state, "assetExists": exists},
+                       failure="story.rechoose_failed", what="the new opening could not be applied")
     if current is not None:
-        draft = EventDraft("assistant/message", {"messageId": rt.ids("msg_"), "content": content, "source": source,
-                                                 "surfaceOp": {"op": "replace", "range": "node", "targetMessageId": current["id"]}})
-        await rt.service.append(session_id, [draft], expected_seq=head)
-    elif content:
-        turn_id = rt.ids("turn_")
-        await rt.service.append(session_id, [
-            EventDraft("turn/start", {"turnId": turn_id, "mode": "opening"}),
-            EventDraft("assistant/message", {"messageId": rt.ids("msg_"), "content": content, "turnId": turn_id, "source": source}),
-            EventDraft("turn/end", {"turnId": turn_id, "outcome": "completed"}),
-        ], expected_seq=head)  # fmt: skip
+        source = {OPENING: {"source": opening, "index": index}, "rpMessageAction": {"v": ACTION_VERSION, "kind": "rechoose-opening"}}
+        drafts.append(EventDraft("assistant/message", {"messageId": rt.ids("msg_"), "content": content, "source": source,
+                                                       "surfaceOp": {"op": "replace", "range": "node", "targetMessageId": current["id"]}}))
+    await rt.service.append(session_id, drafts, expected_seq=head)
     return m
+
+
+def _executed(rt: RoleplayRuntime, session_id: str, spec: CommandSpec, state: dict[str, Any], *, failure: str, what: str) -> list[EventDraft]:
+    """Run a command's handler now and return its ``command/run`` + ``command/done`` drafts, for
+    an append that carries them together with what depends on them. A rejection writes
+    nothing: it raises ``failure`` with the handler's error in ``details.error``."""
+    command_id = rt.ids("cmd_")
+    ok, value = rt.service.commands.execute(spec, CommandContext(session_id, command_id, state))
+    if not ok:
+        raise RpError(failure, f"{what}: [{value.get('code')}] {value.get('message')}", pointer=value.get("pointer"),
+                      details={"sessionId": session_id, "error": value})
+    done: dict[str, Any] = {"commandId": command_id, "kind": "success"}
+    if value is not None:
+        done["result"] = value
+    return [EventDraft("command/run", {"commandId": command_id, "name": spec.name, "args": spec.args}), EventDraft("command/done", done)]
+
+
+async def _seed_had_opening(rt: RoleplayRuntime, session_id: str) -> bool:
+    """Whether the session was created with an opening (the seed's closed opening turn 1)."""
+    first = await rt.service.events(session_id, limit=1)
+    return bool(first) and first[0].type == "turn/start" and first[0].payload.get("mode") == "opening"
 
 
 async def _require(reader: StoreAssetReader, kind: str, asset_id: str) -> AssetView:
