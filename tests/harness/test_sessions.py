@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import random
+from typing import Any, Callable
 
 import pytest
 
-from roleplay.errors import ConflictError, NotFoundError, ValidationError
+from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationError
 from roleplay.harness.commands import CommandContext, CommandRegistry, CommandSpec, successful_commands
 from roleplay.harness.events import EventDraft
 from roleplay.harness.sessions import SessionService
@@ -166,3 +168,77 @@ def test_registry_rejects_duplicate_registration() -> None:
     with pytest.raises(ValidationError):
         reg.register("x", lambda a, c: None)
     assert reg.names() == ["x"]
+
+
+# -- contention (issue 18 item 3) ------------------------------------------------------------------
+
+WRITERS, APPENDS = 16, 25
+
+
+def _done(w: int, i: int) -> EventDraft:
+    return EventDraft("command/done", {"commandId": f"w{w}-{i}", "kind": "success"})
+
+
+async def _contend(services: list[SessionService], session_id: str, make: Callable[[int, int], EventDraft]) -> list[str]:
+    """Each service's writer appends APPENDS events with ``append_retrying``; return give-up codes."""
+    gave_up: list[str] = []
+
+    async def writer(w: int) -> None:
+        for i in range(APPENDS):
+            try:
+                await services[w % len(services)].append_retrying(session_id, [make(w, i)])
+            except RpError as exc:
+                gave_up.append(exc.code)
+
+    await asyncio.gather(*(writer(w) for w in range(WRITERS)))
+    return gave_up
+
+
+def _assert_gapless_in_writer_order(events: list[Any], key: str) -> None:
+    assert [e.seq for e in events] == list(range(1, WRITERS * APPENDS + 1))
+    for w in range(WRITERS):
+        mine = [int(e.payload[key].split("-")[1]) for e in events if e.payload[key].startswith(f"w{w}-")]
+        assert mine == list(range(APPENDS))
+
+
+async def test_sixteen_writers_with_their_own_stores_never_give_up(store: EventStore, make_store) -> None:  # type: ignore[no-untyped-def]
+    """16 writers as 16 processes would be (each its own store and pool), on one session."""
+    rec = await store.create_session(preset="p")
+    stores = [make_store() for _ in range(WRITERS)]
+    try:
+        gave_up = await _contend([SessionService(s, rng=random.Random(i)) for i, s in enumerate(stores)], rec.id, _done)
+    finally:
+        for s in stores:
+            await s.close()
+    assert gave_up == []
+    _assert_gapless_in_writer_order(await store.read(rec.id), "commandId")
+
+
+async def test_sixteen_message_writers_in_one_process_never_give_up(store: EventStore) -> None:
+    rec = await store.create_session(preset="p")
+    service = SessionService(store, rng=random.Random(0))
+    gave_up = await _contend([service], rec.id, lambda w, i: text_msg("user", f"w{w}-{i}", "hi"))
+    assert gave_up == []
+    events = await store.read(rec.id)
+    _assert_gapless_in_writer_order(events, "messageId")
+    assert len((await service.surface(rec.id))["nodes"]) == WRITERS * APPENDS
+
+
+async def test_append_retrying_backs_off_without_the_global_rng(store: EventStore) -> None:
+    """The jitter comes from the service's own Random: replayed paths never touch the global one."""
+    rec = await store.create_session(preset="p")
+    other = SessionService(store)
+    service = SessionService(store, rng=random.Random(7))
+    await service.append_retrying(rec.id, [text_msg("user", "u0", "hi")])
+    real_append, moved = service.append, []
+
+    async def append_after_a_rival(session_id: str, drafts: list[EventDraft], *, expected_seq: int) -> list[Any]:
+        if len(moved) < 3:  # a rival wins the first three rounds
+            moved.append(await other.append(session_id, [text_msg("user", f"r{len(moved)}", "x")], expected_seq=expected_seq))
+        return await real_append(session_id, drafts, expected_seq=expected_seq)
+
+    service.append = append_after_a_rival  # type: ignore[method-assign]
+    global_state = random.getstate()
+    await service.append_retrying(rec.id, [text_msg("user", "u1", "hi")])
+    assert random.getstate() == global_state
+    assert [e.payload["messageId"] for e in await store.read(rec.id)] == ["u0", "r0", "r1", "r2", "u1"]

@@ -305,3 +305,31 @@ async def test_concurrent_appends_in_one_process(store: EventStore) -> None:
 
     await asyncio.gather(*(writer(w) for w in range(4)))
     assert [e.seq for e in await store.read(rec.id)] == list(range(1, 101))
+
+
+async def test_append_at_head_queues_writers_instead_of_conflicting(store: EventStore, make_store) -> None:  # type: ignore[no-untyped-def]
+    rec = await store.create_session(preset="p", events=[user("m0")])
+    others = [make_store() for _ in range(4)]
+    try:
+        await asyncio.gather(
+            *(s.append_at_head(rec.id, [user(f"w{w}-{i}")]) for i in range(10) for w, s in enumerate(others))
+        )
+    finally:
+        for s in others:
+            await s.close()
+    events = await store.read(rec.id)
+    assert [e.seq for e in events] == list(range(1, 42))
+    assert len({e.payload["messageId"] for e in events}) == 41
+    assert (await store.get_session(rec.id)).head_seq == 41
+
+
+async def test_append_at_head_validates_first_and_knows_sessions(store: EventStore) -> None:
+    rec = await store.create_session(preset="p", events=[user("m0")])
+    before = await store.dump()
+    with pytest.raises(ValidationError):
+        await store.append_at_head(rec.id, [user("m1"), EventDraft("user/message", {"messageId": "m2"})])
+    with pytest.raises(NotFoundError):
+        await store.append_at_head("ses_missing", [user("m1")])
+    assert await store.dump() == before
+    [ev] = await store.append_at_head(rec.id, [assistant("a1")])
+    assert ev.seq == 2

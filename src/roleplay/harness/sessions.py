@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -26,6 +28,7 @@ from .store.base import EventStore, SessionFilter, SessionRecord
 from .surface import SURFACE, apply_surface, find_node, initial_surface, replaced_seqs, surface_projection
 
 MAX_CAS_RETRIES = 50
+BACKOFF_BASE_S, BACKOFF_CAP_S = 0.002, 0.1
 SURFACE_TYPES = MESSAGE_TYPES | {"tool/result", "compaction/checkpoint"}
 
 
@@ -46,8 +49,11 @@ class SessionService:
         commands: CommandRegistry | None = None,
         projections: ProjectionRegistry | None = None,
         ids: IdGenerator | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.store = store
+        # Only retry timing draws from it; an own instance keeps the global RNG untouched.
+        self.rng = rng or random.Random()
         self.commands = commands or CommandRegistry()
         self.projections = projections or ProjectionRegistry()
         self.ids = ids or getattr(store, "ids", ulid_ids)
@@ -102,14 +108,24 @@ class SessionService:
         return await self.store.append(session_id, expected_seq, drafts)
 
     async def append_retrying(self, session_id: str, drafts: Sequence[EventDraft]) -> list[Event]:
-        """Append at whatever the head is, retrying on conflict. Only for events whose meaning does
-        not depend on what precedes them (e.g. a ``command/done`` for a run already logged)."""
-        for _ in range(MAX_CAS_RETRIES):
-            head = await self.store.head(session_id)
-            try:
-                return await self.append(session_id, drafts, expected_seq=head)
-            except ConflictError:
-                continue
+        """Append at whatever the head is. Only for events whose meaning does not depend on what
+        precedes them (e.g. a ``command/done`` for a run already logged).
+
+        Without messages the store reads the head and appends in one locked transaction, so
+        writers queue instead of conflicting. Messages must be checked against the surface at
+        the head they land on, so they keep the read-then-CAS loop under the store's per-session
+        write lock (an advisory lock on PostgreSQL), and a conflict with a writer outside it backs
+        off with jitter from ``self.rng``, never the global RNG (issue 18)."""
+        drafts = list(drafts)
+        if not any(isinstance(d, EventDraft) and d.type in MESSAGE_TYPES for d in drafts):
+            return await self.store.append_at_head(session_id, drafts)
+        async with self.store.session_write_lock(session_id):
+            for attempt in range(MAX_CAS_RETRIES):
+                head = await self.store.head(session_id)
+                try:
+                    return await self.append(session_id, drafts, expected_seq=head)
+                except ConflictError:
+                    await asyncio.sleep(self.rng.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)))
         raise RpError("event.contended", f"could not append to {session_id} after {MAX_CAS_RETRIES} conflicts")
 
     def _stamp_surface_ops(self, surface: dict[str, Any], head: int, drafts: list[EventDraft]) -> list[EventDraft]:

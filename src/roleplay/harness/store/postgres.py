@@ -17,7 +17,8 @@ import asyncio
 import json
 import re
 import secrets
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 
 from roleplay.clock import Clock, IdGenerator, system_clock, ulid_ids
 from roleplay.errors import RpError
@@ -72,6 +73,9 @@ class PostgresStore(EventStore):
         super().__init__(clock=clock, ids=ids)
         self.url = url
         self._pool = AsyncConnectionPool(url, min_size=min_size, max_size=max_size, open=False)
+        # Write-lock waiters park on these, never on the main pool, so a holder always gets a
+        # connection for its own reads and append however many writers queue behind it.
+        self._lock_pool = AsyncConnectionPool(url, min_size=0, max_size=max(2, max_size // 2), open=False)
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._origin = secrets.token_hex(8)  # not replayed: identifies this process's notifications
@@ -94,6 +98,7 @@ class PostgresStore(EventStore):
                     cur = await conn.execute("SELECT current_schema()")
                     schema = (await cur.fetchone())[0] or "public"
                 self._channel = "rp_events_" + re.sub(r"[^a-z0-9_]", "_", schema.lower())[:40]
+                await self._lock_pool.open(wait=False)
                 self._opened = True
 
     def connection(self) -> Any:
@@ -110,6 +115,7 @@ class PostgresStore(EventStore):
                 pass
             self._listener = None
         if self._opened:
+            await self._lock_pool.close()
             await self._pool.close()
             self._opened = False
 
@@ -227,6 +233,36 @@ class PostgresStore(EventStore):
                     raise conflict(session_id, expected_seq, row[0])
                 await self._insert_events(conn, session_id, expected_seq, events, now)
                 await self._notify(conn, session_id, expected_seq + 1, expected_seq + len(events))
+
+    async def _append_rows_at_head(self, session_id: str, events: list[PreparedEvent], now: str) -> int:
+        await self._ensure_open()
+        async with self._pool.connection() as conn:
+            async with conn.transaction():
+                # The UPDATE takes the session row lock and, under READ COMMITTED, re-reads a head
+                # that moved while it waited, so concurrent writers queue on the row instead of
+                # failing a compare-and-swap.
+                cur = await conn.execute(
+                    "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE id = %s RETURNING head_seq",
+                    (len(events), now, session_id),
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise session_not_found(session_id)
+                start = row[0] - len(events)
+                await self._insert_events(conn, session_id, start, events, now)
+                await self._notify(conn, session_id, start + 1, start + len(events))
+        return start
+
+    @asynccontextmanager
+    async def _cross_process_write_lock(self, session_id: str) -> AsyncIterator[None]:
+        # A transaction-level advisory lock, so a crashed holder's lock goes with its connection.
+        # Keyed like the run leases (schema-qualified), with its own prefix.
+        await self._ensure_open()
+        async with self._lock_pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':append:' || %s, 0))", (session_id,)
+            )
+            yield
 
     @staticmethod
     async def _insert_events(conn: Any, session_id: str, start: int, events: list[PreparedEvent], now: str) -> None:

@@ -261,6 +261,21 @@ class SQLiteStore(EventStore):
 
         await self._write(run)
 
+    async def _append_rows_at_head(self, session_id: str, events: list[PreparedEvent], now: str) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            # BEGIN IMMEDIATE takes the write lock before the head is read: no one moves it under us.
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT head_seq FROM sessions WHERE id=?", (session_id,)).fetchone()
+            if row is None:
+                raise session_not_found(session_id)
+            head = row[0]
+            _insert_events(conn, session_id, head, events, now)
+            conn.execute("UPDATE sessions SET head_seq=?, updated_at=? WHERE id=?", (head + len(events), now, session_id))
+            conn.execute("COMMIT")
+            return head
+
+        return await self._write(run)
+
     async def read(
         self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
     ) -> list[Event]:
