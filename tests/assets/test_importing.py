@@ -150,6 +150,36 @@ async def test_unsupported_and_broken_files_write_nothing(assets: AssetStore) ->
     assert await assets.dump() == before
 
 
+@pytest.mark.parametrize(("data", "code", "words"), [
+    (b"", "asset.import.empty", "empty"),
+    (b"  \n", "asset.import.empty", "blank"),
+    (b"[" + b" " * (32 * 1024 * 1024) + b"]", "asset.json.too_large", "limit"),
+    (b'{"spec": "chara_card_v2", "data": {"name": "Tru', "asset.json.truncated", "truncated"),
+    (b'{"name": "A" "first_mes": "B"}', "asset.json.invalid", "char 13"),
+    (b'{"name": "Creative", "description": "d", "generation_settings": {}}', "card.format.unknown",
+     "generation_settings"),
+    (b"[1, 2]", "asset.import.unsupported", "JSON array"),
+    (b'{"hello": "world"}', "asset.import.unsupported", "'hello'"),
+])
+async def test_import_errors_name_the_real_cause(assets: AssetStore, data: bytes, code: str, words: str) -> None:
+    before = await assets.dump()
+    with pytest.raises(RpError) as exc:
+        await import_file(assets, data, "file.json")
+    assert exc.value.code == code
+    assert words in exc.value.message
+    assert await assets.dump() == before
+
+
+async def test_broken_json_is_repaired_only_on_request(assets: AssetStore) -> None:
+    truncated = card_json()[:-3]
+    with pytest.raises(RpError) as exc:
+        await import_file(assets, truncated, "cut.json")
+    assert exc.value.code == "asset.json.truncated"
+    result = await import_file(assets, truncated, "cut.json", allow_repair=True)
+    assert result.kind == "card"
+    assert "asset.json.repaired" in {w.code for w in result.warnings}
+
+
 async def test_a_failure_inside_the_transaction_leaves_no_partial_asset(
     assets: AssetStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

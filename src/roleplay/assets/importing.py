@@ -33,13 +33,16 @@ from typing import Any
 
 from roleplay.errors import Problem, RpError, ValidationError
 
-from .cards import import_card_bytes, sniff_asset_kind
+from .cards import classify_json_object, import_card_bytes, import_card_object, sniff_asset_kind
+from .cards.detect import first_meaningful_byte
 from .cards.jsonio import load_json_bytes
+from .cards.normalize import V1_FIELDS, unknown_format_error, v1_card_verdict
 from .kinds import CARD, LOREBOOK, PRESET, WRITING_STYLE, Validated, validate_asset_data
 from .presets import migrate_sillytavern_preset
 from .store import AssetRecord, AssetStore, AssetTx
 
 MAX_NAME = 80
+V1_FIELDS_SET = frozenset(V1_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -92,23 +95,48 @@ def _json_blob(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-async def import_file(store: AssetStore, data: bytes, filename: str | None = None) -> ImportResult:
-    """Import one file; raises ``RpError`` (nothing written) when it cannot be imported."""
+async def import_file(store: AssetStore, data: bytes, filename: str | None = None, *,
+                      allow_repair: bool = False) -> ImportResult:
+    """Import one file; raises ``RpError`` (nothing written) when it cannot be imported.
+
+    A failure names its real cause: an empty file, a file over the size limit, JSON that is
+    truncated or broken at a position, or JSON that is none of the formats we read. JSON is parsed
+    once, here, and the parsed value goes to the importer of its kind. ``allow_repair`` lets
+    ``json_repair`` guess at broken JSON; pass it only when the user asked."""
     if not isinstance(data, (bytes, bytearray)):
         raise ValidationError("asset.import.not_bytes", "import_file needs the file's bytes")
     data = bytes(data)
-    kind = sniff_asset_kind(data, filename)
-    if kind in ("card-png", "card-json", "charx"):
-        return await import_card(store, data, filename)
+    details = {"filename": filename} if filename else None
+    if not data.strip():
+        raise ValidationError("asset.import.empty", "the file is empty" if not data else
+                              "the file holds only blank space", details=details)
+    kind = sniff_asset_kind(data, filename, parse_json=False)
+    if kind in ("card-png", "charx"):
+        return await import_card(store, data, filename, allow_repair=allow_repair)
+    if first_meaningful_byte(data) not in (b"{", b"["):
+        raise ValidationError(
+            "asset.import.unsupported",
+            "not a character card (PNG/JSON/CHARX), a SillyTavern world-info lorebook or a "
+            "SillyTavern chat-completion preset: the file is neither an image, a zip archive nor JSON",
+            details=details,
+        )
+    obj, warnings = load_json_bytes(data, code_prefix="asset.json", allow_repair=allow_repair)
+    kind = classify_json_object(obj)
+    if kind == "card-json":
+        return await import_card(store, data, filename, parsed=(obj, warnings))
     if kind == "lorebook":
-        return await import_lorebook_file(store, data, filename)
+        return await import_lorebook_file(store, data, filename, parsed=(obj, warnings))
     if kind == "preset":
-        return await import_preset_file(store, data, filename)
+        return await import_preset_file(store, data, filename, parsed=(obj, warnings))
+    if isinstance(obj, dict) and V1_FIELDS_SET & obj.keys():
+        raise unknown_format_error(v1_card_verdict(obj)[1])
+    what = (f"a JSON object with keys {', '.join(repr(k) for k in list(obj)[:8])}" if isinstance(obj, dict) and obj
+            else f"a JSON {type(obj).__name__ if not isinstance(obj, dict) else 'empty object'}")
+    what = what.replace("JSON list", "JSON array")
     raise ValidationError(
         "asset.import.unsupported",
-        "not a character card (PNG/JSON/CHARX), a SillyTavern world-info lorebook or a "
-        "SillyTavern chat-completion preset",
-        details={"filename": filename} if filename else None,
+        f"{what} is not a character card, a SillyTavern world-info lorebook or a SillyTavern chat-completion preset",
+        details=details,
     )
 
 
@@ -124,8 +152,11 @@ async def _duplicate(tx: AssetTx, existing: AssetRecord, filename: str | None) -
 # -- cards ----------------------------------------------------------------------------------------
 
 
-async def import_card(store: AssetStore, data: bytes, filename: str | None = None) -> ImportResult:
-    parsed = import_card_bytes(data, filename)
+async def import_card(store: AssetStore, data: bytes, filename: str | None = None, *, allow_repair: bool = False,
+                      parsed: tuple[Any, list[Problem]] | None = None) -> ImportResult:
+    """``parsed``: the file's JSON and parse warnings when the caller has parsed it already."""
+    parsed = (import_card_object(*parsed, filename) if parsed is not None
+              else import_card_bytes(data, filename, allow_repair=allow_repair))
     warnings = list(parsed.warnings)
     card = validate_asset_data(CARD, parsed.card.model_dump(mode="json"))
     book: Validated | None = None
@@ -171,8 +202,10 @@ async def import_card(store: AssetStore, data: bytes, filename: str | None = Non
 # -- lorebooks ------------------------------------------------------------------------------------
 
 
-async def import_lorebook_file(store: AssetStore, data: bytes, filename: str | None = None) -> ImportResult:
-    obj, warnings = load_json_bytes(data, code_prefix="lorebook.json")
+async def import_lorebook_file(store: AssetStore, data: bytes, filename: str | None = None, *,
+                               allow_repair: bool = False, parsed: tuple[Any, list[Problem]] | None = None
+                               ) -> ImportResult:
+    obj, warnings = parsed or load_json_bytes(data, code_prefix="lorebook.json", allow_repair=allow_repair)
     if not isinstance(obj, dict):
         raise ValidationError("lorebook.invalid", "a lorebook file holds a JSON object", pointer="")
     own = obj.get("name") if isinstance(obj.get("name"), str) else ""
@@ -194,8 +227,10 @@ async def import_lorebook_file(store: AssetStore, data: bytes, filename: str | N
 # -- presets --------------------------------------------------------------------------------------
 
 
-async def import_preset_file(store: AssetStore, data: bytes, filename: str | None = None) -> ImportResult:
-    obj, warnings = load_json_bytes(data, code_prefix="preset.json")
+async def import_preset_file(store: AssetStore, data: bytes, filename: str | None = None, *,
+                             allow_repair: bool = False, parsed: tuple[Any, list[Problem]] | None = None
+                             ) -> ImportResult:
+    obj, warnings = parsed or load_json_bytes(data, code_prefix="preset.json", allow_repair=allow_repair)
     migration = migrate_sillytavern_preset(obj, name=_stem(filename) or "SillyTavern 预设")
     preset = validate_asset_data(PRESET, migration.preset.to_json_dict())
     styles = [validate_asset_data(WRITING_STYLE, s.to_json_dict()) for s in migration.writing_styles]

@@ -1,18 +1,20 @@
-"""Shared validation vocabulary for the small text assets (presets, writing styles, personas).
+"""Shared validation vocabulary for asset text: the character rules every boundary applies, plus
+the pydantic helpers of the small text assets (presets, writing styles, personas).
 
-The three asset kinds have the same needs: bounded texts, no control characters, camelCase JSON on
-the wire, and one ``ValidationError`` that lists every problem with a JSON Pointer instead of
+The text rules live here, not in one kind's package, because every asset kind applies them: the
+JSON decode path (``cards/jsonio.py``, used by card, lorebook and preset imports) replaces lone
+surrogates, and the store validators (``kinds.py``) reject control characters in any kind's text.
+
+The small kinds have the same needs: bounded texts, no control characters, camelCase JSON on the
+wire, and one ``ValidationError`` that lists every problem with a JSON Pointer instead of
 pydantic's own exception type. Keeping that here means the personas and styles packages share one
 error mapping and their codes stay aligned (``<kind>.too_long`` means the same everywhere).
-
-The module is kind-agnostic on purpose: it lives beside presets only because presets are its first
-user; nothing in it knows about presets.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Mapping, TypeVar
+from typing import Annotated, Any, Iterator, Mapping, TypeVar
 
 import pydantic
 from pydantic import AfterValidator, BaseModel, ConfigDict, Strict, StringConstraints
@@ -21,9 +23,21 @@ from pydantic_core import PydanticCustomError
 
 from roleplay.errors import Problem, ValidationError, pointer_from_parts
 
-# C0 controls other than tab, newline and carriage return (and DEL) never belong in prose; they
-# usually mean a binary paste or a mis-decoded file, and some model providers reject them.
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Rejected in any stored text. C0 controls other than tab, newline and carriage return, DEL and
+# the C1 controls never belong in prose: they mean a binary paste or a mis-decoded file, some model
+# providers reject them, and ESC/CSI/OSC drive terminals. Newlines and tabs stay (descriptions are
+# multi-line); bidi marks and zero-width joiners stay (Arabic, Hebrew, Persian, Indic scripts and
+# emoji sequences need them).
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Rejected in a one-line label (a name) as well: line and paragraph breaks and tabs, the bidi
+# embedding/override/isolate controls (an unclosed U+202E in a name reverses whatever a list shows
+# after it), and the invisible spaces U+200B, U+2060 and U+FEFF (they only make two different names
+# look identical). ZWJ/ZWNJ (U+200C/U+200D), variation selectors and LRM/RLM stay legal.
+_NAME_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200b\u2060\ufeff]")
+# Half of a UTF-16 surrogate pair is no character: it cannot be encoded as UTF-8, so it can be
+# neither stored nor printed. JSON ``"\ud800"`` escapes and undecodable command-line bytes make them.
+_SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
 
 # Bounds shared by every kind. Names are what lists and prompt-workbench labels show, so they stay
 # short; long texts are bounded generously because community presets carry multi-page prompts.
@@ -32,14 +46,97 @@ NOTE_MAX = 2_000
 LONG_TEXT_MAX = 100_000
 
 
-def _no_control_chars(value: str) -> str:
+def text_violation(value: str, *, name: bool = False) -> tuple[str, str, int] | None:
+    """First character ``value`` may not hold, as (code suffix, "U+XXXX", offset), else None.
+
+    Suffixes: ``lone_surrogate``, ``control_char`` and, for names, ``bad_name_char``."""
+    match = _SURROGATE_RE.search(value)
+    if match:
+        return "lone_surrogate", f"U+{ord(match.group()):04X}", match.start()
     match = _CONTROL_RE.search(value)
     if match:
-        raise PydanticCustomError(
-            "control_char",
-            "text contains control character {char} at offset {offset}",
-            {"char": f"U+{ord(match.group()):04X}", "offset": match.start()},
-        )
+        return "control_char", f"U+{ord(match.group()):04X}", match.start()
+    if name:
+        match = _NAME_RE.search(value)
+        if match:
+            return "bad_name_char", f"U+{ord(match.group()):04X}", match.start()
+    return None
+
+
+_VIOLATION_TEXT = {
+    "lone_surrogate": "text contains a lone UTF-16 surrogate {char} at offset {offset} (not a character)",
+    "control_char": "text contains control character {char} at offset {offset}",
+    "bad_name_char": "a name must be one line without invisible or direction-changing characters; "
+    "{char} at offset {offset}",
+}
+
+
+def text_problem(kind: str, value: str, pointer: str, *, name: bool = False) -> Problem | None:
+    """``text_violation`` as a ``<kind>.<suffix>`` problem at ``pointer``."""
+    found = text_violation(value, name=name)
+    if found is None:
+        return None
+    suffix, char, offset = found
+    message = _VIOLATION_TEXT[suffix].format(char=char, offset=offset)
+    return Problem(f"{kind}.{suffix}", message, pointer, {"char": char, "offset": offset})
+
+
+def iter_strings(value: Any, base: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """Every string in a JSON value, keys included (a key's path is its object's path plus it)."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, base)]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            yield path, node
+        elif isinstance(node, Mapping):
+            for key, item in node.items():
+                if isinstance(key, str):
+                    yield (*path, key), key
+                stack.append((item, (*path, key)))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((item, (*path, i)) for i, item in enumerate(node))
+
+
+def surrogate_problems(kind: str, value: Any, base: tuple[Any, ...] = ()) -> list[Problem]:
+    """A ``<kind>.lone_surrogate`` problem for every string of a JSON value that holds one."""
+    problems = []
+    for path, text in iter_strings(value, base):
+        match = _SURROGATE_RE.search(text)
+        if match:
+            char = f"U+{ord(match.group()):04X}"
+            problems.append(Problem(f"{kind}.lone_surrogate", f"text contains a lone UTF-16 surrogate {char} "
+                                    f"at offset {match.start()} (not a character)", pointer_from_parts(path),
+                                    {"char": char, "offset": match.start()}))
+    return problems
+
+
+def replace_lone_surrogates(text: str) -> str:
+    return _SURROGATE_RE.sub(REPLACEMENT, text)
+
+
+def has_lone_surrogate(text: str) -> bool:
+    return _SURROGATE_RE.search(text) is not None
+
+
+def clean_label(text: str) -> str:
+    """A label derived by us (from a file name, say), made valid as a name: characters a name may
+    not hold become spaces and surrogates U+FFFD. Never applied to a user's own text."""
+    return " ".join(_NAME_RE.sub(" ", replace_lone_surrogates(text)).split())
+
+
+def _no_control_chars(value: str) -> str:
+    found = text_violation(value)
+    if found:
+        suffix, char, offset = found
+        raise PydanticCustomError(suffix, _VIOLATION_TEXT[suffix], {"char": char, "offset": offset})
+    return value
+
+
+def _name_chars(value: str) -> str:
+    found = text_violation(value, name=True)
+    if found:
+        suffix, char, offset = found
+        raise PydanticCustomError(suffix, _VIOLATION_TEXT[suffix], {"char": char, "offset": offset})
     return value
 
 
@@ -54,7 +151,7 @@ def Name(max_length: int = NAME_MAX) -> Any:
         str,
         Strict(),
         StringConstraints(strip_whitespace=True, min_length=1, max_length=max_length),
-        AfterValidator(_no_control_chars),
+        AfterValidator(_name_chars),
     ]
 
 

@@ -47,6 +47,7 @@ def test_jpeg_prefixed_charx_is_found(helpers):
         ({"prompts": [{"identifier": "main"}], "prompt_order": []}, "preset"),
         ({"temperature": 1, "top_p": 0.9, "rep_pen": 1.1}, "preset"),
         ({"hello": "world"}, "unknown"),
+        ({"name": "Creative", "description": "d", "generation_settings": {"temperature": 1}}, "unknown"),
         ([1, 2], "unknown"),
     ],
 )

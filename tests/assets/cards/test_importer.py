@@ -273,7 +273,10 @@ def test_truncated_card_png_is_an_rperror(helpers):
 def test_json_with_bom_and_lenient_json(helpers):
     text = json.dumps(helpers.v2_card(name="Bom"))
     assert import_card_bytes(b"\xef\xbb\xbf" + text.encode()).card.name == "Bom"
-    repaired = import_card_bytes(text[:-2].encode(), "broken.json")
+    with pytest.raises(RpError) as info:
+        import_card_bytes(text[:-2].encode(), "broken.json")
+    assert info.value.code == "card.json.truncated"
+    repaired = import_card_bytes(text[:-2].encode(), "broken.json", allow_repair=True)
     assert repaired.card.name == "Bom"
     assert "card.json.repaired" in {w.code for w in repaired.warnings}
     json5_text = "{spec: 'chara_card_v2', data: {name: 'J5', first_mes: 'hi',},}"
@@ -298,7 +301,8 @@ def test_deeply_nested_json_is_rejected():
 
 @pytest.mark.parametrize(("data", "code"), [
     (b"\x00\x01\x02 random", "card.format.unknown"),
-    (b"", "card.format.unknown"),
+    (b"", "card.empty"),
+    (b" \n ", "card.empty"),
     (b"[1, 2, 3]", "card.json.not_object"),
     (b'{"foo": "bar"}', "card.json.not_a_card"),
 ])
@@ -306,6 +310,28 @@ def test_non_cards(data, code):
     with pytest.raises(RpError) as info:
         import_card_bytes(data)
     assert info.value.code == code
+
+
+@pytest.mark.parametrize("obj", [
+    # Another tool's preset: a name and a description, but settings no card format has.
+    {"name": "Creative", "description": "Warm and wordy", "generation_settings": {"temperature": 1.1}},
+    {"name": "x", "description": "y", "model": "m", "sampler_order": [6, 0], "memory": ""},
+    # Card-only fields present, but outnumbered by foreign keys.
+    {"name": "x", "first_mes": "hi", "a": 1, "b": 2, "c": 3},
+])
+def test_foreign_json_with_some_card_fields_is_refused_as_unknown_format(obj):
+    with pytest.raises(RpError) as info:
+        import_card_bytes(json.dumps(obj).encode(), "settings.json")
+    assert info.value.code == "card.format.unknown"
+    assert info.value.details["unknownKeys"]
+
+
+def test_v1_card_with_a_few_tool_keys_still_imports():
+    v1 = {"name": "One", "description": "d", "personality": "", "scenario": "", "first_mes": "hi",
+          "mes_example": "", "avatar": "none", "chat": "One - 2023", "create_date": "1690000000000",
+          "last_mes": "x"}
+    result = import_card_bytes(json.dumps(v1).encode())
+    assert result.source_spec == "v1" and result.card.extra_root == {"last_mes": "x"}
 
 
 def test_zip_bomb_through_the_importer_is_rejected_quickly(helpers):

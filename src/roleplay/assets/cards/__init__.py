@@ -8,7 +8,7 @@ from .avatar import placeholder_avatar, sanitize_avatar
 from .charx import CharxContent, CharxLimits, read_charx
 from .detect import AssetKind, classify_json_object, sniff_asset_kind
 from .export import build_v2_object, build_v3_object, export_card_png, merge_lorebooks
-from .importer import CardImport, import_card_bytes
+from .importer import CardImport, import_card_bytes, import_card_object
 from .model import CardAsset, CharacterCard, IsolatedPrompts
 from .normalize import DepthPrompt, ParsedCard, parse_card_json, st_depth_prompt, st_talkativeness
 
@@ -27,6 +27,7 @@ __all__ = [
     "classify_json_object",
     "export_card_png",
     "import_card_bytes",
+    "import_card_object",
     "merge_lorebooks",
     "parse_card_json",
     "placeholder_avatar",

@@ -125,7 +125,7 @@ def _icon_paths(card: dict[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
-def read_charx(data: bytes, *, limits: CharxLimits = DEFAULT_LIMITS) -> CharxContent:
+def read_charx(data: bytes, *, limits: CharxLimits = DEFAULT_LIMITS, allow_repair: bool = False) -> CharxContent:
     """Open a CHARX archive and return its parsed ``card.json`` plus icon blobs."""
     if len(data) > limits.max_archive_bytes:
         raise _error("card.charx.too_large", f"archive is {len(data)} bytes; limit {limits.max_archive_bytes}")
@@ -146,7 +146,7 @@ def read_charx(data: bytes, *, limits: CharxLimits = DEFAULT_LIMITS) -> CharxCon
         if info is None:
             raise _error("card.charx.no_card_json", "archive has no card.json at its root")
         raw = _read_entry(archive, info, limits.max_card_json_bytes)
-        card, json_warnings = load_json_bytes(raw, code_prefix="card.json")
+        card, json_warnings = load_json_bytes(raw, code_prefix="card.json", allow_repair=allow_repair)
         for problem in json_warnings:
             problem.pointer = problem.pointer or "zip:card.json"
         warnings.extend(json_warnings)

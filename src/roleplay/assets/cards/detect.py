@@ -14,6 +14,7 @@ from typing import Any, Literal
 from roleplay.errors import RpError
 
 from .jsonio import load_json_bytes
+from .normalize import v1_card_verdict
 from .png_chunks import is_png
 
 AssetKind = Literal["card-png", "card-json", "charx", "lorebook", "preset", "unknown"]
@@ -65,7 +66,7 @@ def classify_json_object(obj: Any) -> AssetKind:
         return "card-json"
     # A card's own fields win over an "entries" key; a bare ``entries`` map/list is a book
     # (SillyTavern world info uses an object keyed by uid, character_book uses a list).
-    if "first_mes" in obj or ("name" in obj and _CARD_FIELDS & (obj.keys() - {"name"})):
+    if _CARD_FIELDS & obj.keys() and v1_card_verdict(obj)[0]:
         return "card-json"
     if "entries" in obj and _looks_like_entries(obj["entries"]):
         return "lorebook"
@@ -76,8 +77,6 @@ def classify_json_object(obj: Any) -> AssetKind:
         return "preset"
     if len(_PRESET_KEYS & obj.keys()) >= 2:
         return "preset"
-    if _CARD_FIELDS & obj.keys():
-        return "card-json"
     return "unknown"
 
 
@@ -114,20 +113,21 @@ def first_meaningful_byte(data: bytes) -> bytes:
     return data[:4096].lstrip()[:1]
 
 
-def sniff_asset_kind(data: bytes, filename: str | None = None) -> AssetKind:
+def sniff_asset_kind(data: bytes, filename: str | None = None, *, parse_json: bool = True) -> AssetKind:
     """Return the kind of asset ``data`` holds; never raises.
 
     A PNG is reported as ``card-png`` from its signature alone so that a PNG without a card chunk
     gets the card importer's precise error rather than a vague "unknown". ``filename`` is accepted
     so callers can pass what they have, but content always decides: extensions lie (``.json``
-    books named like cards, ``.jpg`` files that are CHARX archives).
+    books named like cards, ``.jpg`` files that are CHARX archives). ``parse_json=False`` stops at
+    the binary formats (JSON is reported ``unknown``), for callers that parse JSON themselves.
     """
     del filename
     if is_png(data):
         return "card-png"
     if find_zip_start(data) is not None:
         return "charx" if zip_has_card_json(data) else "unknown"
-    if first_meaningful_byte(data) not in (b"{", b"["):
+    if first_meaningful_byte(data) not in (b"{", b"[") or not parse_json:
         return "unknown"
     try:
         obj, _warnings = load_json_bytes(data, code_prefix="asset.json")

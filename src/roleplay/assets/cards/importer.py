@@ -65,7 +65,7 @@ def _b64decode(text: bytes) -> bytes | None:
         return None
 
 
-def decode_card_payload(text: bytes) -> tuple[Any, list[Problem]]:
+def decode_card_payload(text: bytes, *, allow_repair: bool = False) -> tuple[Any, list[Problem]]:
     """Decode a ``chara``/``ccv3`` value: base64 of UTF-8 JSON, or (some tools) plain JSON."""
     stripped = text.strip()
     if stripped.startswith(b"rcc||"):
@@ -74,17 +74,17 @@ def decode_card_payload(text: bytes) -> tuple[Any, list[Problem]]:
             "this is an encrypted RisuAI card (rcc); decrypt it in RisuAI and export it again",
         )
     if stripped[:1] in (b"{", b"\xef"):
-        return load_json_bytes(stripped)
+        return load_json_bytes(stripped, allow_repair=allow_repair)
     decoded = _b64decode(stripped)
     if decoded is None:
         raise RpError("card.png.bad_payload", "card chunk is neither base64 nor JSON")
     if decoded.lstrip()[:1] not in (b"{", b"\xef") and (twice := _b64decode(decoded)) is not None:
         # Guard against double encoding; cheap, and harmless when it does not apply.
         decoded = twice
-    return load_json_bytes(decoded)
+    return load_json_bytes(decoded, allow_repair=allow_repair)
 
 
-def _import_png(data: bytes, filename: str | None) -> CardImport:
+def _import_png(data: bytes, filename: str | None, allow_repair: bool) -> CardImport:
     scan = read_text_chunks(data, wanted=_wanted_keyword)
     warnings = list(scan.problems)
     cards = {"ccv3": [t for t in scan.texts if t.keyword.lower() == "ccv3"],
@@ -102,7 +102,7 @@ def _import_png(data: bytes, filename: str | None) -> CardImport:
             )
         for chunk in cards[keyword]:
             try:
-                obj, json_warnings = decode_card_payload(chunk.text)
+                obj, json_warnings = decode_card_payload(chunk.text, allow_repair=allow_repair)
                 parsed = parse_card_json(obj, filename=filename)
             except RpError as exc:
                 if exc.code == "card.png.encrypted":
@@ -158,19 +158,24 @@ def _legacy_assets(texts: list[Any], warnings: list[Problem]) -> dict[str, bytes
     return assets
 
 
-def _import_json(data: bytes, filename: str | None) -> CardImport:
-    obj, warnings = load_json_bytes(data)
+def _import_json(data: bytes, filename: str | None, allow_repair: bool) -> CardImport:
+    obj, warnings = load_json_bytes(data, allow_repair=allow_repair)
+    return import_card_object(obj, warnings, filename)
+
+
+def import_card_object(obj: Any, warnings: list[Problem], filename: str | None = None) -> CardImport:
+    """Import a card from JSON that is already parsed (``warnings`` are the parser's)."""
     kind = classify_json_object(obj)
     if kind == "lorebook":
         raise RpError("card.json.is_lorebook", "this file is a lorebook (world info), not a character card")
     if kind == "preset":
         raise RpError("card.json.is_preset", "this file is a chat-completion preset, not a character card")
     parsed = parse_card_json(obj, filename=filename)
-    return _result(parsed, None, warnings, "json", {})
+    return _result(parsed, None, list(warnings), "json", {})
 
 
-def _import_charx(data: bytes, filename: str | None) -> CardImport:
-    content = read_charx(data)
+def _import_charx(data: bytes, filename: str | None, allow_repair: bool) -> CardImport:
+    content = read_charx(data, allow_repair=allow_repair)
     warnings = list(content.warnings)
     parsed = parse_card_json(content.card_json, filename=filename)
     avatar: bytes | None = None
@@ -199,14 +204,19 @@ def _result(parsed: ParsedCard, avatar: bytes | None, warnings: list[Problem], f
     )
 
 
-def import_card_bytes(data: bytes, filename: str | None = None) -> CardImport:
-    """Import a character card from PNG, JSON or CHARX bytes (detected from content, not name)."""
+def import_card_bytes(data: bytes, filename: str | None = None, *, allow_repair: bool = False) -> CardImport:
+    """Import a character card from PNG, JSON or CHARX bytes (detected from content, not name).
+
+    ``allow_repair`` lets ``json_repair`` guess at broken card JSON; only pass it when the user
+    asked, because a guess may lose or invent content."""
     if len(data) > MAX_IMPORT_BYTES:
         raise RpError("card.too_large", f"file is {len(data)} bytes; the limit is {MAX_IMPORT_BYTES}")
+    if not data.strip():
+        raise RpError("card.empty", "the file is empty" if not data else "the file holds only blank space")
     if is_png(data):
-        return _import_png(data, filename)
+        return _import_png(data, filename, allow_repair)
     if find_zip_start(data) is not None:
-        return _import_charx(data, filename)
+        return _import_charx(data, filename, allow_repair)
     if first_meaningful_byte(data) in (b"{", b"["):
-        return _import_json(data, filename)
+        return _import_json(data, filename, allow_repair)
     raise RpError("card.format.unknown", "not a character card: expected a PNG, a JSON card or a CHARX archive")

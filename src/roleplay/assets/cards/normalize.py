@@ -58,6 +58,9 @@ ROOT_MIRROR_KEYS = frozenset(
     }
 )
 V1_BOOKKEEPING = frozenset({"avatar", "chat", "create_date", "fav", "talkativeness"})
+# Every root key a spec-less (V1) card may carry: its fields, V2 fields some tools write at the
+# root, and app bookkeeping. Anything else is a key no card format has.
+V1_ROOT_KEYS = KNOWN_DATA_KEYS | ROOT_MIRROR_KEYS | V1_BOOKKEEPING | {"creatorcomment", "spec", "spec_version", "data"}
 PYGMALION_MAP = {
     "char_name": "name",
     "char_persona": "description",
@@ -210,8 +213,34 @@ def _classify(obj: dict[str, Any]) -> tuple[SourceSpec, dict[str, Any], tuple[st
     if any(k in obj for k in PYGMALION_MAP):
         return "pygmalion", obj, (), notes
     if any(k in obj for k in V1_FIELDS):
+        is_card, unknown = v1_card_verdict(obj)
+        if not is_card:
+            raise unknown_format_error(unknown)
         return "v1", obj, (), notes
     raise RpError("card.json.not_a_card", _not_a_card_message(obj))
+
+
+def v1_card_verdict(obj: dict[str, Any]) -> tuple[bool, list[str]]:
+    """Whether a spec-less object without a ``data`` object reads as a V1 card, and its root keys
+    that no card has.
+
+    ``name`` and ``description`` alone are weak evidence: other tools' presets and exports have them
+    too (with ``generation_settings`` and the like). So a V1 card needs the card-only ``first_mes``
+    or three card fields before it may carry unknown keys, and even then no more unknown keys than
+    known ones; with weaker evidence, any unknown key means it is something else."""
+    fields = [key for key in V1_FIELDS if key in obj]
+    unknown = sorted(str(key) for key in obj if key not in V1_ROOT_KEYS)
+    if not fields:
+        return False, unknown
+    strong = "first_mes" in obj or len(fields) >= 3
+    return not unknown or (strong and len(unknown) <= len(obj) - len(unknown)), unknown
+
+
+def unknown_format_error(unknown: list[str]) -> RpError:
+    shown = ", ".join(repr(k) for k in unknown[:8]) + (" …" if len(unknown) > 8 else "")
+    return RpError("card.format.unknown", f"this JSON has some character card fields but also keys no card "
+                   f"format has ({shown}); it looks like another tool's file, so it was not imported",
+                   details={"unknownKeys": unknown[:50]})
 
 
 def _not_a_card_message(obj: dict[str, Any]) -> str:
