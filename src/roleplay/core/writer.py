@@ -28,6 +28,8 @@ from .types import FrozenBuild, WriterArtifact
 WRITER_PRESET = "rp-writer"
 WRITER_RESULT_KIND = "rp-agent/writer-result"
 WRITER_TIMEOUT = 600.0
+# Finish reasons that mean the provider refused or filtered the generation (OpenAI-compatible).
+REFUSAL_FINISH_REASONS = frozenset({"content_filter"})
 
 WRITE_SCHEMA_CHAT: dict[str, Any] = {
     "type": "object",
@@ -70,6 +72,12 @@ def writer_prompt(build: FrozenBuild, brief: str | None = None) -> str:
     return f"{build.writer_prompt}\n\n<writing_brief>\n{brief.strip()}\n</writing_brief>"
 
 
+async def _finish_reason(service: SessionService, child_id: str) -> str | None:
+    """The finish reason of the Writer's answer, from its one-shot child log (a few events)."""
+    answers = [e for e in await service.events(child_id) if e.type == "assistant/message"]
+    return answers[-1].payload.get("finishReason") if answers else None
+
+
 def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidance: str | None = None) -> Tool:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         slot: WriterSlot | None = ctx.services.get("rpWriter")
@@ -101,6 +109,15 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
                 f"the Writer did not produce a draft ({exc.code}: {exc.message}); you may call rp_write_turn again",
                 details={"cause": exc.code, **exc.details},
             ) from None
+        finish = await _finish_reason(service, result.session_id)
+        if finish in REFUSAL_FINISH_REASONS:
+            # A filtered or refused generation may still carry text (a refusal note, a cut-off
+            # draft); it is not the story's reply (spec: 失败、拒绝、空输出和超限允许重试).
+            raise RpError(
+                "writer.refused",
+                f"the Writer's provider refused or filtered the draft (finish reason {finish!r}); you may call rp_write_turn again",
+                details={"childSessionId": result.session_id, "finishReason": finish},
+            )
         text = result.text.strip()
         if slot.transform_text is not None:
             text = slot.transform_text(text).strip()
