@@ -33,20 +33,24 @@ async def _service(ctx: click.Context) -> AsyncIterator[AssetService]:
 @click.command("import")
 @home_option
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--repair", "allow_repair", is_flag=True,
+              help="Repair broken or truncated JSON by guessing, even where that loses content; the warnings "
+                   "say what was lost.")
 @json_option
 @click.pass_context
 @run
-async def import_command(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> None:
+async def import_command(ctx: click.Context, files: tuple[Path, ...], allow_repair: bool, as_json: bool) -> None:
     """Import character cards (PNG/JSON/CHARX), SillyTavern lorebooks and presets.
 
     Each file is imported on its own, all or nothing; the exit status is 1 if any file failed.
+    Broken JSON is refused unless --repair is given.
     """
     results: list[dict[str, Any]] = []
     failed = False
     async with _service(ctx) as service:
         for path in files:
             try:
-                result = await service.import_file(path.read_bytes(), path.name)
+                result = await service.import_file(path.read_bytes(), path.name, allow_repair=allow_repair)
             except RpError as exc:
                 failed = True
                 results.append({"file": str(path), "error": exc.to_dict()})

@@ -35,9 +35,10 @@ from roleplay.errors import Problem, RpError, ValidationError
 
 from .cards import classify_json_object, import_card_bytes, import_card_object, sniff_asset_kind
 from .cards.detect import first_meaningful_byte
-from .cards.jsonio import load_json_bytes
+from .cards.jsonio import decode_json_text, load_json_bytes
 from .cards.normalize import V1_FIELDS, unknown_format_error, v1_card_verdict
 from .kinds import CARD, LOREBOOK, PRESET, WRITING_STYLE, Validated, validate_asset_data
+from .lorebook.repair import repair_losses
 from .presets import migrate_sillytavern_preset
 from .store import AssetRecord, AssetStore, AssetTx
 
@@ -206,6 +207,10 @@ async def import_lorebook_file(store: AssetStore, data: bytes, filename: str | N
                                allow_repair: bool = False, parsed: tuple[Any, list[Problem]] | None = None
                                ) -> ImportResult:
     obj, warnings = parsed or load_json_bytes(data, code_prefix="lorebook.json", allow_repair=allow_repair)
+    if any(w.code.endswith(".repaired") for w in warnings):
+        # The user asked for the repair; the report must say what it lost, in lorebook terms.
+        obj, losses = repair_losses(decode_json_text(data), obj)
+        warnings = [*warnings, *losses]
     if not isinstance(obj, dict):
         raise ValidationError("lorebook.invalid", "a lorebook file holds a JSON object", pointer="")
     own = obj.get("name") if isinstance(obj.get("name"), str) else ""

@@ -43,8 +43,10 @@ class AssetService:
     async def ensure_seeds(self) -> list[SeedOutcome]:
         return await ensure_seeds(self.store, self._seeds)
 
-    async def import_file(self, data: bytes, filename: str | None = None) -> ImportResult:
-        return await import_file(self.store, data, filename)
+    async def import_file(self, data: bytes, filename: str | None = None, *,
+                          allow_repair: bool = False) -> ImportResult:
+        """``allow_repair``: only when the user asked (``rp import --repair``); see ``import_file``."""
+        return await import_file(self.store, data, filename, allow_repair=allow_repair)
 
     async def linked_lorebooks(self, card_id: str) -> list[AssetRecord]:
         await self.store.get(card_id, kind=CARD)
