@@ -5,7 +5,7 @@ import io
 import pytest
 from PIL import Image, PngImagePlugin
 
-from roleplay.assets.cards.avatar import MAX_AVATAR_PIXELS, placeholder_avatar, sanitize_avatar
+from roleplay.assets.cards.avatar import MAX_AVATAR_PIXELS, MAX_DECODED_BYTES, placeholder_avatar, sanitize_avatar
 from roleplay.assets.cards.png_chunks import iter_chunks
 from roleplay.errors import RpError
 
@@ -110,3 +110,46 @@ def test_placeholder_is_deterministic_png():
     assert first == placeholder_avatar()
     with Image.open(io.BytesIO(first)) as image:
         assert image.size == (400, 600) and image.format == "PNG"
+
+
+# --- decoded-size bound (issue 18 item 6) ---------------------------------------------------------
+
+
+def _declared(helpers, width: int, height: int, colour_type: int) -> bytes:
+    """A tiny PNG whose IHDR declares ``width`` x ``height`` (8-bit, the given colour type)."""
+    png = helpers.tiny_png()
+    ihdr = bytearray(png[16:29])
+    ihdr[0:8] = width.to_bytes(4, "big") + height.to_bytes(4, "big")
+    ihdr[8:10] = bytes([8, colour_type])
+    return png[:8] + helpers.raw_chunk(b"IHDR", bytes(ihdr)) + png[33:]
+
+
+@pytest.fixture
+def no_decoding(monkeypatch):
+    """Fail loudly if any pixel is decoded."""
+    from PIL import ImageFile
+
+    def refuse(self):
+        raise AssertionError("pixels were decoded")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", refuse)
+
+
+@pytest.mark.parametrize(("width", "height", "colour_type"), [
+    (1, 40_000_000, 0),  # 78 KB on disk, inside the pixel limit; Pillow needs a row pointer per row
+    (6300, 6300, 2),  # the 1 KB CHARX icon: 39.7 M pixels, stored as 4 bytes each
+])
+def test_huge_raster_inside_the_pixel_limit_is_refused_before_decoding(helpers, no_decoding, width, height,
+                                                                        colour_type):
+    assert width * height <= MAX_AVATAR_PIXELS
+    with pytest.raises(RpError) as info:
+        sanitize_avatar(_declared(helpers, width, height, colour_type))
+    assert info.value.code == "card.avatar.too_large"
+    assert info.value.details["decodedBytes"] > MAX_DECODED_BYTES == info.value.details["limit"]
+
+
+def test_large_jpeg_is_decoded_at_a_reduced_scale():
+    # 6000x6000 RGB would be 137 MiB decoded at full size; the JPEG decoder's draft mode scales it.
+    src = _encode(Image.new("RGB", (6000, 6000), "teal"), "JPEG", quality=50)
+    with Image.open(io.BytesIO(sanitize_avatar(src, max_side=1000))) as out:
+        assert out.size == (1000, 1000) and out.mode == "RGB"
