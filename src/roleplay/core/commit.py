@@ -31,7 +31,11 @@ problem at the same pointer as a schema problem is dropped as a duplicate.
 committed), ``commit.no_writer_artifact`` (no successful Writer result to link),
 ``commit.mixed_tools`` (another tool call in the same response), ``commit.response_unknown`` (the
 run never reported the response: fail closed rather than miss a mixed response),
-``commit.no_session`` (the run did not provide ``rpCommit``).
+``commit.no_session`` (the run did not provide ``rpCommit``), and ``commit.stale_state`` /
+``commit.stale_context`` (the run's ``live_context_check`` found that the story state or the
+conversation moved since prepare: validating against the frozen state would land a commit the
+``rp/state`` fold then skips, and the Writer wrote from a conversation that is gone; no repair of
+the arguments can fix that).
 
 **A failed full draft** is cached in the session and the error carries a token; its code is, by
 priority, ``commit.body_mismatch``, ``commit.no_body``, ``commit.invalid_arguments``,
@@ -120,6 +124,8 @@ _PRIORITY = [
 ]
 
 LiveRevisionsCheck = Callable[[Mapping[str, Any]], "Mapping[str, Any] | Awaitable[Mapping[str, Any]]"]
+# Problems (code ``commit.stale_*``) when the log the run was prepared from has moved.
+LiveContextCheck = Callable[[], Awaitable[list[Problem]]]
 
 GUIDANCE = (
     "rp_commit_turn commits this turn. Call it alone in its response, once, after rp_write_turn "
@@ -141,10 +147,18 @@ class CommitOutcome:
 class CommitSession:
     """The commit state of one run: its context, responses seen, failed draft, and the outcome."""
 
-    def __init__(self, ctx: CommitContext, *, secret: bytes, live_revisions_check: LiveRevisionsCheck | None = None) -> None:
+    def __init__(
+        self,
+        ctx: CommitContext,
+        *,
+        secret: bytes,
+        live_revisions_check: LiveRevisionsCheck | None = None,
+        live_context_check: LiveContextCheck | None = None,
+    ) -> None:
         self._ctx = ctx
         self._drafts = DraftCache(secret)
         self._live_check = live_revisions_check
+        self._context_check = live_context_check
         self._responses: dict[str, tuple[tuple[str, ...], str]] = {}
         self._step_diagnostics: dict[str, tuple[Diagnostic, ...]] = {}
         self._outcome: CommitOutcome | None = None
@@ -202,6 +216,18 @@ class CommitSession:
                 details={"tools": list(names)},
             )
         return text
+
+    async def check_live_context(self) -> None:
+        """Reject outright (no token) when the run's story state or conversation moved."""
+        problems = await self._context_check() if self._context_check is not None else []
+        if problems:
+            raise RpError(
+                problems[0].code,
+                f"{problems[0].message}; nothing was written. This turn cannot commit: start a new turn on the current story.",
+                pointer=problems[0].pointer,
+                details={"problems": [p.to_dict() for p in problems]},
+                problems=problems,
+            )
 
     async def stale_sources(self) -> list[Problem]:
         if self._live_check is None or not self._ctx.live_revisions:
@@ -429,6 +455,7 @@ def commit_tool(
         if not isinstance(session, CommitSession):
             raise RpError("commit.no_session", f"the run provides no commit session (ToolContext.services[{SERVICE_KEY!r}])")
         response_text = session.guard(tctx)
+        await session.check_live_context()
         ctx = session.ctx
         schema = commit_schema(effects, extensions)
         draft: Any = session.rebuild(args, schema) if branch_of(schema, args)[0] == "retry" else args

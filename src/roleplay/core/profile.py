@@ -65,6 +65,7 @@ from roleplay.errors import (
 )
 from roleplay.harness.commands import CommandContext, CommandRegistry, CommandSpec
 from roleplay.harness.events import Event
+from roleplay.harness.leases import session_lease
 from roleplay.harness.projections import Projection
 
 from .types import (
@@ -517,14 +518,35 @@ async def apply_profile(service: SessionService, session_id: str, args: dict[str
                         *, source: dict[str, Any] | None = None) -> ApplyOutcome:
     """Run ``rp-session-apply`` on a live session: load ``rp/session``, look up the assets the
     args mention, and append the run as a CAS on the head that was loaded (so the handler's view
-    is the log's). The projection must be registered with the service or is passed directly."""
-    loaded = await service.projection(session_id, session_projection)
-    exists = await existing_assets(mentioned_references(args), reader)
-    outcome = await service.run_command(session_id, SESSION_APPLY, args, expected_seq=loaded.upto_seq, source=source,
-                                        state={"rpSession": loaded.state, "assetExists": exists})
-    after = (await service.projection(session_id, session_projection)).state
+    is the log's). The projection must be registered with the service or is passed directly.
+
+    A profile change takes the session's run lease, so it is ``run.busy`` while a turn runs (the
+    turn froze its bindings at prepare). The running turn's own work (a tool binding an asset)
+    reuses the turn's lease, but even it may not switch ``executionMode``: the spec allows that
+    only while the session is idle."""
+    async with session_lease(service.store, session_id) as lease:
+        loaded = await service.projection(session_id, session_projection)
+        if lease.nested:
+            _refuse_mode_switch(args, loaded.state, session_id)
+        exists = await existing_assets(mentioned_references(args), reader)
+        outcome = await service.run_command(session_id, SESSION_APPLY, args, expected_seq=loaded.upto_seq, source=source,
+                                            state={"rpSession": loaded.state, "assetExists": exists})
+        after = (await service.projection(session_id, session_projection)).state
     stale = any(d.get("commandId") == outcome.command_id for d in after["diagnostics"])
     return ApplyOutcome(outcome, outcome.ok and not stale, after)
+
+
+def _refuse_mode_switch(args: dict[str, Any], state: Mapping[str, Any], session_id: str) -> None:
+    current = profile_of(state)
+    try:
+        planned = plan_apply(args, current if state.get("profile") is not None else None, state["revision"], None)
+    except RpError:
+        return  # the command itself reports what is wrong with the args
+    mode = parse_profile(planned["profile"]).execution_mode
+    if mode != current.execution_mode:
+        pointer = f"/{'profile' if 'profile' in args else 'patch'}/runtime/executionMode"
+        raise ConflictError("run.busy", f"executionMode can only change while session {session_id} is idle; a turn is running",
+                            pointer=pointer, details={"sessionId": session_id, "from": current.execution_mode, "to": mode})
 
 
 # -- read time: bindings --------------------------------------------------------------------------------

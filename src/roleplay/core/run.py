@@ -18,6 +18,13 @@ Run (on the harness loop, with ``RpRun`` as its hooks):
     4. A successful commit ends the turn. Failures leave room within the step limit (5) to
        retry the Writer or repair the commit with ``retry.patches``.
 
+**One writer at a time.** ``play_turn`` takes the session's run lease *before* it prepares, and
+message actions and profile changes take the same lease, so a turn never runs on a snapshot that
+another turn or action has since overtaken: a second start gets ``run.busy``. The commit re-reads
+the live story state and surface as a last guard and fails with ``commit.stale_state`` /
+``commit.stale_context`` (ending the turn) rather than land a commit the ``rp/state`` fold would
+skip.
+
 A parent that answers without tools before the Writer (discussion, clarification) ends the turn
 with that plain reply, streamed the same way; nothing is committed. After the Writer, a plain reply
 becomes a commit of the Writer's draft without effects (``core.chat_draft``).
@@ -32,7 +39,8 @@ from typing import Any
 
 from roleplay.assets.lorebook import TimedState
 from roleplay.canonical import sha256_hex
-from roleplay.errors import RpError
+from roleplay.errors import Problem, RpError
+from roleplay.harness.leases import run_lease
 from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, TurnResult
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import ChatModel, ModelResponse
@@ -77,6 +85,7 @@ RUN_CONTEXT = "rpRunContext"
 OPENING = "rpOpening"
 READ_TOOLS = ("rp_asset_read", "rp_state_read")
 CHUNK = 48  # characters per streamed chunk of the Writer's draft
+STALE_CODES = frozenset({"commit.stale_state", "commit.stale_context"})
 
 IDENTITY = PromptSection(
     "harness:identity",
@@ -104,6 +113,11 @@ class PreparedRun:
     writer_system: str
     parent_system_sections: list[PromptSection]
     lore_timed: dict[str, Any]
+    # What the commit re-checks against the live log: the state document's digest and revision,
+    # and the (id, seq) of every surface node the Writer prompt was built from.
+    state_digest: str = ""
+    state_revision: int = 0
+    surface_key: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -185,6 +199,9 @@ async def prepare_run(
         writer_system=writer_prompt.text,
         parent_system_sections=[IDENTITY, *parent_sections("chat")],
         lore_timed=sources.lore_timed_state.to_dict(),
+        state_digest=sha256_hex(state_view),
+        state_revision=int(state_view.get("revision", 0)),
+        surface_key=surface_key(nodes),
     )
 
 
@@ -231,6 +248,7 @@ class RpRun(LoopHooks):
             ),
             secret=rt.ids("sec_").encode("utf-8"),
             live_revisions_check=self._changed_revisions,
+            live_context_check=self._stale_context,
         )
         self._streamed = False
         self.diagnostics: list[Diagnostic] = []  # the run's own notes (e.g. a commit it made for the parent)
@@ -277,6 +295,12 @@ class RpRun(LoopHooks):
         return response
 
     def finished(self, results: list[ToolResultData]) -> bool:
+        for r in results:
+            error = r.error or {}
+            if not r.ok and r.name == COMMIT_TURN_TOOL and error.get("code") in STALE_CODES:
+                # No later step can commit on a moved log: end the turn as an error now.
+                message = error.get("message", "the story moved during this turn")
+                raise RpError(error["code"], message, details=error.get("details") or {})
         return any(r.ok and r.name == COMMIT_TURN_TOOL for r in results)
 
     def step_mask(self, view: StepView) -> list[str]:
@@ -291,6 +315,27 @@ class RpRun(LoopHooks):
     async def _stream(self, session_id: str, turn_id: str, text: str) -> None:
         for i in range(0, len(text), CHUNK):
             await self.rt.store.publish_chunk(session_id, {"type": "assistant/chunk", "turnId": turn_id, "text": text[i : i + CHUNK]})
+
+    async def _stale_context(self) -> list[Problem]:
+        """The state document and the conversation must be exactly what prepare froze (the lease
+        guarantees it; this catches any writer that bypassed it)."""
+        problems: list[Problem] = []
+        sid = self.p.session_id
+        live_state = state_document((await self.rt.service.projection(sid, "rp/state")).state)
+        if sha256_hex(live_state) != self.p.state_digest:
+            problems.append(Problem(
+                "commit.stale_state",
+                f"the story state changed since this turn was prepared (revision {self.p.state_revision} → {live_state.get('revision')})",
+                "", {"component": "state", "expectedRevision": self.p.state_revision, "currentRevision": live_state.get("revision")},
+            ))  # fmt: skip
+        nodes = (await self.rt.service.projection(sid, SURFACE)).state["nodes"]
+        frozen = self.p.surface_key
+        if surface_key(nodes[: len(frozen)]) != frozen:
+            problems.append(Problem(
+                "commit.stale_context", "the conversation this turn was written from was edited or deleted since it was prepared",
+                "", {"component": "context"},
+            ))  # fmt: skip
+        return problems
 
     async def _changed_revisions(self, live: dict[str, Any]) -> dict[str, Any]:
         """Assets whose revision moved since prepare (a commit must not land on stale sources).
@@ -330,14 +375,18 @@ async def play_turn(
     images: list[dict[str, Any]] | None = None,
     abort: asyncio.Event | None = None,
 ) -> RunResult:
-    """Prepare and run one Chat-mode turn; the reply streams to the session's subscribers."""
-    await require_playable(rt, session_id)
-    prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images)
-    run = RpRun(rt, prepared)
-    model: ChatModel = rt.model_for(parent_route)
-    loop = AgentLoop(rt.service, model, run.spec())
-    content: list[dict[str, Any]] = [{"type": "text", "text": prepared.input_text}, *prepared.images]
-    turn = await loop.run_turn(session_id, content, abort=abort, turn_id=prepared.turn_id)
+    """Prepare and run one Chat-mode turn; the reply streams to the session's subscribers.
+
+    The lease comes first: a turn prepared before it would be built (and its run id derived) from
+    a log head that another turn or message action can overtake. A second start is ``run.busy``."""
+    async with run_lease(rt.store, session_id) as lease:
+        await require_playable(rt, session_id)
+        prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images)
+        run = RpRun(rt, prepared)
+        model: ChatModel = rt.model_for(parent_route)
+        loop = AgentLoop(rt.service, model, run.spec())
+        content: list[dict[str, Any]] = [{"type": "text", "text": prepared.input_text}, *prepared.images]
+        turn = await loop.run_turn(session_id, content, abort=abort, turn_id=prepared.turn_id, lease=lease)
     committed = any(r.ok and r.name == COMMIT_TURN_TOOL for r in turn.tool_results)
     return RunResult(
         session_id=session_id,
@@ -351,6 +400,11 @@ async def play_turn(
 
 
 # -- reading the log ---------------------------------------------------------------------------------
+
+
+def surface_key(nodes: list[dict[str, Any]]) -> tuple[tuple[str, int], ...]:
+    """Which node versions a surface holds: an edit, delete or regenerate changes it."""
+    return tuple((n["id"], n["seq"]) for n in nodes)
 
 
 def opening_message_id(nodes: list[dict[str, Any]]) -> str | None:

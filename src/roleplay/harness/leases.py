@@ -10,6 +10,13 @@ forever. So it is held by the operating system or the database, never written as
   schema and the session id (released when the connection ends).
 
 A second start while a lease is held is refused at once with ``run.busy``.
+
+Everything that writes a session's log outside a run (message actions, profile changes) takes the
+same lease, so nothing moves the log under a run, and a run never starts on a snapshot read
+before another writer finished. Work that belongs to the holder (a tool of the run binding an
+asset) reuses its lease through :func:`session_lease`: the holder is recorded in a context
+variable, which asyncio copies into the tasks the holder starts. :func:`run_lease` itself stays
+strict: a second acquisition, even in the same task, is ``run.busy``.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import os
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -33,15 +42,55 @@ def busy(session_id: str) -> ConflictError:
     )
 
 
+@dataclass(eq=False)
+class Lease:
+    """A held run lease. ``nested`` is true when :func:`session_lease` reused a lease that this
+    context already held (the caller runs inside someone else's run)."""
+
+    store: EventStore
+    session_id: str
+    nested: bool = False
+    active: bool = True
+
+    def holds(self, store: EventStore, session_id: str) -> bool:
+        return self.active and self.store is store and self.session_id == session_id
+
+
+_HELD: ContextVar[tuple[Lease, ...]] = ContextVar("rp_run_leases", default=())
+
+
+def held_lease(store: EventStore, session_id: str) -> Lease | None:
+    """The lease on ``session_id`` that this context (or the task that started it) holds."""
+    return next((lease for lease in _HELD.get() if lease.holds(store, session_id)), None)
+
+
 @asynccontextmanager
-async def run_lease(store: EventStore, session_id: str) -> AsyncIterator[None]:
+async def run_lease(store: EventStore, session_id: str) -> AsyncIterator[Lease]:
+    """Take the session's lease or fail at once with ``run.busy``."""
     await store.get_session(session_id)
-    if store.dialect == "postgresql":
-        async with _pg_lease(store, session_id):
-            yield
-    else:
-        with _file_lease(Path(getattr(store, "path")), session_id):
-            yield
+    lease = Lease(store, session_id)
+    token = _HELD.set((*_HELD.get(), lease))
+    try:
+        if store.dialect == "postgresql":
+            async with _pg_lease(store, session_id):
+                yield lease
+        else:
+            with _file_lease(Path(getattr(store, "path")), session_id):
+                yield lease
+    finally:
+        lease.active = False
+        _HELD.reset(token)
+
+
+@asynccontextmanager
+async def session_lease(store: EventStore, session_id: str) -> AsyncIterator[Lease]:
+    """The lease this context already holds on the session (``nested``), else a new one."""
+    held = held_lease(store, session_id)
+    if held is not None:
+        yield Lease(store, session_id, nested=True)
+        return
+    async with run_lease(store, session_id) as lease:
+        yield lease
 
 
 class _file_lease:

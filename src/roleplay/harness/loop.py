@@ -14,8 +14,11 @@ Rules kept here:
   with ``step-limit``; no text is invented for it.
 - Abort (an ``asyncio.Event``) is raced against the model stream and every tool call. The turn
   ends ``aborted``, and a partial stream is discarded, never stored as a message.
-- A crash leaves a turn open. The next run closes it as ``interrupted`` before starting.
+- A crash leaves a turn open. The next run closes it as ``interrupted`` before starting, together
+  with the open turns of the child sessions (a Writer, a sub-agent) the crashed turn started.
 - One run per session across processes (``leases.run_lease``); a second start gets ``run.busy``.
+  A runtime that must read the log before the turn starts (the roleplay run prepares its context)
+  takes the lease first and hands it to ``run_turn``, so nothing moves the log in between.
 - The request always offers the run's visible tools, so the tool list and system prompt stay
   byte-stable for prompt caching (stack.md §2). A per-step mask narrows what may be *called*: a
   masked call gets a ``tool.not_available`` result, which the model sees and can recover from.
@@ -33,7 +36,7 @@ from roleplay.clock import IdGenerator
 from roleplay.errors import ConflictError, RpError
 
 from .events import Event, EventDraft
-from .leases import run_lease
+from .leases import Lease, run_lease
 from .models.types import (
     ChatMessage,
     ChatModel,
@@ -79,7 +82,8 @@ class LoopHooks:
         return response
 
     def finished(self, results: list[ToolResultData]) -> bool:
-        """True when this step's tool results complete the turn (no further model step)."""
+        """True when this step's tool results complete the turn (no further model step). Raising
+        an ``RpError`` ends the turn with outcome ``error`` (nothing further can succeed)."""
         return False
 
 
@@ -144,22 +148,29 @@ class AgentLoop:
         abort: asyncio.Event | None = None,
         source: dict[str, Any] | None = None,
         turn_id: str | None = None,
+        lease: Lease | None = None,
     ) -> TurnResult:
+        """Run one turn. Without ``lease`` the turn takes the session's run lease itself; a caller
+        that already holds it (and has read the log under it) passes it in."""
+        if lease is not None:
+            if not lease.holds(self.store, session_id):
+                raise RpError("run.lease_invalid", f"the lease handed to this turn is not held on session {session_id}")
+            await self.close_interrupted(session_id)
+            return await self._run(session_id, content, abort or asyncio.Event(), source, turn_id)
         async with run_lease(self.store, session_id):
             await self.close_interrupted(session_id)
             return await self._run(session_id, content, abort or asyncio.Event(), source, turn_id)
 
     async def close_interrupted(self, session_id: str) -> list[str]:
-        """Close every turn a crash left open, as ``interrupted``. Returns their ids."""
-        state = (await self.service.projection(session_id, turns_projection)).state
+        """Close every turn a crash left open, as ``interrupted``, and the open turns of the child
+        sessions started since (a run killed inside its Writer leaves the Writer's turn open too).
+        The caller holds the session's lease. Returns the closed turn ids of this session."""
         self._head = await self.store.head(session_id)
-        open_turns = sorted(state["open"].items(), key=lambda kv: kv[1])
-        if open_turns:
-            nodes = (await self.service.projection(session_id, surface_projection)).state["nodes"]
-            drafts = [_unanswered(c, "tool.interrupted", "the run stopped before this call finished", None, None) for c in dangling_calls(nodes)]
-            drafts += [EventDraft("turn/end", {"turnId": t, "outcome": "interrupted"}) for t, _ in open_turns]
-            await self._append(session_id, drafts)
-        return [t for t, _ in open_turns]
+        closed, since = await close_open_turns(self.service, session_id, self._append)
+        if closed:
+            await close_orphaned_children(self.service, session_id, since)
+        self._head = await self.store.head(session_id)
+        return closed
 
     # -- the turn --------------------------------------------------------------------------------
     async def _run(
@@ -363,6 +374,57 @@ def _unanswered(call: ToolCall | dict[str, Any], code: str, message: str, turn_i
     if step_id is not None:
         payload["stepId"] = step_id
     return EventDraft("tool/result", payload)
+
+
+async def close_open_turns(
+    service: SessionService, session_id: str, append: Callable[[str, list[EventDraft]], Awaitable[list[Event]]] | None = None
+) -> tuple[list[str], str | None]:
+    """Answer the dangling tool calls and end every open turn of the session as ``interrupted``.
+    Returns the closed turn ids and the time the oldest of them started (None when none was open)."""
+    state = (await service.projection(session_id, turns_projection)).state
+    open_turns = sorted(state["open"].items(), key=lambda kv: kv[1])
+    if not open_turns:
+        return [], None
+    nodes = (await service.projection(session_id, surface_projection)).state["nodes"]
+    drafts = [_unanswered(c, "tool.interrupted", "the run stopped before this call finished", None, None) for c in dangling_calls(nodes)]
+    drafts += [EventDraft("turn/end", {"turnId": t, "outcome": "interrupted"}) for t, _ in open_turns]
+    first = open_turns[0][1]
+    started = await service.events(session_id, after_seq=first - 1, until_seq=first)
+    if append is not None:
+        await append(session_id, drafts)
+    else:
+        await _append_at_head(service, session_id, drafts)
+    return [t for t, _ in open_turns], started[0].created_at if started else ""
+
+
+async def close_orphaned_children(service: SessionService, parent_id: str, since: str | None) -> list[str]:
+    """Close the open turns of the parent's child sessions touched since ``since`` (when the
+    parent's interrupted turn started). The caller holds the parent's lease, so no live run can
+    own such a child; a child whose own lease is taken anyway is left alone."""
+    closed: list[str] = []
+    for child in await service.children(parent_id):
+        if since is not None and child.updated_at < since:
+            continue  # untouched since the interrupted turn began: not one of its children
+        try:
+            async with run_lease(service.store, child.id):
+                ids, started = await close_open_turns(service, child.id)
+                if ids:
+                    await close_orphaned_children(service, child.id, started)
+        except ConflictError as exc:
+            if exc.code != "run.busy":
+                raise
+            continue
+        closed += ids
+    return closed
+
+
+async def _append_at_head(service: SessionService, session_id: str, drafts: list[EventDraft]) -> list[Event]:
+    for _ in range(20):
+        try:
+            return await service.append(session_id, drafts, expected_seq=await service.store.head(session_id))
+        except ConflictError:
+            continue
+    raise RpError("event.contended", f"could not append to {session_id}: the log keeps moving")
 
 
 def dangling_calls(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
