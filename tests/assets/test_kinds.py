@@ -49,3 +49,46 @@ def test_lorebook_keeps_the_raw_book_and_moves_pointers_under_book() -> None:
         with pytest.raises(ValidationError) as exc:
             validate_asset_data("lorebook", data)
         assert (exc.value.code, exc.value.pointer) == ("lorebook.invalid", pointer)
+
+
+# --- card text fields follow the shared character rules (issue 18 item 11) -------------------------
+
+
+@pytest.mark.parametrize(("field", "value", "code"), [
+    ("name", "Evil\x1b]0;pwned\x07", "card.control_char"),
+    ("name", "Two\nlines", "card.bad_name_char"),
+    ("name", "Ali\u202eecila", "card.bad_name_char"),
+    ("name", "Al\u200bice", "card.bad_name_char"),
+    ("nickname", "Al\nly", "card.bad_name_char"),
+    ("description", "red \x1b[31mtext", "card.control_char"),
+    ("first_mes", "ding\x07", "card.control_char"),
+    ("personality", "nul\x00", "card.control_char"),
+    ("scenario", "c1 \x9b", "card.control_char"),
+    ("creator_notes", "half \ud83d", "card.lone_surrogate"),
+])
+def test_card_text_fields_reject_control_characters(field, value, code) -> None:
+    data = {"name": "Alice", field: value}
+    with pytest.raises(ValidationError) as exc:
+        validate_asset_data("card", data)
+    assert exc.value.code == "card.invalid"
+    assert (exc.value.problems[0].code, exc.value.problems[0].pointer) == (code, f"/{field}")
+
+
+def test_card_list_fields_point_at_the_item() -> None:
+    with pytest.raises(ValidationError) as exc:
+        validate_asset_data("card", {"name": "Alice", "alternate_greetings": ["ok", "bad\x1b[2J"]})
+    assert exc.value.problems[0].pointer == "/alternate_greetings/1"
+
+
+def test_card_keeps_what_real_cards_need() -> None:
+    text = "Line one\r\nLine two\t<b>\u200d👩\u200d💻 שלום\u200f \u202bمرحبا\u202c </section>"
+    card = validate_asset_data("card", {"name": " 👩\u200d💻 Coder ", "description": text, "first_mes": text})
+    assert card.data["description"] == text and card.name == "👩\u200d💻 Coder"
+
+
+@pytest.mark.parametrize("kind", ["lorebook", "preset", "persona"])
+def test_lone_surrogates_are_refused_for_every_kind(kind) -> None:
+    data = {"name": "x\udcff"} if kind != "lorebook" else {"name": "b", "book": {"entries": {"0": {"content": "\ud800"}}}}
+    with pytest.raises(ValidationError) as exc:
+        validate_asset_data(kind, data)
+    assert exc.value.code == f"{kind}.invalid" and exc.value.problems[0].code == f"{kind}.lone_surrogate"

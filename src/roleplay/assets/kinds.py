@@ -21,7 +21,6 @@ in its own column for listing) and non-fatal warnings.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -31,11 +30,12 @@ import pydantic
 from roleplay.errors import Problem, RpError, ValidationError
 
 from .cards import CharacterCard
+from .cards.normalize import card_text_problems
 from .lorebook import import_lorebook
 from .personas import parse_persona
 from .presets import parse_preset
 from .styles import parse_writing_style
-from .validation import invalid, problems_from_pydantic
+from .validation import invalid, problems_from_pydantic, surrogate_problems, text_violation
 
 CARD = "card"
 LOREBOOK = "lorebook"
@@ -54,7 +54,6 @@ SEED_KIND_TO_ASSET_KIND = {"preset": PRESET, "writing_style": WRITING_STYLE, "pe
 
 LOREBOOK_NAME_MAX = 200
 LOREBOOK_DESCRIPTION_MAX = 2_000
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -83,6 +82,9 @@ def _card(data: Any) -> Validated:
         card = CharacterCard.model_validate(dict(data))
     except pydantic.ValidationError as exc:
         raise invalid("card", problems_from_pydantic("card", exc)) from None
+    problems = card_text_problems(card.model_dump(mode="python"))
+    if problems:
+        raise invalid("card", problems)
     if not card.name.strip():
         raise ValidationError("card.invalid", "a card needs a non-blank name", pointer="/name",
                               problems=[Problem("card.blank", "name is blank", "/name")])
@@ -108,9 +110,9 @@ def _lorebook(data: Any) -> Validated:
     if not isinstance(name, str) or not name.strip():
         raise _lorebook_problem("lorebook.blank", "a lorebook needs a non-blank name", "/name")
     name = name.strip()
-    if len(name) > LOREBOOK_NAME_MAX or _CONTROL_RE.search(name):
-        raise _lorebook_problem("lorebook.bad_name", f"name must be ≤ {LOREBOOK_NAME_MAX} characters "
-                                "without control characters", "/name")
+    if len(name) > LOREBOOK_NAME_MAX or text_violation(name, name=True):
+        raise _lorebook_problem("lorebook.bad_name", f"name must be one line of ≤ {LOREBOOK_NAME_MAX} characters "
+                                "without control, invisible or direction-changing characters", "/name")
     description = data.get("description", "")
     if not isinstance(description, str) or len(description) > LOREBOOK_DESCRIPTION_MAX:
         raise _lorebook_problem("lorebook.bad_description",
@@ -149,8 +151,15 @@ _VALIDATORS: dict[str, Callable[[Any], Validated]] = {
 
 
 def validate_asset_data(kind: str, data: Any) -> Validated:
-    """Run ``kind``'s parser on untrusted data; raise its ``ValidationError`` (with pointer)."""
-    return _VALIDATORS[check_kind(kind)](data)
+    """Run ``kind``'s parser on untrusted data; raise its ``ValidationError`` (with pointer).
+
+    Any kind's data is refused first if a string holds a lone surrogate: it could be neither
+    stored (UTF-8) nor printed, and would otherwise fail deep inside the store."""
+    check_kind(kind)
+    problems = surrogate_problems(kind, data) if isinstance(data, (Mapping, list)) else []
+    if problems:
+        raise invalid(kind, problems)
+    return _VALIDATORS[kind](data)
 
 
 __all__ = [

@@ -185,6 +185,7 @@ _SUFFIX = {
     "literal_error": "bad_value",
     "string_pattern_mismatch": "bad_format",
     "string_type": "wrong_type",
+    "string_unicode": "lone_surrogate",  # pydantic-core refuses surrogates before our validators run
     "bool_type": "wrong_type",
     "list_type": "wrong_type",
     "model_type": "wrong_type",

@@ -18,6 +18,7 @@ from typing import Any
 
 from roleplay.errors import Problem, RpError, pointer_from_parts
 
+from ..validation import clean_label, invalid, surrogate_problems, text_problem
 from .jsonio import check_json_value
 from .model import CardAsset, CharacterCard, IsolatedPrompts, SourceSpec, default_assets
 
@@ -290,7 +291,7 @@ def _lorebook(ctx: _Ctx, src: dict[str, Any], root: dict[str, Any]) -> dict[str,
 
 
 def _derive_name(ctx: _Ctx, nickname: str | None, filename: str | None) -> str:
-    stem = PurePath(filename).stem.strip() if filename else ""
+    stem = clean_label(PurePath(filename).stem) if filename else ""
     name = nickname or stem or "Unnamed character"
     ctx.warn("card.name.missing", f"card has no name; {name!r} was used", "name")
     return name
@@ -360,6 +361,11 @@ def parse_card_json(obj: Any, *, filename: str | None = None) -> ParsedCard:
         skip = ROOT_MIRROR_KEYS | {"spec", "spec_version", "data"}
         extra_root = {k: v for k, v in obj.items() if k not in skip}
 
+    text_problems = card_text_problems({**values, **lists, "nickname": nickname, "source": source,
+                                        "creator_notes_multilingual": multilingual}, base)
+    if text_problems:
+        raise invalid("card", text_problems)
+
     card = CharacterCard(
         **values,
         **lists,
@@ -382,6 +388,41 @@ def parse_card_json(obj: Any, *, filename: str | None = None) -> ParsedCard:
         raw=obj,
         warnings=ctx.warnings,
     )
+
+
+# One-line labels (a list shows them, ``{{char}}`` expands to them) and the card's prose. Both get
+# the shared text rules of ``assets/validation.py``; labels also the one-line name rule.
+LABEL_FIELDS = ("name", "nickname")
+PROSE_FIELDS = ("description", "personality", "scenario", "first_mes", "mes_example", "creator_notes", "creator",
+                "character_version", "alternate_greetings", "group_only_greetings", "tags", "source",
+                "creator_notes_multilingual")
+
+
+def card_text_problems(card: dict[str, Any], base: tuple[Any, ...] = ()) -> list[Problem]:
+    """Problems (``card.control_char``, ``card.bad_name_char``, ``card.lone_surrogate``) in a
+    V3-shaped card's text fields; pointers are ``base`` plus the field path.
+
+    Rejected, not cleaned: stripping characters out of a stranger's text would silently change it.
+    Surrounding whitespace of a name is allowed (the name column is stored stripped)."""
+    problems: list[Problem] = []
+    for key in LABEL_FIELDS:
+        value = card.get(key)
+        if isinstance(value, str):
+            found = text_problem("card", value.strip(), pointer_from_parts([*base, key]), name=True)
+            problems += [found] if found else []
+    for key in PROSE_FIELDS:
+        value = card.get(key)
+        items = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
+                 else [(None, value)])
+        for sub, text in items:
+            if isinstance(text, str):
+                parts = [*base, key] if sub is None else [*base, key, sub]
+                found = text_problem("card", text, pointer_from_parts(parts))
+                problems += [found] if found else []
+    checked = {*LABEL_FIELDS, *PROSE_FIELDS}
+    # Everything else (extensions, unknown keys) is kept verbatim, but must still be storable text.
+    problems += surrogate_problems("card", {k: v for k, v in card.items() if k not in checked}, base)
+    return problems
 
 
 # --- SillyTavern extension readers -------------------------------------------------------------
