@@ -4,6 +4,8 @@ read-time bindings."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from typing import Any
 
 import pytest
@@ -28,6 +30,7 @@ from roleplay.core.types import AssetView
 from roleplay.errors import ConflictError, RpError, ValidationError
 from roleplay.harness.commands import CommandContext, CommandRegistry, CommandSpec
 from roleplay.harness.events import EventDraft
+from roleplay.harness.leases import run_lease
 from roleplay.harness.projections import ProjectionRegistry
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.store import EventStore
@@ -321,6 +324,37 @@ async def test_a_snapshot_computed_against_a_superseded_revision_never_takes_eff
     state = (await service.projection(sid, session_projection)).state
     assert state["revision"] == 1 and state["profile"]["participation"] == "actor"
     assert [(d["code"], d["commandId"]) for d in state["diagnostics"]] == [("profile.stale_apply", two.command_id)]
+
+
+@pytest.mark.anyio
+async def test_profile_changes_take_the_run_lease_and_the_running_turn_cannot_switch_mode(store: EventStore) -> None:
+    """Issue 10.1/10.4: a profile change is ``run.busy`` while a run holds the lease; the run's
+    own work (a tool binding an asset) reuses its lease, but executionMode changes only while idle."""
+    assets = AssetService(store)
+    await assets.ensure_seeds()
+    preset = (await assets.store.get_default("preset")).id  # type: ignore[union-attr]
+    service = service_for(store)
+    sid = (await service.create("roleplay")).id
+    reader = StoreAssetReader(assets.store)
+    to_agent = {"patch": {"runtime": {"executionMode": "agent"}}}
+
+    async def elsewhere() -> None:  # a UI request: its own task, not part of the run
+        await apply_profile(service, sid, to_agent, reader)
+
+    async with run_lease(store, sid):
+        with pytest.raises(ConflictError) as busy:
+            await asyncio.create_task(elsewhere(), context=contextvars.Context())
+        assert busy.value.code == "run.busy"
+        # Inside the run: binding goes through on the run's lease, a mode switch does not.
+        bound = await apply_profile(service, sid, {"patch": {"resources": {"preset": preset}}}, reader)
+        assert bound.applied
+        with pytest.raises(ConflictError) as switch:
+            await apply_profile(service, sid, to_agent, reader)
+        assert switch.value.code == "run.busy" and switch.value.pointer == "/patch/runtime/executionMode"
+    state = (await service.projection(sid, session_projection)).state
+    assert state["revision"] == 1 and profile_of(state).execution_mode == "chat"
+    switched = await apply_profile(service, sid, to_agent, reader)  # idle again
+    assert switched.applied and profile_of(switched.state).execution_mode == "agent"
 
 
 @pytest.mark.anyio
