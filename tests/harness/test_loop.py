@@ -21,6 +21,7 @@ from roleplay.harness.sessions import SessionService
 from roleplay.harness.store import EventStore
 from roleplay.harness.surface import surface_projection
 from roleplay.harness.tools import Tool, ToolOutput, ToolRegistry
+from roleplay.harness.turns import turns_projection
 from roleplay.testing.fake_openai import FakeError, FakeReply, serve_fake_openai
 
 pytestmark = pytest.mark.anyio
@@ -196,6 +197,73 @@ async def test_crash_leaves_an_open_turn_that_the_next_start_closes(service: Ses
     assert events[4].payload["error"]["code"] == "tool.interrupted"
     assert events[5].payload == {"turnId": "t0", "outcome": "interrupted"}
     assert [m.role for m in model.requests[0].messages] == ["system", "user", "assistant", "tool", "user"]
+
+
+async def crashed_inside_a_child(service: SessionService) -> tuple[str, str]:
+    """What a process killed inside a sub-agent (the Writer) leaves: the parent's turn open with a
+    dangling spawning call, and the child's turn open with its user message and request."""
+    sid = (await service.create("chat")).id
+    await service.append(
+        sid,
+        [
+            EventDraft("turn/start", {"turnId": "t0"}),
+            EventDraft("user/message", {"messageId": "u0", "content": [{"type": "text", "text": "hi"}], "turnId": "t0"}),
+            EventDraft("assistant/message", {"messageId": "a0", "content": [], "toolCalls": [{"id": "c0", "name": "write", "arguments": "{}"}]}),
+            EventDraft("tool/call", {"callId": "c0", "name": "write", "arguments": "{}", "turnId": "t0"}),
+        ],
+        expected_seq=0,
+    )
+    child = (await service.create("rp-writer", parent_id=sid)).id
+    await service.append(
+        child,
+        [
+            EventDraft("turn/start", {"turnId": "w0"}),
+            EventDraft("user/message", {"messageId": "wu0", "content": [{"type": "text", "text": "write"}], "turnId": "w0"}),
+            EventDraft("step/start", {"turnId": "w0", "stepId": "s0", "index": 0}),
+        ],
+        expected_seq=0,
+    )
+    return sid, child
+
+
+async def test_closing_a_crashed_turn_closes_the_child_turn_it_left_open(service: SessionService) -> None:
+    """Issue 18.2: a run killed inside the Writer left the Writer's turn open forever."""
+    sid, child = await crashed_inside_a_child(service)
+    done = (await service.create("rp-writer", parent_id=sid)).id  # a finished child stays untouched
+    await service.append(done, [EventDraft("turn/start", {"turnId": "d0"}), EventDraft("turn/end", {"turnId": "d0", "outcome": "completed"})], expected_seq=0)
+    result = await AgentLoop(service, ScriptedModel(["recovered"]), spec()).run_turn(sid, "again")
+    assert result.outcome == "completed"
+    child_events = await service.events(child)
+    assert child_events[-1].type == "turn/end" and child_events[-1].payload == {"turnId": "w0", "outcome": "interrupted"}
+    assert (await service.projection(child, turns_projection)).state["open"] == {}
+    assert await types(service, done) == ["turn/start", "turn/end"]
+    # Closing is idempotent: the next run finds nothing left to close.
+    head = await service.store.head(child)
+    await AgentLoop(service, ScriptedModel(["again"]), spec()).run_turn(sid, "more")
+    assert await service.store.head(child) == head
+
+
+async def test_a_child_holding_its_own_lease_is_left_alone(service: SessionService, store: EventStore) -> None:
+    sid, child = await crashed_inside_a_child(service)
+    async with run_lease(store, child):  # something alive still runs it: not an orphan
+        closed = await AgentLoop(service, ScriptedModel(["x"]), spec()).run_turn(sid, "again")
+    assert closed.outcome == "completed"
+    assert (await service.projection(child, turns_projection)).state["open"] == {"w0": 1}
+
+
+async def test_a_turn_runs_on_a_lease_its_caller_already_holds(service: SessionService, store: EventStore) -> None:
+    sid = (await service.create("chat")).id
+    other = (await service.create("chat")).id
+    async with run_lease(store, sid) as lease:
+        head = await store.head(sid)  # read under the lease: nothing can move it before the turn starts
+        result = await AgentLoop(service, ScriptedModel(["ok"]), spec()).run_turn(sid, "hi", lease=lease)
+        assert result.outcome == "completed" and (await service.events(sid))[head].type == "turn/start"
+        with pytest.raises(RpError) as exc:
+            await AgentLoop(service, ScriptedModel(["no"]), spec()).run_turn(other, "hi", lease=lease)
+        assert exc.value.code == "run.lease_invalid"
+    with pytest.raises(RpError) as exc:
+        await AgentLoop(service, ScriptedModel(["no"]), spec()).run_turn(sid, "hi", lease=lease)  # released
+    assert exc.value.code == "run.lease_invalid"
 
 
 async def test_one_active_run_per_session(service: SessionService, store: EventStore) -> None:
