@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import multiprocessing
 import os
 import signal
@@ -10,7 +11,7 @@ import signal
 import pytest
 
 from roleplay.errors import ConflictError
-from roleplay.harness.leases import run_lease
+from roleplay.harness.leases import held_lease, run_lease, session_lease
 from roleplay.harness.store import EventStore, open_store
 
 pytestmark = pytest.mark.anyio
@@ -79,3 +80,29 @@ async def test_same_process_second_lease_is_refused(store: EventStore) -> None:
         with pytest.raises(ConflictError):
             async with run_lease(store, sid):
                 pass
+
+
+async def test_session_lease_reuses_the_lease_this_context_holds_and_nothing_else(store: EventStore) -> None:
+    sid = (await store.create_session(preset="chat")).id
+    assert held_lease(store, sid) is None
+    async with run_lease(store, sid) as lease:
+        assert held_lease(store, sid) is lease and not lease.nested
+        async with session_lease(store, sid) as inner:  # the holder's own work (a tool of its run)
+            assert inner.nested
+
+        async def child_task() -> bool:
+            async with session_lease(store, sid) as reused:
+                return reused.nested
+
+        assert await asyncio.ensure_future(child_task())  # tasks the holder starts share its lease
+
+        async def stranger() -> None:
+            async with session_lease(store, sid):
+                pass
+
+        with pytest.raises(ConflictError) as exc:  # a task from elsewhere (a UI request) does not
+            await asyncio.create_task(stranger(), context=contextvars.Context())
+        assert exc.value.code == "run.busy"
+    assert held_lease(store, sid) is None and not lease.active
+    async with session_lease(store, sid) as fresh:
+        assert not fresh.nested
