@@ -68,6 +68,10 @@ def test_new_sets_participation_and_prompt_shows_it(tmp_path: Path) -> None:
     assert "Player boundary: participation is adaptive." in text
     bad = invoke(tmp_path, "new", "--sample", "--participation", "narrator")
     assert bad.exit_code == 2 and "narrator" in bad.output
+    played = invoke(tmp_path, "play", "--sample", "--participation", "actor", "--model", "demo", input="/quit\n")
+    assert played.exit_code == 0, played.output
+    sid = played.stderr.split("session ", 1)[1].split()[0]
+    assert json.loads(invoke(tmp_path, "prompt", sid, "--model", "demo", "--json").stdout)["participation"] == "actor"
 
 
 def test_play_repl_with_state_and_undo(tmp_path: Path) -> None:

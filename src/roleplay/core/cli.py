@@ -32,6 +32,10 @@ from .session_create import StoryRequest, create_story
 from .turn_eligibility import require_playable
 
 model_option = click.option("--model", "model_spec", help="Route, e.g. deepseek/deepseek-flash, openai/<model>, or demo (offline).")
+participation_option = click.option(
+    "--participation", type=click.Choice(["adaptive", "actor", "director"]), default="adaptive", show_default=True,
+    help="How you take part in a new story: adaptive reads each input (acting, observing, directing); actor plays your own character; director steers from outside.",
+)
 
 
 @asynccontextmanager
@@ -84,8 +88,7 @@ async def new_story(rt: RoleplayRuntime, card: str | None, sample: bool, **kw: A
 @click.option("--style", "styles", multiple=True, help="Writing style asset id (repeat; default: the default style).")
 @click.option("--opening", help="N (0 = first message, n = alternate greeting n), skip, custom or custom:TEXT.")
 @click.option("--opening-text", help="The text of a custom opening.")
-@click.option("--participation", type=click.Choice(["adaptive", "actor", "director"]), default="adaptive", show_default=True,
-              help="How you take part: adaptive reads each input (acting, observing, directing); actor plays your own character; director steers from outside.")
+@participation_option
 @click.option("--title")
 @model_option
 @json_option
@@ -135,17 +138,19 @@ async def say_command(ctx: click.Context, session_id: str, text: str, model_spec
 @click.option("--card", help="Start a new story with this card.")
 @click.option("--sample", is_flag=True, help="Start a new story with the bundled sample card.")
 @click.option("--session", "session_id", help="Continue this session.")
+@participation_option
 @model_option
 @click.pass_context
 @run
-async def play_command(ctx: click.Context, card: str | None, sample: bool, session_id: str | None, model_spec: str | None) -> None:
+async def play_command(ctx: click.Context, card: str | None, sample: bool, session_id: str | None, participation: str,
+                       model_spec: str | None) -> None:
     """Interactive play. Commands: /state, /undo, /help, /quit."""
     route = resolve_route(model_spec)
     async with runtime(ctx) as rt:
         if session_id is None:
             if card is None and not sample:
                 card = await _choose_card(rt)
-            record, m = await new_story(rt, card, sample and card is None)
+            record, m = await new_story(rt, card, sample and card is None, participation=participation)
             session_id = record.id
             click.echo(f"session {record.id} · {record.title} · model {rt.model_for(route).label}", err=True)
             if m.opening_message_text:
