@@ -152,6 +152,15 @@ def test_regex_prefilter_time_is_charged_to_the_guard():
     table = MatcherTable()
     mid = table.matcher_for("/" + "ab" * 998 + "c/", False, True)
     table.freeze()
-    guard = RegexGuard()
+    guard = RegexGuard(total_seconds=30.0)  # room for a loaded machine: the point is the charge
     assert TextIndex(table, "ab" * 50_000, guard).matches(mid) is False
     assert guard.spent > 0.0 and guard.cut == {}
+
+
+def test_regex_literal_across_an_automaton_slice_boundary_is_found():
+    from roleplay.assets.lorebook.matching import SLICE_CHARS
+
+    text = "x" * (SLICE_CHARS - 3) + "needle" + "x" * 10
+    for automaton in (True, False):
+        ids, idx = index_for([("/need+le/", False, True), ("/xneedlex/", False, True)], text, automaton)
+        assert [idx.matches(i) for i in ids] == [True, True]

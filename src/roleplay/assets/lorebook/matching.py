@@ -19,8 +19,12 @@ in the text's maximal ``[A-Za-z0-9_]+`` runs (exactly the whole-word rule for su
 other plain key is found in one Aho-Corasick pass (``pyahocorasick`` when installed, otherwise a
 direct ``str.find`` scan with the same results); regex keys run once per text under a
 :class:`RegexGuard`, and so does their literal prefilter: it is a search over the same text, so it
-obeys the same text-length limit and time budget (a long repetitive literal in the shared automaton
-made it report a hit at every position of a long text, for seconds, before the guard was asked).
+obeys the same text-length limit and time budget. It has its own automaton, run on the first regex
+key's behalf inside the guard, in slices so that it can stop: a long repetitive literal (``abab…``)
+makes the automaton walk a long chain of partial matches at every position of a text that repeats
+it (seconds for 2 MB, with or without a match). After ``per_search_seconds`` the pass gives up and
+the literals not yet found are looked for with one linear ``in`` each until the budget ends; a
+literal still unknown then lets its regex through to the guard, which cuts it.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ _JS_WS_RE = re.compile(f"[{re.escape(_JS_WS)}]")
 _BLANK_WW = re.compile(r"(?:\A|[^A-Za-z0-9_])(?:\Z|[^A-Za-z0-9_])")
 
 REGEX, WORD, LITERAL, LITERAL_WW, BLANK_WW = "regex", "word", "literal", "literal-ww", "blank-ww"
+SLICE_CHARS = 8_192  # the regex-literal automaton runs in slices this long, checking the clock
 
 
 def js_trim(text: str) -> str:
@@ -94,6 +99,9 @@ class MatcherTable:
         self.literal_ids: dict[bool, list[int]] = {True: [], False: []}
         self.spanning_ids: dict[bool, list[int]] = {True: [], False: []}
         self.automata: dict[bool, Any] = {}
+        self.required_ids: dict[bool, list[int]] = {True: [], False: []}  # regex keys with a literal
+        self.required_automata: dict[bool, Any] = {}
+        self.required_max: dict[bool, int] = {True: 0, False: 0}  # longest literal: slice overlap
 
     def matcher_for(self, key: str, case_sensitive: bool, whole_words: bool) -> int:
         kind, text, rx = classify_key(key, case_sensitive, whole_words)
@@ -109,7 +117,7 @@ class MatcherTable:
 
     def freeze(self) -> None:
         """Build the word index and the Aho-Corasick automata for every matcher added so far.
-        Regex keys stay out: their prefilter runs under the :class:`RegexGuard`."""
+        Regex keys' required literals get automata of their own, run under the :class:`RegexGuard`."""
         for m in self.matchers[self._frozen:]:
             if m.kind == WORD:
                 self.word_index[m.case_sensitive].setdefault(m.text, []).append(m.id)
@@ -117,21 +125,29 @@ class MatcherTable:
                 self.literal_ids[literal_cs(m)].append(m.id)
                 if is_spanning(literal_text(m)):
                     self.spanning_ids[literal_cs(m)].append(m.id)
+            elif required_text(m):
+                self.required_ids[literal_cs(m)].append(m.id)
+                self.required_max[literal_cs(m)] = max(self.required_max[literal_cs(m)], len(required_text(m)))
         self._frozen = len(self.matchers)
-        self.automata = {}
+        self.automata, self.required_automata = {}, {}
         if _ahocorasick is None:
             return
         for cs, ids in self.literal_ids.items():
-            if not ids:
-                continue
-            automaton = _ahocorasick.Automaton()
-            grouped: dict[str, list[int]] = {}
-            for mid in ids:
-                grouped.setdefault(literal_text(self.matchers[mid]), []).append(mid)
-            for text, mids in grouped.items():
-                automaton.add_word(text, (len(text), tuple(mids)))
-            automaton.make_automaton()
-            self.automata[cs] = automaton
+            if ids:
+                self.automata[cs] = self._automaton(ids, literal_text)
+        for cs, ids in self.required_ids.items():
+            if ids:
+                self.required_automata[cs] = self._automaton(ids, required_text)
+
+    def _automaton(self, ids: list[int], text_of: Callable[[Matcher], str]) -> Any:
+        automaton = _ahocorasick.Automaton()
+        grouped: dict[str, list[int]] = {}
+        for mid in ids:
+            grouped.setdefault(text_of(self.matchers[mid]), []).append(mid)
+        for text, mids in grouped.items():
+            automaton.add_word(text, (len(text), tuple(mids)))
+        automaton.make_automaton()
+        return automaton
 
     def is_indexed(self, mid: int) -> bool:
         return mid < self._frozen
@@ -153,10 +169,10 @@ class RegexGuard:
     cut: dict[int, str] = field(default_factory=dict)  # matcher id -> diagnostic code
     _exhausted: bool = False
 
-    def search(self, m: Matcher, text: str, haystack: Callable[[], str] | None = None) -> bool:
-        """Whether regex matcher ``m`` matches ``text``. With ``haystack`` (the text in the case
-        variant the regex's required literal is written in), the literal is looked for first and
-        an absent literal answers "no" without running the regex; that look counts as regex work."""
+    def search(self, m: Matcher, text: str, has_literal: Callable[[Matcher], bool] | None = None) -> bool:
+        """Whether regex matcher ``m`` matches ``text``. With ``has_literal`` (whether ``text``
+        contains the regex's required literal), the literal is looked for first and an absent
+        literal answers "no" without running the regex; that look counts as regex work."""
         if m.id in self.cut:
             return False
         assert m.regex is not None
@@ -168,9 +184,7 @@ class RegexGuard:
             return self._exhaust(m)
         started = time.perf_counter()
         try:
-            # ``in`` is linear in the text (two-way search), so a hostile literal costs one pass.
-            required = m.regex.required
-            if haystack is not None and required is not None and required not in haystack():
+            if has_literal is not None and m.regex.required is not None and not has_literal(m):
                 return False
             timeout = min(self.per_search_seconds, self.total_seconds - self.spent
                           - (time.perf_counter() - started))
@@ -219,6 +233,7 @@ class TextIndex:
         self._words: dict[bool, set[str]] = {}
         self._literal_hits: dict[bool, set[int]] = {}
         self._memo: dict[int, bool] = {}
+        self._required_hits: dict[bool, set[int]] = {}
 
     def _variant(self, cs: bool) -> str:
         if cs not in self.variants:
@@ -264,7 +279,7 @@ class TextIndex:
 
     def _evaluate(self, m: Matcher) -> bool:
         if m.kind == REGEX:
-            return self.guard.search(m, self.variants[True], lambda: self._variant(literal_cs(m)))
+            return self.guard.search(m, self.variants[True], self.has_required_literal)
         if m.kind == WORD:
             return m.text in self.words(m.case_sensitive)
         if m.kind == BLANK_WW:
@@ -274,6 +289,55 @@ class TextIndex:
         if self.table.is_indexed(m.id):
             return m.id in self.literal_hits(m.case_sensitive)
         return _direct(m, self._variant(m.case_sensitive))
+
+    def has_required_literal(self, m: Matcher) -> bool:
+        """Whether the text contains regex ``m``'s required literal. Only called by the guard, so
+        the pass that answers it for every regex key at once is regex work. A key added after
+        :meth:`MatcherTable.freeze` is looked for directly."""
+        if not self.table.is_indexed(m.id):
+            return required_text(m) in self._variant(literal_cs(m))
+        return m.id in self.required_hits(literal_cs(m))
+
+    def required_hits(self, cs: bool) -> set[int]:
+        """Indexed regex keys whose required literal occurs in the text (variant ``cs``), or could
+        not be looked for within the guard's budget. Like plain keys: the union of the parts'
+        answers (cached across sweeps) plus literals that can span parts, looked for in the whole
+        text."""
+        if cs not in self._required_hits:
+            ids = self.table.required_ids[cs]
+            if self.parts:
+                hits = set().union(*(p.required_hits(cs) for p in self.parts))
+                spanning = [mid for mid in ids if is_spanning(required_text(self.table.matchers[mid]))]
+                hits |= self._scan_required(cs, spanning, use_automaton=False) if spanning else set()
+            else:
+                hits = self._scan_required(cs, ids, use_automaton=self.use_automaton) if ids else set()
+            self._required_hits[cs] = hits
+        return self._required_hits[cs]
+
+    def _scan_required(self, cs: bool, ids: list[int], *, use_automaton: bool) -> set[int]:
+        text = self._variant(cs)
+        started = time.perf_counter()
+        deadline = started + max(self.guard.total_seconds - self.guard.spent, 0.0)
+        automaton = self.table.required_automata.get(cs) if use_automaton else None
+        hits: set[int] = set()
+        if automaton is not None:
+            overlap = self.table.required_max[cs] - 1
+            give_up = started + self.guard.per_search_seconds
+            for start in range(0, len(text), SLICE_CHARS):
+                hits.update(mid for _end, (_n, mids) in automaton.iter(text, start, start + SLICE_CHARS + overlap)
+                            for mid in mids)
+                if time.perf_counter() > give_up:
+                    break
+            else:
+                return hits
+        for i, mid in enumerate(ids):
+            if mid in hits:
+                continue
+            if time.perf_counter() > deadline:
+                return hits | set(ids[i:])  # unknown: the guard cuts these keys, with a diagnostic
+            if required_text(self.table.matchers[mid]) in text:
+                hits.add(mid)
+        return hits
 
     def indexed_hits(self, regex_ids: list[int], special_ids: list[int]) -> set[int]:
         """Every indexed word/literal matcher that matches, plus the given regex and special
@@ -309,6 +373,11 @@ def _automaton_hits(automaton: Any, table: MatcherTable, text: str) -> set[int]:
             if table.matchers[mid].kind != LITERAL_WW or _bounded(text, start, end + 1, n):
                 hits.add(mid)
     return hits
+
+
+def required_text(m: Matcher) -> str:
+    """A regex key's required literal ("" for other kinds)."""
+    return (m.regex.required if m.kind == REGEX and m.regex is not None else None) or ""
 
 
 def literal_text(m: Matcher) -> str:
