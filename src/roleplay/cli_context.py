@@ -4,6 +4,13 @@
 ``RP_HOME`` and ``RP_DATABASE_URL`` come from the environment. Errors print as
 ``error [code]: message`` on stderr (or as ``{"error": {...}}`` on stdout with ``--json``) and
 exit with status 1, never with a traceback.
+
+Text crosses the terminal boundary both ways. In: an argument with bytes that are not UTF-8
+arrives as lone surrogates (Python's ``surrogateescape``) and is refused with
+``cli.arg.invalid_utf8`` before any command runs. Out: asset and story text come from strangers,
+so what a command prints goes through ``terminal_safe``, which shows ESC, other controls, bidi
+overrides and lone surrogates as visible escapes instead of letting them drive the terminal, and
+``echo_json`` escapes the same characters inside JSON strings.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, TypeVar
@@ -85,6 +93,48 @@ def home_option(fn: F) -> F:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 
 
+# What a terminal must not receive raw: C0 controls but tab and newline (ESC starts CSI/OSC
+# sequences, CR rewrites the line, BEL rings), DEL, C1 controls (0x9B is CSI on 8-bit terminals), the
+# bidi embedding/override/isolate controls (they reorder the rest of the line) and lone surrogates
+# (unprintable: encoding them to UTF-8 raises). Names also lose line breaks and tabs.
+_TERMINAL_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_ONE_LINE_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# Inside JSON strings ``json.dumps`` already escapes C0; these are the others it leaves raw.
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str, *, one_line: bool = False) -> str:
+    """``text`` with every character that could drive or garble a terminal shown as an escape
+    (``\\x1b``, ``\\u202e``…). Newlines and tabs stay unless ``one_line``; CRLF becomes a newline.
+    Printable text, joiners and bidi marks are untouched."""
+    if one_line:
+        return _ONE_LINE_UNSAFE.sub(_visible, text)
+    return _TERMINAL_UNSAFE.sub(_visible, text.replace("\r\n", "\n"))
+
+
+def check_text_args(params: dict[str, Any]) -> None:
+    """Refuse command arguments that are not valid UTF-8 text (they arrive as lone surrogates).
+
+    ``Path`` arguments are not text and are left to the file system."""
+    for name, value in params.items():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if not isinstance(item, str):
+                continue
+            bad = next((i for i, ch in enumerate(item) if "\ud800" <= ch <= "\udfff"), None)
+            if bad is None:
+                continue
+            code = ord(item[bad])
+            byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+            raise RpError("cli.arg.invalid_utf8", f"argument {name!r} is not valid UTF-8 text ({byte} at offset "
+                          f"{bad}); check the terminal's encoding", pointer=f"/{name}",
+                          details={"argument": name, "offset": bad})
+
+
 def run(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
     """Run an async command body, turning RpError into a clean message and exit status 1."""
 
@@ -92,6 +142,7 @@ def run(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         as_json = kwargs.get("as_json", False)
         try:
+            check_text_args(kwargs)
             return asyncio.run(fn(*args, **kwargs))
         except RpError as exc:
             fail(exc, as_json)
@@ -105,18 +156,25 @@ def run(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
 
 def fail(exc: RpError, as_json: bool = False) -> None:
     if as_json:
-        click.echo(json.dumps({"error": exc.to_dict()}, ensure_ascii=False, indent=2))
+        echo_json({"error": exc.to_dict()})
     else:
+        # Messages quote user input (names, keys, file names): print them inert.
         where = f" (at {exc.pointer})" if exc.pointer is not None else ""
-        click.echo(f"error [{exc.code}]: {exc.message}{where}", err=True)
+        click.echo(terminal_safe(f"error [{exc.code}]: {exc.message}{where}", one_line=True), err=True)
         for p in exc.problems[1:]:
             at = f" (at {p.pointer})" if p.pointer is not None else ""
-            click.echo(f"  also [{p.code}]: {p.message}{at}", err=True)
+            click.echo(terminal_safe(f"  also [{p.code}]: {p.message}{at}", one_line=True), err=True)
     sys.exit(1)
 
 
+def json_text(value: Any) -> str:
+    """Indented JSON with raw non-ASCII kept readable, but DEL, C1 controls, line separators, bidi
+    controls and lone surrogates escaped as ``\\uXXXX`` (still the same JSON value)."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False, indent=2))
+
+
 def echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+    click.echo(json_text(value))
 
 
 def state_of(ctx: click.Context) -> CliState:

@@ -121,3 +121,49 @@ def test_trust_isolated_prompts(env: dict[str, str], tmp_path: Path) -> None:
     code, out, _ = invoke(env, "import", str(book), "--json")
     code, out, err = invoke(env, "assets", "trust", json.loads(out)[0]["assetId"])
     assert code == 1 and "asset.no_isolated_prompts" in err
+
+
+def test_import_output_shows_hostile_file_names_inert(env: dict[str, str], tmp_path: Path) -> None:
+    # A card without a name is named after its file; the file name here carries ESC/OSC and BEL.
+    path = tmp_path / "evil\x1b]0;owned\x07\u202e.json"
+    path.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0",
+                                "data": {"name": "", "first_mes": "Hi."}}))
+    code, out, err = invoke(env, "import", str(path))
+    assert code == 0, err
+    assert "\x1b" not in out + err and "\x07" not in out + err and "\u202e" not in out + err
+    assert "\\x1b]0;owned\\x07\\u202e.json: imported card" in out
+    code, out, _ = invoke(env, "assets", "list", "--kind", "card", "--json")
+    assert json.loads(out)[0]["name"] == "evil ]0;owned"  # the derived name is a clean label
+
+
+def test_import_of_a_non_utf8_file_name_does_not_crash(env: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "caf\udce9.json"  # the bytes b"caf\xe9.json" on disk
+    path.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0",
+                                "data": {"name": "", "first_mes": "Hi."}}))
+    code, out, err = invoke(env, "import", str(path), "--json")
+    assert code == 0, err
+    [result] = json.loads(out)
+    assert result["file"].endswith("caf\ufffd.json") and result["assets"][0]["name"] == "caf\ufffd"
+
+
+def test_import_errors_name_the_cause_on_the_command_line(env: dict[str, str], tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"spec": "chara_card_v2", "data": {"name": "Tru')
+    code, _, err = invoke(env, "import", str(empty), str(cut))
+    assert code == 1
+    assert "empty.json: error [asset.import.empty]" in err and "cut.json: error [asset.json.truncated]" in err
+
+
+def test_an_id_of_the_wrong_kind_says_what_it_is(env: dict[str, str], tmp_path: Path) -> None:
+    _, out, _ = invoke(env, "import", str(card_file(tmp_path)), "--json")
+    card_id, book_id = (a["id"] for a in json.loads(out)[0]["assets"])
+    code, _, err = invoke(env, "export", "card", book_id, "-o", str(tmp_path / "x.png"))
+    assert code == 1 and f"asset '{book_id}' is a lorebook ('Alice lore'), not a card" in err
+    code, out, _ = invoke(env, "assets", "trust", book_id, "--json")
+    error = json.loads(out)["error"]
+    assert (error["code"], error["details"]["kind"], error["details"]["expected"]) == ("asset.not_found", "lorebook",
+                                                                                       "card")
+    code, _, err = invoke(env, "lorebook", "test", card_id, "--text", "x")
+    assert code == 1 and "is a card ('Alice'), not a lorebook" in err

@@ -15,11 +15,20 @@ from typing import Any, AsyncIterator
 
 import click
 
-from roleplay.cli_context import echo_json, home_option, json_option, run, state_of
+from roleplay.cli_context import echo_json, home_option, json_option, run, state_of, terminal_safe
 from roleplay.errors import RpError
 
 from .kinds import DEFAULT_KINDS, KINDS
 from .service import AssetService
+
+
+def _echo(line: str, *, err: bool = False) -> None:
+    """One line that quotes asset text (names, file names, keys): printed inert."""
+    click.echo(terminal_safe(line, one_line=True), err=err)
+
+
+def _text_path(path: Path) -> str:
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 @asynccontextmanager
@@ -49,13 +58,16 @@ async def import_command(ctx: click.Context, files: tuple[Path, ...], allow_repa
     failed = False
     async with _service(ctx) as service:
         for path in files:
+            # A file name with bytes that are not UTF-8 is still a file we can read; only its
+            # text form (shown, and used for derived names) gets U+FFFD for those bytes.
+            shown, name = _text_path(path), _text_path(Path(path.name))
             try:
-                result = await service.import_file(path.read_bytes(), path.name, allow_repair=allow_repair)
+                result = await service.import_file(path.read_bytes(), name, allow_repair=allow_repair)
             except RpError as exc:
                 failed = True
-                results.append({"file": str(path), "error": exc.to_dict()})
+                results.append({"file": shown, "error": exc.to_dict()})
                 continue
-            results.append({"file": str(path), **result.to_dict()})
+            results.append({"file": shown, **result.to_dict()})
     if as_json:
         echo_json(results)
     else:
@@ -63,14 +75,17 @@ async def import_command(ctx: click.Context, files: tuple[Path, ...], allow_repa
             if "error" in item:
                 err = item["error"]
                 where = f" (at {err['pointer']})" if err.get("pointer") is not None else ""
-                click.echo(f"{item['file']}: error [{err['code']}]: {err['message']}{where}", err=True)
+                _echo(f"{item['file']}: error [{err['code']}]: {err['message']}{where}", err=True)
+                for p in err.get("problems", [])[1:]:
+                    at = f" (at {p['pointer']})" if p.get("pointer") is not None else ""
+                    _echo(f"  also [{p['code']}]: {p['message']}{at}", err=True)
                 continue
             verb = "already imported as" if item["duplicate"] else "imported"
             made = ", ".join(f"{a['kind']} {a['id']} ({a['name']})" for a in item["assets"])
-            click.echo(f"{item['file']}: {verb} {made}")
+            _echo(f"{item['file']}: {verb} {made}")
             for w in item["warnings"]:
                 at = f" (at {w['pointer']})" if w.get("pointer") is not None else ""
-                click.echo(f"  warning [{w['code']}]: {w['message']}{at}")
+                _echo(f"  warning [{w['code']}]: {w['message']}{at}")
     if failed:
         sys.exit(1)
 
@@ -104,7 +119,7 @@ async def assets_list(ctx: click.Context, kind: str | None, limit: int, offset: 
         click.echo("no assets")
     for r in rows:
         mark = " [default]" if r["default"] else ""
-        click.echo(f"{r['id']}  {r['kind']:<13} rev {r['revision']:<4} {r['name']}{mark}")
+        _echo(f"{r['id']}  {r['kind']:<13} rev {r['revision']:<4} {r['name']}{mark}")
 
 
 @assets.command("show")
@@ -126,7 +141,7 @@ async def assets_show(ctx: click.Context, asset_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(out)
         return
-    click.echo(f"{record.id}  {record.kind}  rev {record.revision}  {record.name}")
+    _echo(f"{record.id}  {record.kind}  rev {record.revision}  {record.name}")
     click.echo(f"  content {record.content_hash}  updated {record.updated_at}")
     if record.source_character_id:
         click.echo(f"  from card {record.source_character_id}")
@@ -154,9 +169,9 @@ async def assets_delete(ctx: click.Context, asset_id: str, expected_revision: in
         echo_json(result.to_dict())
         return
     for r in result.deleted:
-        click.echo(f"deleted {r.kind} {r.id} ({r.name})")
+        _echo(f"deleted {r.kind} {r.id} ({r.name})")
     for w in result.warnings:
-        click.echo(f"warning [{w.code}]: {w.message}", err=True)
+        _echo(f"warning [{w.code}]: {w.message}", err=True)
 
 
 @assets.command("trust")

@@ -20,7 +20,7 @@ from .importing import ImportResult, import_file
 from .kinds import CARD
 from .seeding import SeedSpec
 from .seeds import BUILTIN_SEEDS, SeedOutcome, ensure_seeds
-from .store import AssetRecord, AssetStore, AssetTx, check_revision, not_found
+from .store import AssetRecord, AssetStore, AssetTx, check_revision, not_found, wrong_kind
 
 
 @dataclass
@@ -100,7 +100,8 @@ class AssetService:
         # One read transaction: card, avatar and books come from the same moment.
         record, avatar, books = await self.store.read(body)
         if record is None:
-            raise not_found(card_id)
+            other = await self.store.read(lambda tx: tx.get(card_id))
+            raise not_found(card_id) if other is None else wrong_kind(other, CARD)
         raw_books = []
         for book in books:
             raw = book.data["book"]

@@ -121,6 +121,13 @@ def not_found(asset_id: str) -> NotFoundError:
     return NotFoundError("asset.not_found", f"no asset {asset_id!r}", details={"assetId": asset_id})
 
 
+def wrong_kind(record: "AssetRecord", expected: str) -> NotFoundError:
+    """The id exists but names another kind: same code as a missing asset (there is no such
+    ``expected``), but the message and details say what the id really is."""
+    return NotFoundError("asset.not_found", f"asset {record.id!r} is a {record.kind} ({record.name!r}), not a {expected}",
+                         details={"assetId": record.id, "kind": record.kind, "expected": expected})
+
+
 def revision_conflict(asset_id: str, expected: int, current: int) -> ConflictError:
     return ConflictError(
         "asset.revision_conflict",
@@ -440,8 +447,10 @@ class AssetStore:
     # -- reads ----------------------------------------------------------------------------------
     async def get(self, asset_id: str, *, kind: str | None = None) -> AssetRecord:
         record = await self.read(lambda tx: tx.get(asset_id))
-        if record is None or (kind is not None and record.kind != kind):
+        if record is None:
             raise not_found(asset_id)
+        if kind is not None and record.kind != kind:
+            raise wrong_kind(record, kind)
         return record
 
     async def list(self, kind: str, *, limit: int = 50, offset: int = 0,
