@@ -119,3 +119,28 @@ def test_regex_keys_with_escapes_fire_through_the_prefilter(key, text):
 ])
 def test_required_literal_skips_whole_escapes(pattern, flags, literal):
     assert required_literal(pattern, flags) == literal
+
+
+@pytest.mark.parametrize(("key", "text", "expected"), [
+    ("/x\\12y/", "x\ny", True),  # no group 12: a legacy octal escape (Annex B), not "\1" then "2"
+    ("/(a)\\1/", "aa", True),  # a real backreference stays one
+    ("/(a)\\2/", "a\x02", True),  # only one group: \2 is octal
+    ("/(a)(b)(c)(d)(e)(f)(g)(h)(i)(j)(k)(l)\\12/", "abcdefghijkll", True),
+    ("/\\101/", "A", True),
+    ("/\\0101/", "\x081", True),  # \010 then "1": octal takes at most three digits
+    ("/\\8/", "8", True),  # \8 and \9 are identity escapes
+    ("/[\\101-\\132]/", "Q", True),  # octal in a class
+    ("/[\\101-\\132]/", "q", False),
+])
+def test_decimal_escapes_follow_annex_b(key, text, expected):
+    """Issue 10 item 7: these keys were not regex keys at all (``\\12`` became a reference to a
+    missing group, and octal in a class was refused)."""
+    rx = parse_regex_key(key)
+    assert rx is not None
+    assert (rx.compiled.search(text) is not None) is expected
+    assert rx.required is None or rx.required in text or not expected
+
+
+@pytest.mark.parametrize("key", ["/\\2/u", "/[\\1]/u", "/\\01/u"])
+def test_decimal_escapes_without_a_group_are_errors_with_u(key):
+    assert parse_regex_key(key) is None

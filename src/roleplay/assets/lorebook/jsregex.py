@@ -16,6 +16,10 @@ engines differ in ways a community key can hit:
   Python's ``$`` would also match before a final newline;
 * ``[^]`` matches anything and ``[]`` nothing; ``{,n}`` is a literal (Python reads a quantifier);
 * ``\\k<name>``, ``\\cX``, ``\\u{…}`` and identity escapes such as ``\\a`` (a letter in JS);
+* decimal escapes (Annex B, without ``u``): ``\\N`` is a backreference only when the pattern has
+  ``N`` capturing groups; otherwise it is a legacy octal escape of at most three digits (value up
+  to 0o377), and ``\\8``/``\\9`` are the digits themselves; inside a class always octal. With
+  ``u`` such an escape is a syntax error, as in JavaScript;
 * ``y`` (sticky) anchors the test at index 0; ``g`` has no effect on a fresh ``RegExp.test``.
 """
 
@@ -119,7 +123,7 @@ def required_literal(pattern: str, flags: str = "") -> str | None:
     An escape ends the run over its whole length as the translator reads it (``\\x01``,
     ``\\u{1F600}``, ``\\cJ``, ``\\k<name>``…): reading its tail as text would demand characters
     the match does not contain, and the prefilter would then skip a regex that matches."""
-    unicode = "u" in flags
+    unicode, groups = "u" in flags, _count_groups(pattern)
     runs: list[str] = []
     run: list[str] = []
     i, n, depth = 0, len(pattern), 0
@@ -133,7 +137,7 @@ def required_literal(pattern: str, flags: str = "") -> str | None:
                 i += 2
             else:
                 try:
-                    i = _escape(pattern, i + 1, unicode, in_class=False)[1]
+                    i = _escape(pattern, i + 1, unicode, in_class=False, groups=groups)[1]
                 except JsRegexError:
                     return None  # does not compile either: there is no literal to promise
         elif c == "[":
@@ -169,6 +173,7 @@ def required_literal(pattern: str, flags: str = "") -> str | None:
 def translate_js_pattern(pattern: str, flags: str) -> str:
     """JavaScript pattern → ``regex`` pattern with the same meaning (see module docstring)."""
     multiline, dotall, unicode = "m" in flags, "s" in flags, "u" in flags
+    groups = _count_groups(pattern)
     out: list[str] = []
     i, n = 0, len(pattern)
     while i < n:
@@ -176,7 +181,7 @@ def translate_js_pattern(pattern: str, flags: str) -> str:
         if c == "\\":
             if i + 1 >= n:
                 raise JsRegexError("lore.regex.invalid", "pattern ends with a lone backslash")
-            piece, i = _escape(pattern, i + 1, unicode, in_class=False)
+            piece, i = _escape(pattern, i + 1, unicode, in_class=False, groups=groups)
             out.append(piece)
             continue
         if c == "[":
@@ -204,8 +209,44 @@ def translate_js_pattern(pattern: str, flags: str) -> str:
     return "".join(out)
 
 
-def _escape(p: str, i: int, unicode: bool, *, in_class: bool) -> tuple[str, int]:
-    """Translate the escape whose letter is at ``p[i]``; returns (piece, next index)."""
+def _count_groups(p: str) -> int:
+    """Capturing groups of a JavaScript pattern: ``(`` not followed by ``?``, and ``(?<name>``."""
+    count, i, n = 0, 0, len(p)
+    while i < n:
+        c = p[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i += 1
+            while i < n and p[i] != "]":
+                i += 2 if p[i] == "\\" else 1
+        elif c == "(" and (p[i + 1:i + 2] != "?" or (p[i + 2:i + 3] == "<" and p[i + 3:i + 4] not in ("=", "!"))):
+            count += 1
+        i += 1
+    return count
+
+
+def _decimal_escape(p: str, i: int, unicode: bool, *, in_class: bool, groups: int) -> tuple[str, int]:
+    j = i
+    while j < len(p) and p[j].isdigit():
+        j += 1
+    if not in_class and p[i] != "0" and int(p[i:j]) <= groups:
+        return "(?:\\" + p[i:j] + ")", j
+    if unicode:
+        raise JsRegexError("lore.regex.invalid", f"\\{p[i:j]} is not a group reference (with the u flag)")
+    if p[i] in "89":
+        return p[i], i + 1
+    end = min(i + (3 if p[i] in "0123" else 2), len(p))
+    k = i + 1
+    while k < end and p[k] in "01234567":
+        k += 1
+    return "\\x%02x" % int(p[i:k], 8), k
+
+
+def _escape(p: str, i: int, unicode: bool, *, in_class: bool, groups: int = 0) -> tuple[str, int]:
+    """Translate the escape whose letter is at ``p[i]``; returns (piece, next index). ``groups``:
+    the pattern's capturing groups, which decide what a decimal escape is."""
     c = p[i]
     if in_class:
         if c in _CLASS_SHORTHAND:
@@ -221,12 +262,7 @@ def _escape(p: str, i: int, unicode: bool, *, in_class: bool) -> tuple[str, int]
     if c == "0" and not (i + 1 < len(p) and p[i + 1].isdigit()):
         return "\\x00", i + 1
     if c.isdigit():
-        if in_class:
-            raise JsRegexError("lore.regex.invalid", "octal escapes inside a class are not supported")
-        j = i
-        while j < len(p) and p[j].isdigit():
-            j += 1
-        return "(?:\\" + p[i:j] + ")", j
+        return _decimal_escape(p, i, unicode, in_class=in_class, groups=groups)
     if c == "c" and i + 1 < len(p) and p[i + 1].isascii() and p[i + 1].isalpha():
         return "\\x%02x" % (ord(p[i + 1]) % 32), i + 2
     if c == "x" and re.match(r"[0-9A-Fa-f]{2}", p[i + 1:i + 3]):
