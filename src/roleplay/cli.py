@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from roleplay import __version__
-from roleplay.cli_context import CliState
+from roleplay.cli_context import CliState, fail_on_store_fault
 from roleplay.assets.cli import assets, export, import_command
 from roleplay.assets.lorebook.cli import lorebook
 from roleplay.compat.mvu.cli import mvu_group
@@ -51,4 +51,8 @@ cli.add_command(state_group)
 
 
 def main() -> None:
-    cli(obj=CliState())
+    try:
+        cli(obj=CliState())
+    except Exception as exc:  # noqa: BLE001 - commands without ``run`` get the same fault mapping
+        fail_on_store_fault(exc)
+        raise

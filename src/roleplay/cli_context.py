@@ -146,6 +146,9 @@ def run(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
             return asyncio.run(fn(*args, **kwargs))
         except RpError as exc:
             fail(exc, as_json)
+        except Exception as exc:  # noqa: BLE001 - only disk and database faults are handled here
+            fail_on_store_fault(exc, as_json)
+            raise
         except KeyboardInterrupt:
             # Ctrl-C outside a running turn (inside one it aborts the turn): leave quietly.
             click.echo("", err=True)
@@ -165,6 +168,17 @@ def fail(exc: RpError, as_json: bool = False) -> None:
             at = f" (at {p.pointer})" if p.pointer is not None else ""
             click.echo(terminal_safe(f"  also [{p.code}]: {p.message}{at}", one_line=True), err=True)
     sys.exit(1)
+
+
+def fail_on_store_fault(exc: BaseException, as_json: bool = False) -> None:
+    """Exit with ``error [store.…]`` when ``exc`` is a disk or database fault that escaped as a
+    raw OS or driver error (a lock file on a read-only filesystem, a lost connection); return
+    otherwise, so that a real bug still shows its traceback."""
+    from roleplay.harness.store.faults import store_fault
+
+    fault = store_fault(exc)
+    if fault is not None:
+        fail(fault, as_json)
 
 
 def json_text(value: Any) -> str:

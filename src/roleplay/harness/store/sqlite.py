@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import sqlite3
 import threading
@@ -33,6 +34,7 @@ from .base import (
     session_listing_sql,
     session_not_found,
 )
+from .faults import sqlite_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
 
 T = TypeVar("T")
@@ -61,8 +63,12 @@ class SQLiteStore(EventStore):
     def __init__(self, path: str | Path, *, clock: Clock = system_clock, ids: IdGenerator = ulid_ids) -> None:
         super().__init__(clock=clock, ids=ids)
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _enable_wal(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _enable_wal(self.path)
+            self._identity = _identity(os.stat(self.path))
+        except (OSError, sqlite3.Error) as exc:
+            raise sqlite_fault(exc, self.path) or exc from exc
         self._queue: queue.Queue[Any] = queue.Queue()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -73,33 +79,76 @@ class SQLiteStore(EventStore):
 
     # -- connections -----------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        # mode=rw: a connection opened after the file was deleted must fail, not create a new,
+        # empty database in its place (issue 18).
+        uri = self.path.absolute().as_uri() + "?mode=rw"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=30000")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
+    def _check_file(self) -> None:
+        """Stop if the file at ``path`` is no longer the one opened: writes would go to an unlinked
+        file (lost on close) or beside a database someone put in its place. One ``stat`` per
+        transaction (bench/eventlog.py measures the cost)."""
+        try:
+            now = _identity(os.stat(self.path))
+        except FileNotFoundError:
+            raise RpError(
+                "store.deleted",
+                f"the database {self.path} was deleted or moved while it was open; stopping so that "
+                "nothing more is written to a file no one can read",
+                details={"path": str(self.path)},
+            ) from None
+        if now != self._identity:
+            raise RpError(
+                "store.replaced",
+                f"the database {self.path} was replaced by another file while it was open; stopping "
+                "so that nothing is written to the old one (run the command again to use the new file)",
+                details={"path": str(self.path)},
+            )
+
+    def _run_checked(self, fn: Callable[[sqlite3.Connection], T], conn: sqlite3.Connection) -> T:
+        self._check_file()
+        try:
+            return fn(conn)
+        except (OSError, sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
+            fault = sqlite_fault(exc, self.path)
+            if fault is None:
+                raise
+            raise fault from exc
+
     def _writer_loop(self) -> None:
-        conn = self._connect()
+        try:
+            conn: sqlite3.Connection | None = self._connect()
+            broken: BaseException | None = None
+        except (OSError, sqlite3.Error) as exc:
+            # Keep serving the queue, each write failing with the reason, rather than leaving
+            # its callers waiting forever on a thread that died.
+            conn, broken = None, sqlite_fault(exc, self.path) or exc
         try:
             while True:
                 item = self._queue.get()
                 if item is None:
                     return
                 fn, loop, fut = item
-                try:
-                    result: Any = fn(conn)
-                    outcome: tuple[bool, Any] = (True, result)
-                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    outcome = (False, exc)
+                outcome: tuple[bool, Any]
+                if conn is None:
+                    outcome = (False, broken)
+                else:
+                    try:
+                        outcome = (True, self._run_checked(fn, conn))
+                    except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                        _rollback(conn)
+                        outcome = (False, exc)
                 try:
                     loop.call_soon_threadsafe(_settle, fut, outcome)
                 except RuntimeError:
                     pass  # the awaiting loop is gone; nothing to deliver to
         finally:
-            conn.close()
+            if conn is not None:
+                conn.close()
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -121,7 +170,15 @@ class SQLiteStore(EventStore):
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise RpError("store.closed", "the store is closed")
-        return await asyncio.to_thread(lambda: fn(self._reader()))
+        def run() -> T:
+            try:
+                conn = self._reader()
+            except (OSError, sqlite3.Error) as exc:
+                self._check_file()
+                raise sqlite_fault(exc, self.path) or exc from exc
+            return self._run_checked(fn, conn)
+
+        return await asyncio.to_thread(run)
 
     # Feature tables (assets, settings) live in the same file and must go through the same single
     # writer, or concurrent writers in one process would contend on the SQLite lock.
@@ -343,6 +400,20 @@ class SQLiteStore(EventStore):
         return await self._write(run)
 
 
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back what a failed write left open. SQLite may already have rolled back by itself
+    (after an I/O error or a full disk); a failing ROLLBACK must not kill the writer thread."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
 def _enable_wal(path: Path) -> None:
     """WAL is a property of the file, set once. Switching needs an exclusive lock that SQLite
     does not wait for through the busy handler, so several processes opening a new file at the
@@ -353,8 +424,9 @@ def _enable_wal(path: Path) -> None:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() == "wal":
                 return
-        except sqlite3.OperationalError:
-            pass
+        except sqlite3.OperationalError as exc:
+            if not getattr(exc, "sqlite_errorname", "SQLITE_BUSY").startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+                raise  # a read-only or damaged file will not get better by waiting
         finally:
             conn.close()
         time.sleep(0.01 * (1 + attempt % 10))
