@@ -290,3 +290,23 @@ def test_only_faults_are_translated() -> None:
     assert postgres_fault(ValueError("not a database error")) is None
     err = os_fault(OSError(28, "No space left on device", "/data/rp.db"))
     assert err is not None and err.code == "store.disk_full" and "/data/rp.db" in err.message
+
+
+async def test_postgres_store_raises_store_errors_not_driver_errors(pg_url: str) -> None:
+    """Callers that handle RpError (the turn loop records it in ``turn/end``) see PostgreSQL
+    faults as ``store.*`` errors too, not only the CLI."""
+    store = open_store(pg_url)
+    await store.migrate()
+    rec = await store.create_session(preset="p", events=[user("m0")])
+    await store.close()
+    store = open_store(pg_url + "%20-cdefault_transaction_read_only%3Don")
+    try:
+        with pytest.raises(RpError) as exc:
+            await store.append(rec.id, 1, [user("m1")])
+        assert exc.value.code == "store.readonly"
+        with pytest.raises(RpError) as exc:
+            await store.append_at_head(rec.id, [user("m1")])
+        assert exc.value.code == "store.readonly"
+        assert [e.seq for e in await store.read(rec.id)] == [1]
+    finally:
+        await store.close()

@@ -36,6 +36,7 @@ from .base import (
     session_listing_sql,
     session_not_found,
 )
+from .faults import postgres_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
 
 try:  # the driver is the optional ``postgres`` extra
@@ -101,6 +102,22 @@ class PostgresStore(EventStore):
                 await self._lock_pool.open(wait=False)
                 self._opened = True
 
+    @asynccontextmanager
+    async def _connection(self, pool: Any = None) -> AsyncIterator[Any]:
+        """A pooled connection whose disk, read-only and connection faults surface as ``store.*``
+        errors, so callers that handle RpError handle them too."""
+        await self._ensure_open()
+        try:
+            async with (pool or self._pool).connection() as conn:
+                yield conn
+        except RpError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - only faults are translated; the rest re-raised
+            fault = postgres_fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
+
     def connection(self) -> Any:
         """``async with store.connection() as conn`` — a pooled connection for feature tables
         (assets, settings) that live in the same database."""
@@ -120,23 +137,20 @@ class PostgresStore(EventStore):
             self._opened = False
 
     async def _fetchone(self, sql: str, args: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
-        await self._ensure_open()
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(sql, args)
             return await cur.fetchone()
 
     async def _fetchall(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
-        await self._ensure_open()
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(sql, args)
             return await cur.fetchall()
 
     # -- migrations ------------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
-        await self._ensure_open()
         now = self.now()
         applied: list[int] = []
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 await conn.execute(MIGRATIONS_TABLE_POSTGRES)
@@ -162,8 +176,7 @@ class PostgresStore(EventStore):
 
     # -- sessions --------------------------------------------------------------------------------
     async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str) -> None:
-        await self._ensure_open()
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             try:
                 async with conn.transaction():
                     await conn.execute(
@@ -190,13 +203,11 @@ class PostgresStore(EventStore):
         return [_session(r) for r in await self._fetchall(sql, args)]
 
     async def _set_archived(self, session_id: str, archived: bool, now: str) -> None:
-        await self._ensure_open()
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             await conn.execute("UPDATE sessions SET archived=%s, updated_at=%s WHERE id=%s", (archived, now, session_id))
 
     async def _fork(self, source: SessionRecord, record: SessionRecord, at_seq: int) -> None:
-        await self._ensure_open()
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             async with conn.transaction():
                 await conn.execute(
                     f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
@@ -218,8 +229,7 @@ class PostgresStore(EventStore):
 
     # -- events ----------------------------------------------------------------------------------
     async def _append_rows(self, session_id: str, expected_seq: int, events: list[PreparedEvent], now: str) -> None:
-        await self._ensure_open()
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             async with conn.transaction():
                 cur = await conn.execute(
                     "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE id = %s AND head_seq = %s RETURNING head_seq",
@@ -235,8 +245,7 @@ class PostgresStore(EventStore):
                 await self._notify(conn, session_id, expected_seq + 1, expected_seq + len(events))
 
     async def _append_rows_at_head(self, session_id: str, events: list[PreparedEvent], now: str) -> int:
-        await self._ensure_open()
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             async with conn.transaction():
                 # The UPDATE takes the session row lock and, under READ COMMITTED, re-reads a head
                 # that moved while it waited, so concurrent writers queue on the row instead of
@@ -257,8 +266,7 @@ class PostgresStore(EventStore):
     async def _cross_process_write_lock(self, session_id: str) -> AsyncIterator[None]:
         # A transaction-level advisory lock, so a crashed holder's lock goes with its connection.
         # Keyed like the run leases (schema-qualified), with its own prefix.
-        await self._ensure_open()
-        async with self._lock_pool.connection() as conn, conn.transaction():
+        async with self._connection(self._lock_pool) as conn, conn.transaction():
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':append:' || %s, 0))", (session_id,)
             )
@@ -310,8 +318,7 @@ class PostgresStore(EventStore):
     # -- snapshots -------------------------------------------------------------------------------
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         text = json.dumps(snapshot.state, ensure_ascii=False, separators=(",", ":"))
-        await self._ensure_open()
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             await conn.execute(
                 "INSERT INTO snapshots(session_id, name, version, upto_seq, state) VALUES (%s,%s,%s,%s,%s) "
                 "ON CONFLICT (session_id, name, version) DO UPDATE SET upto_seq=excluded.upto_seq, state=excluded.state "
@@ -329,8 +336,7 @@ class PostgresStore(EventStore):
         return Snapshot(session_id, name, version, row[0], json.loads(row[1]))
 
     async def delete_snapshots(self, session_id: str | None = None) -> int:
-        await self._ensure_open()
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             if session_id is None:
                 cur = await conn.execute("DELETE FROM snapshots")
             else:
@@ -347,7 +353,7 @@ class PostgresStore(EventStore):
         await self._ensure_open()
         for part in _split_chunk(data):
             payload = json.dumps({"o": self._origin, "k": "c", "s": session_id, "d": part}, ensure_ascii=False)
-            async with self._pool.connection() as conn:
+            async with self._connection() as conn:
                 await conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload))
 
     async def _remote_listen(self) -> None:
