@@ -11,8 +11,10 @@ Then the hostile-prefilter cases (issue 18 item 7): a 2,000-character regex key 
 literal is a long repetitive run, against a message of about 2 MB that repeats it. The regex guard
 gives all regex work of one activation 0.5 s (``ScanSettings.regex_total_seconds``); the literal
 prefilter is regex work, so the whole activation must stay within that budget, both when the text
-is over the guard's length limit (the key is cut as ``text_too_long``) and just under it. Prints
-figure, target and verdict per case. ``--hostile`` runs only these cases.
+is over the guard's length limit (the key is cut as ``text_too_long``) and just under it. The same
+long repetitive text as a *plain* key (not whole-word, so it goes through the Aho-Corasick pass) is
+held to the same target. Prints figure, target and verdict per case. ``--hostile`` runs only these
+cases.
 """
 
 from __future__ import annotations
@@ -141,13 +143,16 @@ def hostile_prefilter() -> None:
         ("2,000-char regex key, 2 MB message (over the limit)", "/" + run + "/", "ab" * 1_000_001),
         ("2,000-char regex key, 1.9 MB message, literal absent", "/" + run[:-1] + "c/", "ab" * 950_000),
         ("2,000-char /i regex key, 1.9 MB message, literal present", "/" + run[:-2] + "/i", "AB" * 950_000),
+        ("2,000-char plain key, 1.9 MB message, key present", "ab" * 1_000, "ab" * 950_000),
+        ("2,000-char plain key, 1.9 MB message, key absent", "ab" * 999 + "c", "ab" * 950_000),
     ]
     print(f"\nhostile regex prefilter: median of {HOSTILE_REPEATS} activations, target <= {budget:.2f} s "
           "(the regex budget)")
     print(f"{'case':<60} {'s':>8} {'target':>7}  verdict  diagnostics")
     print("-" * 110)
     for label, key, message in cases:
-        book = parse_lorebook({"entries": {"0": {"uid": 0, "key": [key], "content": "c"}}}, book_id="hostile")
+        entry = {"uid": 0, "key": [key], "content": "c", "matchWholeWords": False}
+        book = parse_lorebook({"entries": {"0": entry}}, book_id="hostile")
         engine = LoreEngine([book], ScanSettings(scan_depth=1))
         turn = TurnInput(run_id="bench", messages=[ChatMessage(message, "User")])
         ms, result = timed(lambda: engine.activate(turn), HOSTILE_REPEATS)

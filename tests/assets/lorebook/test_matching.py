@@ -164,3 +164,28 @@ def test_regex_literal_across_an_automaton_slice_boundary_is_found():
     for automaton in (True, False):
         ids, idx = index_for([("/need+le/", False, True), ("/xneedlex/", False, True)], text, automaton)
         assert [idx.matches(i) for i in ids] == [True, True]
+
+
+def test_automata_that_stop_early_give_the_same_answers(monkeypatch):
+    """The automata run in slices and hand over to one linear search per key when their pace is
+    pathological (a long repetitive key against a text that repeats it). Forced here with a clock
+    that jumps a second per reading, so every pass stops after its first slice."""
+    from roleplay.assets.lorebook import matching
+
+    keys = [("sea lion", False, True), ("x-ray", False, True), ("国王", False, True), ("abab", False, False),
+            ("ab-ab", False, True), ("/\\bKari(?:an)?\\b/i", False, True), ("/zebra\\d/", False, True),
+            ("/need+le/", False, True)]
+    text = ("the sea lion saw an x-ray of 国王, then KARIAN said ab-ab; " * 3 + "zebra7 abab needle ") * 2
+    expected = [index_for(keys, text, automaton=False)[1].matches(i) for i in range(len(keys))]
+    assert expected == [True, True, True, True, True, True, True, True]
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(matching, "SLICE_CHARS", 16)
+    monkeypatch.setattr(matching.time, "perf_counter", lambda: float(next(ticks)))
+    table = MatcherTable()
+    ids = [table.matcher_for(*k) for k in keys]
+    table.freeze()
+    idx = TextIndex(table, text, RegexGuard(total_seconds=1e12))
+    assert [idx.matches(i) for i in ids] == expected
+    missing = text.replace("KARIAN", "KAR").replace("needle", "nedle")
+    idx = TextIndex(table, missing, RegexGuard(total_seconds=1e12))
+    assert [idx.matches(i) for i in ids] == [True, True, True, True, True, False, True, False]

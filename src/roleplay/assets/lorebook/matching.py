@@ -20,11 +20,14 @@ other plain key is found in one Aho-Corasick pass (``pyahocorasick`` when instal
 direct ``str.find`` scan with the same results); regex keys run once per text under a
 :class:`RegexGuard`, and so does their literal prefilter: it is a search over the same text, so it
 obeys the same text-length limit and time budget. It has its own automaton, run on the first regex
-key's behalf inside the guard, in slices so that it can stop: a long repetitive literal (``abab…``)
-makes the automaton walk a long chain of partial matches at every position of a text that repeats
-it (seconds for 2 MB, with or without a match). After ``per_search_seconds`` the pass gives up and
-the literals not yet found are looked for with one linear ``in`` each until the budget ends; a
-literal still unknown then lets its regex through to the guard, which cuts it.
+key's behalf inside the guard; the literals it has not answered when the budget ends let their
+regexes through to the guard, which cuts them.
+
+Both automata run in slices (:func:`_automaton_pass`) so that they can stop: a long repetitive key
+or literal (``abab…``) makes ``pyahocorasick`` walk a long chain of partial matches at every
+position of a text that repeats it (seconds for 2 MB, with or without a match). When the measured
+pace says one linear ``in``/``find`` per key would finish sooner, the pass stops and the keys it has
+not found are looked for that way; the answers are the same either way.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ _JS_WS_RE = re.compile(f"[{re.escape(_JS_WS)}]")
 _BLANK_WW = re.compile(r"(?:\A|[^A-Za-z0-9_])(?:\Z|[^A-Za-z0-9_])")
 
 REGEX, WORD, LITERAL, LITERAL_WW, BLANK_WW = "regex", "word", "literal", "literal-ww", "blank-ww"
-SLICE_CHARS = 8_192  # the regex-literal automaton runs in slices this long, checking the clock
+SLICE_CHARS = 8_192  # automata run in slices this long, checking their pace in between
+IN_SECONDS_PER_CHAR = 1e-9  # rough cost of one linear ``in`` per text character (C, two-way search)
 
 
 def js_trim(text: str) -> str:
@@ -99,6 +103,7 @@ class MatcherTable:
         self.literal_ids: dict[bool, list[int]] = {True: [], False: []}
         self.spanning_ids: dict[bool, list[int]] = {True: [], False: []}
         self.automata: dict[bool, Any] = {}
+        self.literal_max: dict[bool, int] = {True: 0, False: 0}  # longest key: slice overlap
         self.required_ids: dict[bool, list[int]] = {True: [], False: []}  # regex keys with a literal
         self.required_automata: dict[bool, Any] = {}
         self.required_max: dict[bool, int] = {True: 0, False: 0}  # longest literal: slice overlap
@@ -123,6 +128,7 @@ class MatcherTable:
                 self.word_index[m.case_sensitive].setdefault(m.text, []).append(m.id)
             elif literal_text(m):
                 self.literal_ids[literal_cs(m)].append(m.id)
+                self.literal_max[literal_cs(m)] = max(self.literal_max[literal_cs(m)], len(literal_text(m)))
                 if is_spanning(literal_text(m)):
                     self.spanning_ids[literal_cs(m)].append(m.id)
             elif required_text(m):
@@ -264,7 +270,7 @@ class TextIndex:
             if not ids:
                 hits: set[int] = set()
             elif automaton is not None:
-                hits = _automaton_hits(automaton, self.table, text)
+                hits = _automaton_hits(automaton, self.table, ids, text)
             else:
                 hits = {mid for mid in ids if _direct(self.table.matchers[mid], text)}
             self._literal_hits[cs] = hits
@@ -320,16 +326,9 @@ class TextIndex:
         deadline = started + max(self.guard.total_seconds - self.guard.spent, 0.0)
         automaton = self.table.required_automata.get(cs) if use_automaton else None
         hits: set[int] = set()
-        if automaton is not None:
-            overlap = self.table.required_max[cs] - 1
-            give_up = started + self.guard.per_search_seconds
-            for start in range(0, len(text), SLICE_CHARS):
-                hits.update(mid for _end, (_n, mids) in automaton.iter(text, start, start + SLICE_CHARS + overlap)
-                            for mid in mids)
-                if time.perf_counter() > give_up:
-                    break
-            else:
-                return hits
+        if automaton is not None and _automaton_pass(automaton, text, self.table.required_max[cs] - 1, len(ids),
+                                                     lambda _end, value: hits.update(value[1])):
+            return hits
         for i, mid in enumerate(ids):
             if mid in hits:
                 continue
@@ -362,17 +361,36 @@ class TextIndex:
         return hits
 
 
-def _automaton_hits(automaton: Any, table: MatcherTable, text: str) -> set[int]:
+def _automaton_pass(automaton: Any, text: str, overlap: int, keys: int, hit: Callable[[int, Any], None]) -> bool:
+    """Feed ``hit(end, value)`` every occurrence, slice by slice (slices overlap by ``overlap`` so
+    none is missed; one seen twice must be harmless). False when it stopped early because at its
+    measured pace the rest would take longer than one linear search per key (``keys``) of the text."""
+    n = len(text)
+    linear = 2 * keys * n * IN_SECONDS_PER_CHAR + 0.005
+    started = time.perf_counter()
+    for start in range(0, n, SLICE_CHARS):
+        for end, value in automaton.iter(text, start, min(n, start + SLICE_CHARS + overlap)):
+            hit(end, value)
+        done = start + SLICE_CHARS
+        if done < n and (time.perf_counter() - started) / done * (n - done) > linear:
+            return False
+    return True
+
+
+def _automaton_hits(automaton: Any, table: MatcherTable, ids: list[int], text: str) -> set[int]:
     hits: set[int] = set()
     n = len(text)
-    for end, (length, mids) in automaton.iter(text):
+
+    def hit(end: int, value: tuple[int, tuple[int, ...]]) -> None:
+        length, mids = value
         start = end - length + 1
         for mid in mids:
-            if mid in hits:
-                continue
-            if table.matchers[mid].kind != LITERAL_WW or _bounded(text, start, end + 1, n):
+            if mid not in hits and (table.matchers[mid].kind != LITERAL_WW or _bounded(text, start, end + 1, n)):
                 hits.add(mid)
-    return hits
+
+    if _automaton_pass(automaton, text, table.literal_max[literal_cs(table.matchers[ids[0]])] - 1, len(ids), hit):
+        return hits
+    return hits | {mid for mid in ids if mid not in hits and _direct(table.matchers[mid], text)}
 
 
 def required_text(m: Matcher) -> str:
