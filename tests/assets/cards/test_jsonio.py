@@ -191,3 +191,10 @@ def test_lone_surrogates_become_replacement_characters_with_a_warning():
 def test_lone_surrogate_in_a_key_is_replaced():
     value, problems = loads_lenient('{"\\udfffk": 1}')
     assert value == {"\ufffdk": 1} and problems[0].pointer == "/\ufffdk"
+
+
+def test_integer_with_too_many_digits_is_a_coded_error():
+    for text in ('{"a": ' + "9" * 5000 + "}", '{"a": ' + "9" * 5000 + ",}"):
+        with pytest.raises(RpError) as info:
+            loads_lenient(text)
+        assert info.value.code == "card.json.number_too_long"

@@ -132,6 +132,10 @@ def _strict(text: str, code_prefix: str) -> Any:
         return json.loads(text)
     except RecursionError:
         raise _too_deep(code_prefix, MAX_JSON_DEPTH) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # Python's cap on integer digits (4300): valid JSON we will not read
+        raise RpError(f"{code_prefix}.number_too_long", f"JSON holds a number we cannot read: {exc}") from None
 
 
 def _is_truncated(text: str, exc: json.JSONDecodeError) -> bool:
