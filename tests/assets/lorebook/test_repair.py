@@ -164,3 +164,10 @@ def test_rp_import_exits_1_on_a_cut_book_and_imports_it_with_repair(tmp_path):
     assert 0 < lost["details"]["entriesKept"] < 29
     code, out = invoke("import", "--repair", str(path), home="other")
     assert code == 0 and "warning [lorebook.repair.truncated]" in out and "is lost" in out
+
+
+def test_strings_the_repair_only_unescaped_are_not_reported_as_dropped():
+    text = '{"entries": {"0": {"key": ["moon"] "content": "It\\\'s red.\nTruly."}}}'
+    repaired, problems = assess(text)
+    assert repaired["entries"]["0"]["content"] == "It's red.\nTruly."
+    assert problems == {}

@@ -34,6 +34,7 @@ from roleplay.errors import Problem, pointer_from_parts
 # A complete double-quoted string, a quote that never closes (the text ends inside that string), a
 # bracket or a separator. Unrolled-loop string pattern: linear, no backtracking.
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|"|[\[\]{}:,]', re.S)
+_ESCAPED = re.compile(r"\\(.)", re.S)
 MAX_DROPPED_REPORTED = 20
 
 
@@ -115,9 +116,7 @@ def _truncation(text: str, repaired: Any, depth: int, open_value: bool | None) -
         parts[0] += ", between two entries"
         stub = last[len(entries_path)] if len(last) > len(entries_path) else None
         if stub is not None and not isinstance(entries[stub], (Mapping, list)):
-            entries = _without(repaired, entries_path, stub)
-            repaired = entries[0]
-            entries = entries[1]
+            repaired, entries = _without(repaired, entries_path, stub)
             parts.append(f"entry {pointer_from_parts([*entries_path, stub])} had only its key before the cut "
                          "and was left out")
             details["droppedStub"] = pointer_from_parts([*entries_path, stub])
@@ -185,9 +184,9 @@ def _dropped(literals: list[tuple[int, str]], repaired: Any) -> list[Problem]:
     problems: list[Problem] = []
     for offset, token in literals:
         try:
-            decoded = json.loads(token)
-        except ValueError:  # a bad escape: compare the raw text between the quotes
-            decoded = token[1:-1]
+            decoded = json.loads(token, strict=False)  # raw control characters are kept as such
+        except ValueError:  # a bad escape such as ``\'``: read it as the escaped character
+            decoded = _ESCAPED.sub(r"\1", token[1:-1])
         decoded = replace_lone_surrogates(decoded)  # as the loader did to the repaired value
         if not decoded or decoded in kept:
             continue
