@@ -170,6 +170,20 @@ async def test_import_errors_name_the_real_cause(assets: AssetStore, data: bytes
     assert await assets.dump() == before
 
 
+@pytest.mark.parametrize(("data", "kind"), [
+    (WORLD_INFO.replace(b"The moon is red.", b"The moon \\ud83d is red."), "lorebook"),
+    (ST_PRESET.replace(b"Write vivid", b"Write \\udc00vivid"), "preset"),
+    (card_json(description="half \ud83d emoji"), "card"),
+])
+async def test_lone_surrogates_in_any_imported_json_become_u_fffd(assets: AssetStore, data: bytes, kind: str) -> None:
+    assert b"\\ud" in data
+    result = await import_file(assets, data, f"{kind}.json")
+    assert result.kind == kind
+    assert "asset.json.lone_surrogate" in {w.code for w in result.warnings}
+    stored = json.dumps((await assets.get(result.asset_id)).data, ensure_ascii=False)
+    assert "\ufffd" in stored
+
+
 async def test_broken_json_is_repaired_only_on_request(assets: AssetStore) -> None:
     truncated = card_json()[:-3]
     with pytest.raises(RpError) as exc:
