@@ -10,7 +10,10 @@ lease, and the commit re-checks the live state and surface. So, whatever the int
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 import random
+import signal
 from typing import Any, AsyncIterator, Callable
 
 import pytest
@@ -31,8 +34,9 @@ from roleplay.harness.loop import AgentLoop
 from roleplay.harness.models.demo import DemoModel
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import ModelRequest, StreamEvent
-from roleplay.harness.store import EventStore
+from roleplay.harness.store import EventStore, open_store
 from roleplay.harness.surface import SURFACE
+from roleplay.harness.turns import turns_projection
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 from roleplay.state.events import state_document
 
@@ -184,6 +188,65 @@ async def test_prompt_preview_still_equals_the_next_turn_under_the_lease(store: 
     assert result.prepared.build.writer_prompt == preview.build.writer_prompt
     assert result.prepared.run_context == preview.run_context
     await rt.aclose()
+
+
+class HangingWriter(DemoModel):
+    """Tells the test it is inside the Writer, then never answers (the process gets killed)."""
+
+    def __init__(self, inside: Any) -> None:
+        super().__init__()
+        self.inside = inside
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if not request.tools:
+            self.inside.set()
+            await asyncio.Event().wait()
+        async for event in super().stream(request):
+            yield event
+
+
+def _turn_killed_inside_the_writer(url: str, sid: str, inside: Any) -> None:
+    async def run() -> None:
+        store = open_store(url, ids=ulid_ids)
+        rt = RoleplayRuntime.create(store)
+        rt.models[DEMO.spec] = HangingWriter(inside)
+        await play_turn(rt, sid, "我推开铁门。", parent_route=DEMO)
+
+    asyncio.run(run())
+
+
+@pytest.mark.anyio
+async def test_a_run_killed_inside_the_writer_has_its_child_turn_closed_by_the_next_turn(store_url: str) -> None:
+    """Issue 18.2: the parent's open turn was closed as interrupted, the Writer's never was."""
+    store = open_store(store_url, ids=ulid_ids)
+    await store.migrate()
+    rt, sid = await sample_story(store)
+    ctx = multiprocessing.get_context("spawn")
+    inside = ctx.Event()
+    proc = ctx.Process(target=_turn_killed_inside_the_writer, args=(store_url, sid, inside))
+    proc.start()
+    try:
+        assert await asyncio.get_running_loop().run_in_executor(None, inside.wait, 120)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        await asyncio.get_running_loop().run_in_executor(None, proc.join, 30)
+    [orphan] = await rt.service.children(sid)
+    assert (await rt.service.projection(orphan.id, turns_projection)).state["open"]  # left open by the kill
+    for _ in range(50):  # PostgreSQL drops the dead process's advisory lock shortly after the kill
+        try:
+            result = await play_turn(rt, sid, "我帮她擦铜镜。", parent_route=DEMO)
+            break
+        except ConflictError:
+            await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the killed run's lease was never released")
+    assert result.committed
+    assert (await rt.service.projection(orphan.id, turns_projection)).state["open"] == {}
+    assert (await rt.service.events(orphan.id))[-1].payload["outcome"] == "interrupted"
+    parent_ends = [e.payload["outcome"] for e in await rt.service.events(sid) if e.type == "turn/end"]
+    assert parent_ends[-2:] == ["interrupted", "completed"]
+    await rt.aclose()
+    await store.close()
 
 
 # -- the property: N concurrent turns and message actions ---------------------------------------------
