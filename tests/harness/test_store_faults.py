@@ -204,6 +204,21 @@ def test_database_deleted_while_playing(home: Path, story: tuple[Path, str]) -> 
     assert not db.exists()  # no fresh empty database was created in its place
 
 
+def test_data_directory_that_cannot_exist(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    proc = rp(tmp_path / "file" / "home", "sessions", "list")
+    line = assert_store_error(proc, "store.unavailable")
+    assert str(tmp_path / "file") in line
+
+
+def test_damaged_database_is_reported_and_left_alone(tmp_path: Path) -> None:
+    db = tmp_path / "roleplay.db"
+    db.write_bytes(b"not an sqlite file " * 100)
+    proc = rp(tmp_path, "sessions", "list")
+    assert_store_error(proc, "store.corrupt")
+    assert db.read_bytes() == b"not an sqlite file " * 100
+
+
 # -- in the store (no mounts needed) ----------------------------------------------------------------
 
 

@@ -68,7 +68,12 @@ class SQLiteStore(EventStore):
             _enable_wal(self.path)
             self._identity = _identity(os.stat(self.path))
         except (OSError, sqlite3.Error) as exc:
-            raise sqlite_fault(exc, self.path) or exc from exc
+            fault = sqlite_fault(exc, self.path)
+            if fault is None and isinstance(exc, OSError):
+                # Whatever else stops the file being opened (a data directory under a regular
+                # file, say) is about the database too.
+                fault = RpError("store.unavailable", f"cannot open the database {self.path}: {exc}", details={"path": str(self.path)})
+            raise fault or exc from exc
         self._queue: queue.Queue[Any] = queue.Queue()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
