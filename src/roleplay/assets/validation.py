@@ -46,21 +46,26 @@ NOTE_MAX = 2_000
 LONG_TEXT_MAX = 100_000
 
 
+# One scan per text: the union of what each rule rejects, classified only when something matched.
+_PROSE_BAD_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_NAME_BAD_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200b\u2060\ufeff\ud800-\udfff]")
+
+
 def text_violation(value: str, *, name: bool = False) -> tuple[str, str, int] | None:
     """First character ``value`` may not hold, as (code suffix, "U+XXXX", offset), else None.
 
     Suffixes: ``lone_surrogate``, ``control_char`` and, for names, ``bad_name_char``."""
-    match = _SURROGATE_RE.search(value)
-    if match:
-        return "lone_surrogate", f"U+{ord(match.group()):04X}", match.start()
-    match = _CONTROL_RE.search(value)
-    if match:
-        return "control_char", f"U+{ord(match.group()):04X}", match.start()
-    if name:
-        match = _NAME_RE.search(value)
-        if match:
-            return "bad_name_char", f"U+{ord(match.group()):04X}", match.start()
-    return None
+    match = (_NAME_BAD_RE if name else _PROSE_BAD_RE).search(value)
+    if match is None:
+        return None
+    char = match.group()
+    if "\ud800" <= char <= "\udfff":
+        suffix = "lone_surrogate"
+    elif _CONTROL_RE.match(char):
+        suffix = "control_char"
+    else:
+        suffix = "bad_name_char"
+    return suffix, f"U+{ord(char):04X}", match.start()
 
 
 _VIOLATION_TEXT = {
@@ -101,7 +106,7 @@ def surrogate_problems(kind: str, value: Any, base: tuple[Any, ...] = ()) -> lis
     """A ``<kind>.lone_surrogate`` problem for every string of a JSON value that holds one."""
     problems = []
     for path, text in iter_strings(value, base):
-        match = _SURROGATE_RE.search(text)
+        match = None if text.isascii() else _SURROGATE_RE.search(text)
         if match:
             char = f"U+{ord(match.group()):04X}"
             problems.append(Problem(f"{kind}.lone_surrogate", f"text contains a lone UTF-16 surrogate {char} "
@@ -115,7 +120,8 @@ def replace_lone_surrogates(text: str) -> str:
 
 
 def has_lone_surrogate(text: str) -> bool:
-    return _SURROGATE_RE.search(text) is not None
+    # ``isascii`` is O(1) in CPython (a flag on the string): most texts skip the scan.
+    return not text.isascii() and _SURROGATE_RE.search(text) is not None
 
 
 def clean_label(text: str) -> str:
