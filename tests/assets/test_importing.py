@@ -184,6 +184,15 @@ async def test_lone_surrogates_in_any_imported_json_become_u_fffd(assets: AssetS
     assert "\ufffd" in stored
 
 
+async def test_embedded_book_with_a_multi_line_name_keeps_its_book(assets: AssetStore) -> None:
+    data = json.loads(card_json())
+    data["data"]["character_book"]["name"] = "Alice\nlore \u202e"
+    result = await import_file(assets, json.dumps(data).encode(), "alice.json")
+    assert [a.kind for a in result.assets] == ["card", "lorebook"]
+    assert result.assets[1].name == "Alice lore"  # the asset's label; the book keeps its own name
+    assert (await assets.get(result.assets[1].id)).data["book"]["name"] == "Alice\nlore \u202e"
+
+
 async def test_broken_json_is_repaired_only_on_request(assets: AssetStore) -> None:
     truncated = card_json()[:-3]
     with pytest.raises(RpError) as exc:

@@ -41,6 +41,7 @@ from .kinds import CARD, LOREBOOK, PRESET, WRITING_STYLE, Validated, validate_as
 from .lorebook.repair import repair_losses
 from .presets import migrate_sillytavern_preset
 from .store import AssetRecord, AssetStore, AssetTx
+from .validation import clean_label
 
 MAX_NAME = 80
 V1_FIELDS_SET = frozenset(V1_FIELDS)
@@ -89,7 +90,12 @@ def import_hash(data: bytes) -> str:
 
 
 def _stem(filename: str | None) -> str:
-    return PurePath(filename).stem.strip()[:MAX_NAME] if filename else ""
+    return clean_label(PurePath(filename).stem)[:MAX_NAME] if filename else ""
+
+
+def _label(text: str) -> str:
+    """An asset name we derive from a file's own field (the raw field stays in the stored data)."""
+    return clean_label(text)[:MAX_NAME].strip()
 
 
 def _json_blob(value: Any) -> bytes:
@@ -164,7 +170,7 @@ async def import_card(store: AssetStore, data: bytes, filename: str | None = Non
     if parsed.lorebook is not None:
         book_name = parsed.lorebook.get("name") if isinstance(parsed.lorebook.get("name"), str) else ""
         try:
-            book = validate_asset_data(LOREBOOK, {"name": (book_name or "").strip()[:MAX_NAME] or card.name,
+            book = validate_asset_data(LOREBOOK, {"name": _label(book_name or "") or card.name,
                                                   "book": parsed.lorebook})
             warnings += book.warnings
         except RpError as exc:
@@ -214,7 +220,7 @@ async def import_lorebook_file(store: AssetStore, data: bytes, filename: str | N
     if not isinstance(obj, dict):
         raise ValidationError("lorebook.invalid", "a lorebook file holds a JSON object", pointer="")
     own = obj.get("name") if isinstance(obj.get("name"), str) else ""
-    name = (own or "").strip()[:MAX_NAME] or _stem(filename) or "世界书"
+    name = _label(own or "") or _stem(filename) or "世界书"
     book = validate_asset_data(LOREBOOK, {"name": name, "book": obj})
     digest = import_hash(data)
     book_id = store.new_id()
