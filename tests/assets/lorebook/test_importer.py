@@ -268,6 +268,8 @@ def test_unsupported_shapes_are_rejected(value, code):
     (b'{"entries": {"0": {"order": 1e400}}}', "lore.json.invalid"),
     (b"\xff\xfe{}", "lore.json.encoding"),
     (b"[" * 100 + b"]" * 100, "lore.json.too_deep"),
+    # Python refuses integers over 4,300 digits with a bare ValueError; found by the import fuzz.
+    (b'{"entries": {"0": {"uid": 0, "order": ' + b"9" * 5000 + b"}}}", "lore.json.invalid"),
 ])
 def test_bad_json_is_rejected(source, code):
     with pytest.raises(ValidationError) as err:

@@ -618,6 +618,9 @@ def _load_json(source: str | bytes, limits: ImportLimits) -> Any:
                               details={"line": exc.lineno, "column": exc.colno}) from None
     except RecursionError:
         raise ValidationError("lore.json.too_deep", "JSON nesting is too deep", pointer="") from None
+    except ValueError as exc:  # Python's cap on integer digits (4,300): valid JSON we will not read
+        raise ValidationError("lore.json.invalid", f"invalid JSON: a number is too long to read ({exc})",
+                              pointer="") from None
 
 
 def _reject_constant(name: str) -> Any:
