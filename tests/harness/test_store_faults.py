@@ -133,6 +133,7 @@ def test_read_only_filesystem(home: Path, story: tuple[Path, str], mounts: list[
     assert db_state(home / "roleplay.db") == before
 
 
+@pytest.mark.slow
 def test_full_disk(home: Path, story: tuple[Path, str], tmp_path: Path, mounts: list[Path]) -> None:
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -177,6 +178,7 @@ def test_postgres_read_only_server(pg_url: str, tmp_path: Path) -> None:
     assert_store_error(proc, "store.readonly")
 
 
+@pytest.mark.slow
 def test_database_deleted_while_playing(home: Path, story: tuple[Path, str]) -> None:
     db = home / "roleplay.db"
     env = {**os.environ, "RP_HOME": str(home)}
