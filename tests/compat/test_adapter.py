@@ -97,3 +97,14 @@ def test_report_serialises_to_plain_json():
     document = inspect_card(card()).to_dict()
     assert json.loads(json.dumps(document, ensure_ascii=False)) == document
     assert set(document) == {"detected", "findings", "namespace", "openings", "diagnostics"}
+
+
+def test_a_crafted_greeting_on_a_plain_card_is_inspected_in_linear_time():
+    import time
+
+    greeting = "<initvar>```" * 800 + "\n" + "<jsonpatch>```" * 800 + "\n" + "_.set('a', ((" * 800 + "\n" + "<% if (x) { %" * 800
+    start = time.perf_counter()
+    report = inspect_card(make_card(greeting))
+    # Every `rp new` inspects the card; the regex version needs tens of seconds for this greeting.
+    assert time.perf_counter() - start < 5
+    assert not report.detected and select_opening(report).namespace.status == "ok"

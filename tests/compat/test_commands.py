@@ -83,3 +83,21 @@ def test_argument_splitting_respects_brackets_and_quotes():
     assert split_arguments("'a,b', [1, 2], {x: (1, 2)}, \"c\"") == ["'a,b'", "[1, 2]", "{x: (1, 2)}", '"c"']
     # Chinese quotes are not quotes for MVU: the comma inside splits.
     assert split_arguments("'a', “x，y”, “p,q”") == ["'a'", "“x，y”", "“p", "q”"]
+
+
+def test_hostile_unclosed_blocks_and_commands_take_linear_time():
+    import time
+
+    for text in ("<jsonpatch>```" * 2_000, "_.set('a', ((" * 2_500, "<JSONPatch>\n" + "_.set(" * 4_000):
+        start = time.perf_counter()
+        commands, problems = extract_commands(text, L)
+        # The backtracking regex / per-command scan takes tens of seconds here; this catches that.
+        assert time.perf_counter() - start < 2
+        assert commands == []
+    assert {p.code for p in problems} == {"mvu.command.unclosed"}
+
+
+def test_a_patch_block_after_many_unclosed_openers_is_still_found():
+    text = "<jsonpatch>```" * 300 + '\n<jsonpatch>\n[{"op": "replace", "path": "/a", "value": 1}]\n</jsonpatch>'
+    (c,), _codes = cmds(text)
+    assert (c.kind, c.args, c.line) == ("set", ["/a"], 2)

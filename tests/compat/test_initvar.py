@@ -78,3 +78,29 @@ def test_lili_initvar_files_merge(mvu_corpus):
     assert result.ok
     assert list(result.value) == ["牧师", "地点", "理", "日期", "天数", "时间"]
     assert result.value["时间"] == ["09:00", "按照进行行动后实际经历的时间进行更新，每次行动后更新，格式为 hh:mm"]
+
+
+def test_wrapper_and_fence_spans_equal_mvus_regexes_on_tag_soup():
+    import random
+
+    from roleplay.compat.mvu.initvar import _FENCE, _XML_WRAPPER, _fence, _xml_wrapper
+
+    rng = random.Random(3)
+    pieces = ["<initvar>", "</initvar>", "<INITVAR>", "</Initvar>", "```", "```yaml", "\n", "\n\n", " ", "a: 1", "x"]
+    for _ in range(4000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        m = _XML_WRAPPER.search(text)
+        assert _xml_wrapper(text) == (m.span(1) if m else None), text
+        f = _FENCE.search(text)
+        assert _fence(text) == (f.span(1) if f else None), text
+
+
+def test_unwrapping_long_lines_is_linear():
+    import time
+
+    for text in ("x" * 50_000 + "\n</initvar>", "```" * 20_000, "<initvar>\n" + "```" * 20_000 + "\n</initvar>"):
+        start = time.perf_counter()
+        body, _loc, _notes = unwrap(text, Loc("g"))
+        # MVU's regexes retry at every offset of the long line (minutes); this bound catches that.
+        assert time.perf_counter() - start < 2
+        assert body == (text if not text.startswith("<initvar>") else "```" * 20_000)

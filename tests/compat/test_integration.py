@@ -109,3 +109,33 @@ def test_template_step_fails_closed_and_passes_plain_text() -> None:
     assert render("<%= getwi('角色') %>", lambda t: "资料" if t == "角色" else None) == "资料"
     assert clean_card_text("她笑了。<UpdateVariable>_.set('a', 1);</UpdateVariable>") == "她笑了。"
     assert clean_card_text("no control text") == "no control text"
+
+
+def test_card_text_is_cleaned_once_per_text_and_runtime(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from roleplay.compat.mvu import integration
+
+    calls = []
+    real = integration.clean_card_text
+    monkeypatch.setattr(integration, "clean_card_text", lambda text: calls.append(text) or real(text))
+    rt = SimpleNamespace(materializers=[], lore_template=None, card_text_transform=None)
+    integration.register(rt)
+    integration.register(rt)  # idempotent: the cache survives
+    text = "她笑了。<UpdateVariable>_.set('a', 1);</UpdateVariable>" * 3
+    for _ in range(3):
+        # Each turn re-reads the card: an equal text in a new string object.
+        assert rt.card_text_transform(text[:-1] + text[-1]) == "她笑了。" * 3
+    assert len(calls) == 1
+    assert rt.card_text_transform("新版本的描述") == "新版本的描述"  # a new revision's text is cleaned anew
+    assert len(calls) == 2
+
+
+def test_card_text_cache_is_bounded_by_size() -> None:
+    from roleplay.compat.mvu.integration import CardTextCache
+
+    cache = CardTextCache(max_chars=100)
+    for i in range(10):
+        cache(f"{i}" * 20)
+    assert sum(len(k) + len(v) for k, v in cache._entries.items()) <= 100
+    assert cache("x" * 200) == "x" * 200 and ("x" * 200) not in cache._entries

@@ -85,3 +85,50 @@ def test_clean_text_removes_control_blocks_but_keeps_the_story():
     commands, _ = extract_commands(text, L)
     assert clean_opening_text(text, commands) == "她笑了。\n\n结束"
     assert "_.set" in text  # the source stays as it was
+
+
+def _reference_clean(text, commands):
+    """The cleaning as first written with MVU-style regular expressions (quadratic on hostile text)."""
+    import re
+
+    spans = sorted((c.start, c.end) for c in commands if c.origin == "command")
+    pieces, last = [], 0
+    for start, end in spans:
+        if start >= last:
+            pieces.append(text[last:start])
+            last = end
+    pieces.append(text[last:])
+    out = "".join(pieces)
+    for pattern in (
+        r"<update(?:variable)?>[\s\S]*?(?:</update(?:variable)?>|$)",
+        r"<status_current_variables?>[\s\S]*?</status_current_variables?>|<StatusPlaceHolderImpl\s*/>",
+        r"<initvar>[\s\S]*?</initvar>",
+        r"<(json_?patch)>[\s\S]*?</\1>",
+    ):
+        out = re.sub(pattern, "", out, flags=re.IGNORECASE)
+    out = re.sub(r"[ \t]+(\r?\n)", r"\1", out)
+    out = re.sub(r"(\r?\n){3,}", lambda m: m.group(1) * 2, out)
+    return out.strip()
+
+
+def test_clean_text_equals_the_regex_cleaning_on_tag_soup():
+    import random
+
+    rng = random.Random(17)
+    pieces = ["<update>", "</update>", "<UpdateVariable>", "</updatevariable>", "<status_current_variable>", "</status_current_variables>",
+              "<StatusPlaceHolderImpl />", "<initvar>", "</INITVAR>", "<jsonpatch>", "</JSONPATCH>", "</json_patch>", "_.set('a', 1);",
+              "\n", "\r\n", " ", "\t", "\r", "文", "x"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 16)))
+        commands, _ = extract_commands(text, L)
+        assert clean_opening_text(text, commands) == _reference_clean(text, commands), repr(text)
+
+
+def test_clean_text_is_linear_on_unclosed_tags_and_long_blank_runs():
+    import time
+
+    for text in ("<status_current_variable>" * 4_000, "<initvar>" * 10_000, "<jsonpatch>" * 8_000, " " * 100_000 + "x"):
+        start = time.perf_counter()
+        assert clean_opening_text(text, []) == text.strip()
+        # The regex version takes tens of seconds on each of these; the bound only catches that.
+        assert time.perf_counter() - start < 2

@@ -23,11 +23,12 @@ from roleplay.state import (
 )
 
 from .commands import extract_commands
-from .detect import EJS_TAG, Finding, detect, is_mvu
+from .detect import Finding, detect, is_mvu
 from .diagnostics import Loc, diag
 from .initvar import InitVarResult, greeting_initvar, load_initvar
 from .openings import apply_commands, clean_opening_text
 from .rules import derive_rules, uncovered
+from .scan import ejs_tags
 from .schema import derive_from_data, from_json_schema
 from .sources import Book, CardSource, Greeting, expand_macros, read_book, read_card
 from .templates import compile_template
@@ -231,7 +232,7 @@ def _script_notes(card: CardSource, books: list[Book]) -> list[Problem]:
         notes.append(diag("mvu.script.regex_dropped", f"regex script {name!r} is display/prompt formatting for MVU blocks; not applied by the adapter", Loc(card.source, f"/data/extensions/regex_scripts/{i}"), "info"))
     for book in books:
         for entry in book.entries:
-            if not EJS_TAG.search(entry.content):
+            if next(ejs_tags(entry.content), None) is None:
                 continue
             compiled = compile_template(entry.content, entry.loc)
             notes += compiled.diagnostics

@@ -32,12 +32,16 @@ import json5
 
 from roleplay.errors import Problem
 
-from .diagnostics import Loc, diag, line_of
+from .diagnostics import Loc, diag
 from .parsing import ParseFailure, load_yaml, parse_data
+from .scan import LineIndex, find_blocks, inside, paren_closes
 
 COMMAND_START = re.compile(r"_\.(set|insert|assign|remove|unset|delete|add)\(")
 RETIRED = re.compile(r"_\.(move|alter|modify)\(")
+# MVU's block regex, kept as the reference the linear scanner (:func:`.scan.find_blocks`) matches:
 PATCH_BLOCK = re.compile(r"<(json_?patch)>(?:\s*```.*)?((?:(?!<json_?patch>)[\s\S])*?)(?:```\s*)?</\1>", re.IGNORECASE)
+PATCH_TAG = "json_?patch"
+_REASON = re.compile(r"\s*//(.*)")
 ALIASES = {"remove": "delete", "unset": "delete", "assign": "insert"}
 PATCH_OPS = {"replace": "set", "delta": "add", "insert": "insert", "add": "insert", "remove": "delete", "move": "move"}
 _ARITHMETIC = re.compile(r"^[\d\s.]+(?:[-+*/%^][\d\s.()]+)+$")
@@ -55,26 +59,6 @@ class Command:
     line: int = 1
     origin: str = "command"  # "command" | "json_patch"
     patch: dict[str, Any] | None = None  # the op object of a JSON Patch command
-
-
-def _find_close(text: str, start: int) -> int:
-    depth = 1
-    quote: str | None = None
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch in "\"'`" and (i == 0 or text[i - 1] != "\\"):
-            if quote is None:
-                quote = ch
-            elif ch == quote:
-                quote = None
-        if quote is None:
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth -= 1
-                if depth == 0:
-                    return i
-    return -1
 
 
 def split_arguments(text: str) -> list[str]:
@@ -112,17 +96,19 @@ def _arity_ok(name: str, count: int) -> bool:
     return count >= 1
 
 
-def extract_text_commands(text: str, loc: Loc) -> tuple[list[Command], list[Problem]]:
+def extract_text_commands(text: str, loc: Loc, lines: LineIndex | None = None) -> tuple[list[Command], list[Problem]]:
     commands: list[Command] = []
     problems: list[Problem] = []
+    lines = lines or LineIndex(text)
+    starts = list(COMMAND_START.finditer(text))
+    closes = paren_closes(text, [m.end() for m in starts])
     i = 0
-    while True:
-        m = COMMAND_START.search(text, i)
-        if not m:
-            break
+    for m in starts:
+        if m.start() < i:
+            continue
         name = m.group(1)
-        line = line_of(text, m.start())
-        close = _find_close(text, m.end())
+        line = lines.line(m.start())
+        close = closes[m.end()]
         if close == -1:
             problems.append(diag("mvu.command.unclosed", f"_.{name}( has no matching ')'; dropped", loc.at(line)))
             i = m.end()
@@ -133,10 +119,10 @@ def extract_text_commands(text: str, loc: Loc) -> tuple[list[Command], list[Prob
             continue
         end = close + 2
         reason = ""
-        rm = re.match(r"\s*//(.*)", text[end:])
+        rm = _REASON.match(text, end)
         if rm:
             reason = rm.group(1).strip()
-            end += rm.end()
+            end = rm.end()
         args = split_arguments(text[m.end() : close])
         if not _arity_ok(name, len(args)):
             problems.append(diag("mvu.command.arity", f"_.{name} with {len(args)} argument(s) is not a valid MVU command; dropped", loc.at(line), "warning"))
@@ -144,7 +130,7 @@ def extract_text_commands(text: str, loc: Loc) -> tuple[list[Command], list[Prob
             commands.append(Command(ALIASES.get(name, name), name, args, reason, m.start(), end, line))
         i = end
     for m in RETIRED.finditer(text):
-        problems.append(diag("mvu.command.retired", f"_.{m.group(1)}(…) is not an MVU command (retired or never textual); ignored", loc.at(line_of(text, m.start())), "info"))
+        problems.append(diag("mvu.command.retired", f"_.{m.group(1)}(…) is not an MVU command (retired or never textual); ignored", loc.at(lines.line(m.start())), "info"))
     return commands, problems
 
 
@@ -156,12 +142,13 @@ def _split_objects(body: str) -> str:
     return "[" + re.sub(r"\}\s*\n\s*\{", "},\n{", stripped) + "]"
 
 
-def extract_patches(text: str, loc: Loc) -> tuple[list[Command], list[Problem]]:
+def extract_patches(text: str, loc: Loc, lines: LineIndex | None = None) -> tuple[list[Command], list[Problem]]:
     commands: list[Command] = []
     problems: list[Problem] = []
-    for m in PATCH_BLOCK.finditer(text):
-        line = line_of(text, m.start())
-        body = m.group(2).strip()
+    lines = lines or LineIndex(text)
+    for block in find_blocks(text, PATCH_TAG, tempered=True):
+        line = lines.line(block.start)
+        body = text[block.body_start : block.body_end].strip()
         parsed = parse_data(_split_objects(body), loc.shifted(line - 1), want="array-or-object")
         problems += parsed.diagnostics
         if not parsed.ok:
@@ -184,17 +171,18 @@ def extract_patches(text: str, loc: Loc) -> tuple[list[Command], list[Problem]]:
             if kind in ("set", "add", "insert") and "value" not in op:
                 problems.append(diag("mvu.patch.value_missing", f"patch operation {index} ({op['op']}) has no 'value'", where))
                 continue
-            commands.append(Command(kind, op["op"], [target], "json_patch", m.start(), m.end(), line, "json_patch", op))
+            commands.append(Command(kind, op["op"], [target], "json_patch", block.start, block.end, line, "json_patch", op))
     return commands, problems
 
 
 def extract_commands(text: str, loc: Loc) -> tuple[list[Command], list[Problem]]:
     """All commands of a message in text order (JSON Patch ops at their block's position)."""
-    patches, p1 = extract_patches(text, loc)
+    lines = LineIndex(text)
+    patches, p1 = extract_patches(text, loc, lines)
     # Commands inside a patch block are part of its JSON, never separate commands.
-    spans = [(c.start, c.end) for c in patches]
-    plain, p2 = extract_text_commands(text, loc)
-    plain = [c for c in plain if not any(s <= c.start < e for s, e in spans)]
+    spans = sorted({(c.start, c.end) for c in patches})
+    plain, p2 = extract_text_commands(text, loc, lines)
+    plain = [c for c in plain if not inside(spans, c.start)]
     return sorted([*patches, *plain], key=lambda c: c.start), [*p1, *p2]
 
 

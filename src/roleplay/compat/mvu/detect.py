@@ -15,13 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from .diagnostics import line_of
+from .scan import LineIndex, ejs_tags, find_blocks
 from .sources import Book, BookEntry, CardSource
 
 INITVAR_TAG = re.compile(r"\[initvar\]", re.IGNORECASE)
 UPDATE_TAG = re.compile(r"\[mvu_update\]", re.IGNORECASE)
 PLOT_TAG = re.compile(r"\[mvu_plot\]", re.IGNORECASE)
+# MVU's greeting block regex; :func:`.scan.find_blocks` returns the same blocks in linear time.
 INITVAR_BLOCK = re.compile(r"<(initvar)>(?:\s*```.*)?([\s\S]*?)(?:```\s*)?</\1>", re.IGNORECASE)
+INITVAR_TAG_NAME = "initvar"
 VARIABLE_MACRO = re.compile(r"\{\{(get|format)_message_variable::([^{}]*)\}\}")
+# The EJS tag grammar; :func:`.scan.ejs_tags` is its linear form.
 EJS_TAG = re.compile(r"<%[_=\-#]?([\s\S]*?)[_\-]?%>")
 GETVAR = re.compile(r"\bgetvar\s*\(")
 COMMAND = re.compile(r"_\.(set|insert|assign|remove|unset|delete|add)\(")
@@ -59,19 +63,21 @@ def is_update_rules_entry(entry: BookEntry) -> bool:
 
 def _text_findings(text: str, source: str, pointer: str | None, entry: str | None) -> list[Finding]:
     found: list[Finding] = []
+    lines = LineIndex(text)
 
     def add(kind: str, offset: int, detail: str) -> None:
-        found.append(Finding(kind, source, pointer, entry, line_of(text, offset), detail))
+        found.append(Finding(kind, source, pointer, entry, lines.line(offset), detail))
 
-    for m in INITVAR_BLOCK.finditer(text):
-        add("initvar_block", m.start(), "")
+    for block in find_blocks(text, INITVAR_TAG_NAME, tempered=False):
+        add("initvar_block", block.start, "")
     for m in VARIABLE_MACRO.finditer(text):
         add(f"{m.group(1)}_message_variable", m.start(), m.group(2).strip())
-    for m in EJS_TAG.finditer(text):
-        if GETVAR.search(m.group(1)):
-            add("ejs_getvar", m.start(), m.group(0)[:120])
+    for start, end, body_start, body_end in ejs_tags(text):
+        whole = text[start:end]
+        if GETVAR.search(text, body_start, body_end):
+            add("ejs_getvar", start, whole[:120])
         else:
-            add("ejs", m.start(), m.group(0)[:120])
+            add("ejs", start, whole[:120])
     for m in COMMAND.finditer(text):
         add("command", m.start(), m.group(1))
     for m in JSON_PATCH.finditer(text):

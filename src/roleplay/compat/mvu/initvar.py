@@ -23,12 +23,17 @@ from typing import Any
 
 from roleplay.errors import Problem
 
-from .detect import INITVAR_BLOCK, is_initvar_entry
+from .detect import INITVAR_TAG_NAME as INITVAR_TAG
+from .detect import is_initvar_entry
 from .diagnostics import Loc, diag, has_errors, line_of
 from .parsing import parse_data
+from .scan import LineIndex, find_blocks
 from .sources import Book, expand_macros, leftover_macros
 
+# MVU's unwrapping regexes; :func:`_xml_wrapper` and :func:`_fence` compute the same spans linearly.
 _XML_WRAPPER = re.compile(r".*<initvar>.*\n([\s\S]*)\n.*</initvar>.*", re.IGNORECASE)
+_OPEN_TAG = re.compile(r"<initvar>", re.IGNORECASE)
+_CLOSE_TAG = re.compile(r"</initvar>", re.IGNORECASE)
 _ONE_LINE_WRAPPER = re.compile(r"^\s*<initvar>([\s\S]*?)</initvar>\s*$", re.IGNORECASE)
 _FENCE = re.compile(r"```.*\n([\s\S]*)\n```")
 BOOK_ORDER = {"global": 0, "character": 1, "additional": 2}
@@ -43,13 +48,49 @@ class InitVarResult:
     lines: dict[str, tuple[Loc, int]] = field(default_factory=dict)  # pointer -> where it was written
 
 
+def _xml_wrapper(content: str) -> tuple[int, int] | None:
+    r"""The body span MVU's ``.*<initvar>.*\n([\s\S]*)\n.*</initvar>.*`` (``re.I``) would take.
+
+    The leftmost match starts at the first line holding ``<initvar>`` that has a line holding
+    ``</initvar>`` at least two lines below it; the greedy body runs to the *last* such line.
+    Computed per line, because the regex itself retries ``.*`` at every offset of a long line.
+    """
+    lines = content.split("\n")
+    closing = [i for i, line in enumerate(lines) if _CLOSE_TAG.search(line)]
+    if not closing:
+        return None
+    last = closing[-1]
+    offset = 0
+    for i, line in enumerate(lines):
+        if i > last - 2:
+            return None
+        if _OPEN_TAG.search(line):
+            start = offset + len(line) + 1
+            end = start + sum(len(x) + 1 for x in lines[i + 1 : last]) - 1
+            return start, end
+        offset += len(line) + 1
+    return None
+
+
+def _fence(content: str) -> tuple[int, int] | None:
+    r"""The body span of MVU's ``` ```.*\n([\s\S]*)\n``` ``` (first fence line to the last fence)."""
+    first = content.find("```")
+    if first == -1:
+        return None
+    line_end = content.find("\n", first + 3)
+    last = content.rfind("\n```")
+    if line_end == -1 or last < line_end + 1:
+        return None
+    return line_end + 1, last
+
+
 def unwrap(content: str, loc: Loc) -> tuple[str, Loc, list[Problem]]:
     """Strip MVU's ``<initvar>`` line wrapper and one code fence; ``loc`` shifts to the inner text."""
     notes: list[Problem] = []
-    m = _XML_WRAPPER.search(content)
-    if m:
-        loc = loc.shifted(line_of(content, m.start(1)) - 1)
-        content = m.group(1)
+    span = _xml_wrapper(content)
+    if span:
+        loc = loc.shifted(line_of(content, span[0]) - 1)
+        content = content[span[0] : span[1]]
     else:
         one = _ONE_LINE_WRAPPER.match(content)
         if one:
@@ -57,10 +98,10 @@ def unwrap(content: str, loc: Loc) -> tuple[str, Loc, list[Problem]]:
             # (a garbage object); the author's intent is unambiguous, so unwrap and say so.
             notes.append(diag("mvu.initvar.single_line_wrapper", "a one-line <initvar>…</initvar> was unwrapped (MVU itself would misread it)", loc, "warning"))
             content = one.group(1)
-    f = _FENCE.search(content)
-    if f:
-        loc = loc.shifted(line_of(content, f.start(1)) - 1)
-        content = f.group(1)
+    span = _fence(content)
+    if span:
+        loc = loc.shifted(line_of(content, span[0]) - 1)
+        content = content[span[0] : span[1]]
     return content, loc, notes
 
 
@@ -149,15 +190,15 @@ def load_initvar(books: list[Book], *, char: str, user: str, skip_character: boo
 
 def greeting_initvar(text: str, loc: Loc, *, char: str, user: str) -> InitVarResult | None:
     """The merged ``<initvar>`` blocks of a greeting, or None when it has none."""
-    blocks = list(INITVAR_BLOCK.finditer(text))
+    blocks = find_blocks(text, INITVAR_TAG, tempered=False)
     if not blocks:
         return None
     result = InitVarResult(True)
     merged: dict[str, Any] = {}
+    index = LineIndex(text)
     for block in blocks:
-        where = loc.shifted(line_of(text, block.start(2)) - 1)
-        # The block regex already consumed an opening fence; drop a dangling fence language tag.
-        body = block.group(2)
+        where = loc.shifted(index.line(block.body_start) - 1)
+        body = text[block.body_start : block.body_end]
         value, lines, notes = parse_initvar_text(body, where, char=char, user=user)
         result.diagnostics += notes
         if value is None:

@@ -19,6 +19,7 @@ native State from the first event on.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Callable
 
 from roleplay.assets.cards import import_card_bytes
@@ -85,12 +86,44 @@ def clean_card_text(text: str) -> str:
     return clean_opening_text(text, [])
 
 
+class CardTextCache:
+    """``clean_card_text`` remembered per text, for one runtime.
+
+    Every turn re-reads the card and cleans its fields again, though the text changes only with
+    a new card revision. The transform is handed the text alone, so the key is the text itself:
+    an unchanged revision gives an equal string (a hit costs one hash and one comparison), and a
+    new revision can never be answered from a stale entry. Bounded by total characters kept;
+    the least recently used entries go first.
+    """
+
+    def __init__(self, max_chars: int = 8_000_000) -> None:
+        self.max_chars = max_chars
+        self._entries: OrderedDict[str, str] = OrderedDict()
+        self._chars = 0
+
+    def __call__(self, text: str) -> str:
+        cleaned = self._entries.get(text)
+        if cleaned is not None:
+            self._entries.move_to_end(text)
+            return cleaned
+        cleaned = clean_card_text(text)
+        size = len(text) + len(cleaned)
+        if size <= self.max_chars:
+            self._entries[text] = cleaned
+            self._chars += size
+            while self._chars > self.max_chars:
+                old, old_cleaned = self._entries.popitem(last=False)
+                self._chars -= len(old) + len(old_cleaned)
+        return cleaned
+
+
 def register(rt: Any) -> None:
     """Enable the adapter on a runtime (idempotent)."""
     if mvu_materializer not in rt.materializers:
         rt.materializers.append(mvu_materializer)
     rt.lore_template = lore_template
-    rt.card_text_transform = clean_card_text
+    if not isinstance(rt.card_text_transform, CardTextCache):
+        rt.card_text_transform = CardTextCache()
 
 
 def _opening_key(request: Any) -> tuple[str | None, int | None]:

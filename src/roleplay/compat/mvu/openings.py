@@ -29,6 +29,7 @@ from roleplay.state import validate_value
 from .commands import UNDEFINED, Command, parse_value
 from .diagnostics import Loc, diag
 from .paths import PathError, command_tokens, patch_tokens, split_lodash
+from .scan import inside, remove_spans, simple_spans
 from .schema import pointer_of
 
 
@@ -278,25 +279,39 @@ def apply_commands(value: Any, schema: dict[str, Any], vwd: dict[str, str], comm
 
 # --- the message text -----------------------------------------------------------------------------------
 
+# ``<update>`` may run to the end of the text (MVU's own display regex does the same); a lazy
+# body that may also end at ``$`` is linear, so this one stays a regular expression.
 _UPDATE_BLOCK = re.compile(r"<update(?:variable)?>[\s\S]*?(?:</update(?:variable)?>|$)", re.IGNORECASE)
-_STATUS = re.compile(r"<status_current_variables?>[\s\S]*?</status_current_variables?>|<StatusPlaceHolderImpl\s*/>", re.IGNORECASE)
-_INITVAR = re.compile(r"<initvar>[\s\S]*?</initvar>", re.IGNORECASE)
-_PATCH = re.compile(r"<(json_?patch)>[\s\S]*?</\1>", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"<StatusPlaceHolderImpl\s*/>", re.IGNORECASE)
+_BLANK_LINES = re.compile(r"(\r?\n){3,}")
+
+
+def _strip_status(text: str) -> str:
+    """``<status_current_variable(s)>…</…>`` blocks, then status placeholders outside them."""
+    blocks = simple_spans(text, "<status_current_variables?>", "</status_current_variables?>")
+    placeholders = [m.span() for m in _PLACEHOLDER.finditer(text) if not inside(blocks, m.start())]
+    return remove_spans(text, sorted(blocks + placeholders))
+
+
+def _strip_trailing_blanks(text: str) -> str:
+    """Spaces and tabs before each line break go (``[ \t]+(\r?\n)``, without its quadratic scan)."""
+    lines = text.split("\n")
+    for i in range(len(lines) - 1):
+        line = lines[i]
+        lines[i] = line[:-1].rstrip(" \t") + "\r" if line.endswith("\r") else line.rstrip(" \t")
+    return "\n".join(lines)
 
 
 def clean_opening_text(text: str, commands: list[Command]) -> str:
-    """The greeting as the reader should see it: control blocks and commands removed."""
-    spans = sorted((c.start, c.end) for c in commands if c.origin == "command")
-    pieces: list[str] = []
-    last = 0
-    for start, end in spans:
-        if start >= last:
-            pieces.append(text[last:start])
-            last = end
-    pieces.append(text[last:])
-    out = "".join(pieces)
-    for pattern in (_UPDATE_BLOCK, _STATUS, _INITVAR, _PATCH):
-        out = pattern.sub("", out)
-    out = re.sub(r"[ \t]+(\r?\n)", r"\1", out)
-    out = re.sub(r"(\r?\n){3,}", lambda m: m.group(1) * 2, out)
+    """The greeting as the reader should see it: control blocks and commands removed.
+
+    Every step is linear in the text: card text is cleaned at every turn and may be hostile.
+    """
+    out = remove_spans(text, sorted((c.start, c.end) for c in commands if c.origin == "command"))
+    out = _UPDATE_BLOCK.sub("", out)
+    out = _strip_status(out)
+    out = remove_spans(out, simple_spans(out, "<initvar>", "</initvar>"))
+    out = remove_spans(out, simple_spans(out, "", "", backref="json_?patch"))
+    out = _strip_trailing_blanks(out)
+    out = _BLANK_LINES.sub(lambda m: m.group(1) * 2, out)
     return out.strip()

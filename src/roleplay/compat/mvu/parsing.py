@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,10 +207,23 @@ class _Builder:
         raise ParseFailure(f"key {_pointer(parts)!r} is given twice with different values", line)
 
 
+_LOADERS = threading.local()
+
+
+def _loader() -> YAML:
+    """One loader per thread: building a ``YAML`` object scans the file system for plug-ins,
+    which costs more than parsing a typical InitVar block (a card may have hundreds)."""
+    yaml = getattr(_LOADERS, "yaml", None)
+    if yaml is None:
+        yaml = YAML(typ="safe", pure=True)
+        yaml.version = (1, 2)
+        _LOADERS.yaml = yaml
+    return yaml
+
+
 def load_yaml(text: str, loc: Loc) -> tuple[Any, dict[str, int], list[Problem]]:
     """Load one YAML 1.2 document (a leading ``---`` is fine). Raises :class:`ParseFailure`."""
-    yaml = YAML(typ="safe", pure=True)
-    yaml.version = (1, 2)
+    yaml = _loader()
     try:
         nodes = list(yaml.compose_all(text))
     except MarkedYAMLError as exc:

@@ -31,10 +31,11 @@ from typing import Any
 from roleplay.errors import Problem
 from roleplay.state import limits, validate_value
 
-from .detect import EJS_TAG, is_update_rules_entry
-from .diagnostics import Loc, diag, line_of
+from .detect import is_update_rules_entry
+from .diagnostics import Loc, diag
 from .parsing import parse_data
 from .paths import PathError, Segment, rule_segments
+from .scan import LineIndex, ejs_tags
 from .schema import pointer_of
 from .sources import BookEntry, expand_macros
 from .typeexpr import TypeFailure, parse_type
@@ -388,11 +389,12 @@ def rule_id(target: str, op: str) -> str:
 
 def _rules_tree(entry: BookEntry, *, char: str, user: str, out: RulesResult) -> tuple[dict[str, Any], dict[str, int]] | None:
     content = expand_macros(entry.content, char=char, user=user)
-    tags = list(EJS_TAG.finditer(content))
+    tags = list(ejs_tags(content))
     if tags:
-        for tag in tags:
+        lines = LineIndex(content)
+        for start, _end, _body_start, _body_end in tags:
             out.diagnostics.append(
-                diag("mvu.rules.ejs_unsupported", "EJS in update rules depends on state at render time; the entry is not used for rules", entry.loc.at(line_of(content, tag.start())))
+                diag("mvu.rules.ejs_unsupported", "EJS in update rules depends on state at render time; the entry is not used for rules", entry.loc.at(lines.line(start)))
             )
         return None
     parsed = parse_data(content, entry.loc, want="any")
