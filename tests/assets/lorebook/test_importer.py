@@ -277,6 +277,18 @@ def test_bad_json_is_rejected(source, code):
     assert err.value.code == code
 
 
+@pytest.mark.parametrize("source", [
+    b'{"entries": {"0": {"uid": 0, "key": ["a\\ud800"], "content": "x"}}}',
+    {"entries": {"0": {"uid": 0, "key": ["a\ud800"], "content": "x"}}},
+])
+def test_lone_surrogates_are_refused_with_a_pointer_not_a_crash(source):
+    """Found by the import fuzz: the entry id hash could not encode them (UnicodeEncodeError)."""
+    with pytest.raises(ValidationError) as err:
+        parse_lorebook(source, book_id="x")
+    assert (err.value.code, err.value.pointer) == ("lore.lone_surrogate", "/entries/0/key/0")
+    assert err.value.problems[0].details == {"char": "U+D800", "offset": 1}
+
+
 def test_limits_report_every_problem_with_pointers():
     with pytest.raises(ValidationError) as err:
         parse_lorebook({"entries": {str(i): {"uid": i} for i in range(3)}}, book_id="x",

@@ -60,6 +60,7 @@ from typing import Any
 
 from roleplay.canonical import canonical_json
 from roleplay.canonical import json_type
+from roleplay.assets.validation import surrogate_problems
 from roleplay.errors import Problem, RpError, ValidationError, pointer_from_parts
 
 from .model import (
@@ -137,6 +138,13 @@ def import_lorebook(
     if not isinstance(value, Mapping):
         raise ValidationError("lore.format.invalid",
                               f"lorebook must be a JSON object, got {json_type(value)}", pointer="")
+    # Half a surrogate pair is no character: it cannot be hashed (entry ids), stored or printed.
+    # File imports replace them while decoding; a value handed in directly is refused here.
+    lone = surrogate_problems("lore", value)
+    if lone:
+        raise ValidationError("lore.lone_surrogate", f"{len(lone)} text(s) hold a lone UTF-16 surrogate "
+                              "(half of an emoji or other character)", pointer=lone[0].pointer,
+                              problems=lone[:_MAX_PROBLEMS])
     if value.get("lorebookVersion") is not None:
         raise _unsupported("NovelAI lorebooks ('lorebookVersion') are not supported")
     if value.get("kind") == "memory":
