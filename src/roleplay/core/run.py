@@ -115,9 +115,9 @@ class PreparedRun:
     lore_timed: dict[str, Any]
     # What the commit re-checks against the live log: the state document's digest and revision,
     # and the (id, seq) of every surface node the Writer prompt was built from.
-    state_digest: str = ""
-    state_revision: int = 0
-    surface_key: tuple[tuple[str, int], ...] = ()
+    state_digest: str
+    state_revision: int
+    surface_key: tuple[tuple[str, int], ...]
 
 
 @dataclass
