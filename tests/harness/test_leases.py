@@ -88,7 +88,8 @@ async def test_session_lease_reuses_the_lease_this_context_holds_and_nothing_els
     async with run_lease(store, sid) as lease:
         assert held_lease(store, sid) is lease and not lease.nested
         async with session_lease(store, sid) as inner:  # the holder's own work (a tool of its run)
-            assert inner.nested
+            assert inner.nested and inner.holds(store, sid)
+        assert not inner.holds(store, sid)  # a reused lease is not a token to keep after its scope
 
         async def child_task() -> bool:
             async with session_lease(store, sid) as reused:

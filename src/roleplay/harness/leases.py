@@ -87,7 +87,11 @@ async def session_lease(store: EventStore, session_id: str) -> AsyncIterator[Lea
     """The lease this context already holds on the session (``nested``), else a new one."""
     held = held_lease(store, session_id)
     if held is not None:
-        yield Lease(store, session_id, nested=True)
+        nested = Lease(store, session_id, nested=True)
+        try:
+            yield nested
+        finally:
+            nested.active = False
         return
     async with run_lease(store, session_id) as lease:
         yield lease
