@@ -329,6 +329,17 @@ def test_legacy_switches_nsfw_toggle_nsfw_first_and_jailbreak_system():
     assert first.preset.field_ids() == ("st-nsfw", "st-main", "st-jailbreak")
 
 
+def test_legacy_oddities_are_reported_not_dropped():
+    odd = {"main_prompt": 5, "nsfw_prompt": "Mature themes are allowed.", "nsfw_first": "yes",
+           "prompt_order": [{"character_id": 100001, "order": [{"identifier": "main", "enabled": True}]}]}
+    result = migrate_sillytavern_preset(odd, name="x")
+    assert result.preset.field_ids() == ("st-nsfw",)
+    assert [p.pointer for p in result.report.items("sillytavern.prompt.malformed")] == ["/main_prompt"]
+    assert [p.pointer for p in result.report.items("sillytavern.order.ignored_list")] == ["/prompt_order"]
+    behavior = {p.details["key"]: p.details["value"] for p in result.report.items("sillytavern.setting.behavior")}
+    assert behavior == {"nsfw_first": "yes"}  # not a switch SillyTavern could read: reported, not applied
+
+
 def test_legacy_preset_without_any_prompt_text_is_still_rejected():
     with pytest.raises(ValidationError) as err:
         migrate_sillytavern_preset({"temperature": 1, "openai_max_context": 4095}, name="x")

@@ -237,7 +237,8 @@ def migrate_sillytavern_preset(data: Any, *, name: str) -> SillyTavernMigration:
     walk = _Walk()
     if is_legacy_sillytavern_preset(data):
         _migrate_legacy(data, walk, name)
-        _report_settings(data, walk, skip=(*LEGACY_PROMPTS, *LEGACY_SWITCHES))
+        applied = tuple(k for k in LEGACY_SWITCHES if isinstance(data.get(k), bool))
+        _report_settings(data, walk, skip=(*LEGACY_PROMPTS, *applied))
         _report_extensions(data.get("extensions"), walk)
         return _finish(walk, name, None)
     prompts = data.get("prompts")
@@ -287,6 +288,15 @@ def migrate_sillytavern_preset(data: Any, *, name: str) -> SillyTavernMigration:
 def _migrate_legacy(data: Mapping[str, Any], walk: _Walk, name: str) -> None:
     walk.report("sillytavern.legacy", "legacy flat preset (no `prompts` array): its root prompt texts were "
                 "migrated in the order and with the switches SillyTavern used for them", "")
+    for key in ("prompts", "prompt_order"):
+        if not _is_empty(data.get(key)):
+            walk.report("sillytavern.order.ignored_list" if key == "prompt_order" else "sillytavern.prompt.malformed",
+                        f"`{key}` is not usable without a `prompts` array; it was not migrated",
+                        pointer_from_parts([key]))
+    for key in LEGACY_PROMPTS:
+        if key in data and data[key] is not None and not isinstance(data[key], str):
+            walk.report("sillytavern.prompt.malformed", f"`{key}` is not text; it was not migrated",
+                        pointer_from_parts([key]), identifier=LEGACY_PROMPTS[key][0])
     nsfw_key = "nsfw_prompt" if data.get("nsfw_toggle", True) is not False else "nsfw_avoidance_prompt"
     top = ["main_prompt", nsfw_key]
     if data.get("nsfw_first") is True:
