@@ -42,14 +42,20 @@ def test_opening_commands_apply_to_the_selected_greeting_only():
         select_opening(report, "alternate", 3)
 
 
-def test_a_failing_opening_command_disables_that_opening_only():
-    report = inspect_card(card(first="_.set('悠纪.好感度', 500);"))
+def test_a_refused_opening_command_group_keeps_the_initvar_value_and_the_namespace_enabled():
+    report = inspect_card(card(first="_.set('悠纪.心情', '开心');\n_.set('悠纪.好感度', 500);"))
     opening = select_opening(report)
-    assert opening.namespace.status == "disabled"
-    assert opening.namespace.initial_value == {"悠纪": {"好感度": 0, "心情": "平静"}}
-    assert {"mvu.namespace.disabled", "mvu.command.schema_violation"} <= {d.code for d in opening.namespace.diagnostics}
+    ns = opening.namespace
+    assert ns.status == "ok" and ns.definition["updateMode"] == "rules-required"
+    assert ns.initial_value == {"悠纪": {"好感度": 0, "心情": "平静"}}  # none of the group applied
+    assert opening.commands == []
+    found = {d.code: d for d in ns.diagnostics}
+    assert "mvu.namespace.disabled" not in found and "could not be built safely" not in " ".join(d.message for d in ns.diagnostics)
+    assert found["mvu.command.schema_violation"].details["command"] == 1
+    assert found["mvu.opening.commands_refused"].details["severity"] == "warning"
     assert report.namespace.status == "ok"
-    apply_bootstrap(empty_projection(), opening.namespace.bootstrap())
+    folded = apply_bootstrap(empty_projection(), ns.bootstrap())
+    assert folded["namespaces"]["story"]["definition"]["updateMode"] == "rules-required"
 
 
 def test_broken_initvar_gives_a_disabled_empty_namespace_with_located_errors():

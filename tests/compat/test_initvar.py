@@ -104,3 +104,9 @@ def test_unwrapping_long_lines_is_linear():
         # MVU's regexes retry at every offset of the long line (minutes); this bound catches that.
         assert time.perf_counter() - start < 2
         assert body == (text if not text.startswith("<initvar>") else "```" * 20_000)
+
+
+def test_an_initvar_entry_whose_json_starts_with_a_comment_loads():
+    book, _ = read_book({"entries": [entry("[InitVar]", '```json\n// 初始变量\n{"悠纪": {"好感度": [0, "好感"]}}\n```')]}, name="b", source="b")
+    result = load_initvar([book], char="c", user="u")
+    assert result.ok and result.value == {"悠纪": {"好感度": [0, "好感"]}}

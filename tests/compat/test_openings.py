@@ -132,3 +132,29 @@ def test_clean_text_is_linear_on_unclosed_tags_and_long_blank_runs():
         assert clean_opening_text(text, []) == text.strip()
         # The regex version takes tens of seconds on each of these; the bound only catches that.
         assert time.perf_counter() - start < 2
+
+
+def test_remove_with_a_second_argument_works_by_value_index_or_key_as_in_mvu():
+    marker = "$__META_EXTENSIBLE__$"
+    data = {
+        "inventory": ["sword", "poison", "rope", marker],
+        "items": [{"id": 1}, {"id": 2}, marker],
+        "flags": {"$meta": {"extensible": True}, "b": 1, "a": 2, "10": 3, "2": 4},
+    }
+    text = (
+        "_.remove('inventory', 'poison');\n_.unset('items', {id: 2});\n_.delete('inventory', 0);\n"
+        "_.remove('flags', 0);//the first key in Object.keys order is '2'\n_.remove('flags', 'b');"
+    )
+    _d, outcome = run(data, text)
+    assert outcome.ok, outcome.diagnostics
+    assert outcome.value == {"inventory": ["rope"], "items": [{"id": 1}], "flags": {"a": 2, "10": 3}}
+    assert [r["path"] for r in outcome.records] == ["/inventory/1", "/items/1", "/inventory/0", "/flags/2", "/flags/b"]
+
+
+def test_remove_of_an_absent_value_is_refused_like_mvu():
+    _d, outcome = run({"inventory": ["sword", "$__META_EXTENSIBLE__$"], "n": [1, "$__META_EXTENSIBLE__$"]}, "_.remove('inventory', 'poison');")
+    assert not outcome.ok and codes(outcome) == ["mvu.command.target_missing"]
+    _d, outcome = run({"n": [1, "$__META_EXTENSIBLE__$"]}, "_.remove('n', true);")
+    assert codes(outcome) == ["mvu.command.target_missing"] and "no element equal to True" in outcome.diagnostics[0].message
+    _d, outcome = run({"b": [True, "$__META_EXTENSIBLE__$"]}, "_.remove('b', 1);")
+    assert codes(outcome) == ["mvu.command.target_missing"]  # a number is an index, and there is no index 1

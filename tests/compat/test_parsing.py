@@ -109,3 +109,13 @@ def test_alias_bombs_and_recursion_are_bounded():
 def test_line_map_points_at_each_value():
     parsed = ok("世界:\n  时间: 1\n  地点: x\n")
     assert parsed.lines["/世界/地点"] == 3
+
+
+def test_json_opening_with_a_comment_is_read_as_json5_after_yaml():
+    parsed = ok('// 初始变量\n{"悠纪": {"好感度": 5}, "列表": [1, 2,]}')
+    assert parsed.value == {"悠纪": {"好感度": 5}, "列表": [1, 2]} and parsed.method == "json5"
+    parsed = ok('/**\n * 变量初始化\n */\n{\n  "世界": {"时间": "10:45"}\n}')
+    assert parsed.value == {"世界": {"时间": "10:45"}} and parsed.method == "json5"
+    # Not JSON either: the YAML error (with its line) is what the author sees.
+    failed = parse_data("// note\na:\n\tb: 1\n", L)
+    assert not failed.ok and failed.diagnostics[0].message.startswith("YAML") and failed.diagnostics[0].details["line"] == 2

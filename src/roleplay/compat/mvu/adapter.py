@@ -213,7 +213,10 @@ def adapt_opening(ctx: _Context, greeting: Greeting, card_level: InitVarResult, 
             records = outcome.records
             namespace = NamespaceBuild("ok", namespace.definition, outcome.value, [*namespace.diagnostics, *problems], namespace.vwd)
         else:
-            namespace = disabled(namespace.definition["title"], [*namespace.diagnostics, *problems], copy.deepcopy(namespace.initial_value))
+            # A command the schema refuses is not a structure we failed to understand: the
+            # namespace stays enabled and starts from the InitVar value, as if the group were absent.
+            note = diag("mvu.opening.commands_refused", f"the opening's {len(commands)} command(s) were refused as a group; the story state starts from the InitVar value", greeting.loc, "warning")
+            namespace = NamespaceBuild("ok", namespace.definition, copy.deepcopy(namespace.initial_value), [*namespace.diagnostics, *problems, note], namespace.vwd)
     elif problems:
         namespace = NamespaceBuild(namespace.status, namespace.definition, namespace.initial_value, [*namespace.diagnostics, *problems], namespace.vwd)
     return OpeningReport(greeting.key, greeting.source, greeting.index, namespace, records, text, own is not None)

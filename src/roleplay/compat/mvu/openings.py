@@ -28,7 +28,8 @@ from roleplay.state import validate_value
 
 from .commands import UNDEFINED, Command, parse_value
 from .diagnostics import Loc, diag
-from .paths import PathError, command_tokens, patch_tokens, split_lodash
+from .parsing import js_key
+from .paths import PathError, command_tokens, patch_tokens
 from .scan import inside, remove_spans, simple_spans
 from .schema import pointer_of
 
@@ -204,11 +205,9 @@ def _run(root: Any, command: Command, schema: dict[str, Any], vwd: dict[str, str
         raise _Refused("mvu.command.insert_invalid", f"cannot insert {type(value).__name__} into {pointer_of(target_parts) or '/'}")
     if command.kind == "delete":
         if patch is None and len(command.args) >= 2:
-            try:
-                extra = split_lodash(re.sub(r"^[\\\"'` ]*(.*?)[\\\"'` ]*$", r"\1", command.args[1].strip()))
-            except PathError as exc:
-                raise _Refused("mvu.command.path_invalid", str(exc)) from None
-            parts = (*parts, *extra)
+            target, _note = parse_value(command.args[1])
+            if target is not UNDEFINED:
+                return _remove_member(root, parts, target)
         parent, key = _container(root, parts)
         _get(root, parts)
         if isinstance(parent, dict):
@@ -231,6 +230,66 @@ def _run(root: Any, command: Command, schema: dict[str, Any], vwd: dict[str, str
         _assign(parent, key, moved)
         return "move", pointer_of(parts)
     raise _Refused("mvu.command.unknown", f"unknown command {command.name!r}")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """lodash ``isEqual`` on JSON values: ``true`` is not ``1``, ``1`` is ``1.0``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _js_key_order(obj: dict[str, Any]) -> list[str]:
+    """``Object.keys`` order: integer-like keys ascending first, then the rest as inserted."""
+    index_like = sorted((k for k in obj if k.isdigit() and (k == "0" or not k.startswith("0")) and int(k) < 2**32 - 1), key=int)
+    seen = set(index_like)
+    return index_like + [k for k in obj if k not in seen]
+
+
+def _remove_member(root: Any, parts: tuple[str, ...], target: Any) -> tuple[str, str]:
+    """MVU's two-argument ``_.remove(path, x)`` (also ``unset``/``delete``) on the collection at path.
+
+    On an array a number is an index and anything else is a value, the first deep-equal element
+    going; on an object a number picks the n-th key in ``Object.keys`` order and anything else is
+    a key name. A target that is not there is refused, as MVU refuses it.
+    """
+    collection = _get(root, parts)
+    where = pointer_of(parts) or "/"
+    is_number = isinstance(target, (int, float)) and not isinstance(target, bool)
+    if isinstance(collection, list):
+        if is_number:
+            if not float(target).is_integer() or not 0 <= target < len(collection):
+                raise _Refused("mvu.command.target_missing", f"index {target!r} is not in the array at {where}")
+            index = int(target)
+        else:
+            index = next((i for i, item in enumerate(collection) if _same(item, target)), -1)
+            if index == -1:
+                raise _Refused("mvu.command.target_missing", f"the array at {where} holds no element equal to {target!r}")
+        del collection[index]
+        return "remove", pointer_of((*parts, str(index)))
+    if isinstance(collection, dict):
+        if is_number:
+            keys = _js_key_order(collection)
+            if not float(target).is_integer() or not 0 <= target < len(keys):
+                raise _Refused("mvu.command.target_missing", f"the object at {where} has no entry number {target!r}")
+            key = keys[int(target)]
+        elif isinstance(target, (dict, list)):
+            raise _Refused("mvu.command.target_missing", f"an object or array is not a key of the object at {where}")
+        else:
+            key = js_key(target)
+            if key not in collection:
+                raise _Refused("mvu.command.target_missing", f"the object at {where} has no key {key!r}")
+        if key.startswith("_"):
+            raise _Refused("mvu.command.readonly_path", f"segment {key!r} starts with '_': read-only in MVU Zod")
+        del collection[key]
+        return "remove", pointer_of((*parts, key))
+    raise _Refused("mvu.command.target_missing", f"{where} is not an array or object, so nothing can be removed from it")
 
 
 def _insert_at(parent: Any, key: str, value: Any, parts: tuple[str, ...]) -> tuple[str, str]:

@@ -372,6 +372,22 @@ def parse_data(text: str, loc: Loc, *, want: str = "object") -> Parsed:
                 result = try_yaml(fixed, diag(code, what, loc, "warning"))
                 if result:
                     return result
+        # MVU tries JSON5 after YAML: JSON that opens with a ``//`` or ``/* */`` comment does
+        # not look like JSON, and YAML reads it as one long string.
+        for candidate, note in (
+            (text, None),
+            (normalize_json_punctuation(text), diag("mvu.parse.fullwidth_normalized", "full-width punctuation or Chinese quotes outside strings read as JSON syntax", loc, "warning")),
+        ):
+            if note is not None and candidate == text:
+                continue
+            try:
+                value = _json5(candidate)
+            except ParseFailure as exc:
+                attempts.append(("json5", exc))
+                continue
+            result = accept(value, "json5", extra=[note] if note else [])
+            if result:
+                return result
     else:
         try:
             return accept(json.loads(text), "json") or _fail(loc, attempts)
