@@ -283,7 +283,21 @@ async def test_store_deleted_under_an_open_store_stops_writes(tmp_path: Path) ->
         await store.read(rec.id)
     assert exc.value.code == "store.deleted"
     assert not path.exists()
-    await store.close()
+    with pytest.raises(RpError):
+        await store.close()
+
+
+async def test_store_deleted_after_the_last_write_is_reported_on_close(tmp_path: Path) -> None:
+    """Nothing more to write, but what was written is gone: say so rather than exit quietly."""
+    path = tmp_path / "rp.db"
+    store = open_store(f"sqlite:///{path}")
+    await store.migrate()
+    await store.create_session(preset="p", events=[user("m0")])
+    path.unlink()
+    with pytest.raises(RpError) as exc:
+        await store.close()
+    assert exc.value.code == "store.deleted"
+    await store.close()  # once is enough
 
 
 async def test_store_replaced_under_an_open_store_stops_writes(tmp_path: Path) -> None:
@@ -298,7 +312,8 @@ async def test_store_replaced_under_an_open_store_stops_writes(tmp_path: Path) -
     with pytest.raises(RpError) as exc:
         await store.append(rec.id, 1, [user("m1")])
     assert exc.value.code == "store.replaced"
-    await store.close()
+    with pytest.raises(RpError):
+        await store.close()
 
 
 def test_only_faults_are_translated() -> None:

@@ -208,6 +208,8 @@ class SQLiteStore(EventStore):
                 except sqlite3.ProgrammingError:
                     pass  # created in another thread that already finished with it
             self._readers.clear()
+        # A file deleted after the last write still took this command's events with it.
+        self._check_file()
 
     # -- migrations ------------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
