@@ -158,3 +158,50 @@ def test_remove_of_an_absent_value_is_refused_like_mvu():
     assert codes(outcome) == ["mvu.command.target_missing"] and "no element equal to True" in outcome.diagnostics[0].message
     _d, outcome = run({"b": [True, "$__META_EXTENSIBLE__$"]}, "_.remove('b', 1);")
     assert codes(outcome) == ["mvu.command.target_missing"]  # a number is an index, and there is no index 1
+
+
+def test_checking_only_what_a_command_changed_equals_checking_the_whole_state(monkeypatch):
+    import random
+
+    from roleplay.compat.mvu import openings
+    from roleplay.state import validate_value
+
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["hp", "bag", "who"],
+        "properties": {
+            "hp": {"type": "integer", "minimum": 0, "maximum": 10},
+            "bag": {"type": "array", "maxItems": 3, "minItems": 1, "items": {"type": "string", "maxLength": 3}},
+            "who": {"type": "object", "enum": [{"n": "a"}, {"n": "b"}, {"n": "a", "m": 1}], "properties": {"n": {"type": "string"}}},
+            "tags": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "c": {"const": [1, 2]},
+        },
+    }
+    value = {"hp": 5, "bag": ["x"], "who": {"n": "a"}, "tags": {}, "c": [1, 2]}
+    lines = [
+        "_.set('hp', 11);", "_.set('hp', 3);", "_.add('hp', 6);", "_.insert('bag', 'y');", "_.insert('bag', 'long');", "_.remove('bag', 0);",
+        "_.remove('bag', 'y');", "_.set('who.n', 'b');", "_.set('who.n', 'c');", "_.insert('who', 'm', 1);", "_.remove('who', 'm');",
+        "_.set('extra', 1);", "_.insert('tags', 't', 2);", "_.insert('tags', 'u', 'x');", "_.remove('hp');", "_.set('c[0]', 3);",
+        "_.set('c[0]', 1);", "_.insert('bag', 0, 'z');", "_.remove('tags', 't');",
+    ]
+    rng = random.Random(4)
+    groups = [" ".join(rng.choice(lines) for _ in range(rng.randint(1, 5))) for _ in range(600)]
+    incremental = [apply_commands(value, schema, {}, extract_commands(text, L)[0], L) for text in groups]
+    monkeypatch.setattr(openings, "_changed_violations", lambda schema, root, op, pointer: validate_value(schema, root))
+    full = [apply_commands(value, schema, {}, extract_commands(text, L)[0], L) for text in groups]
+    for text, a, b in zip(groups, incremental, full):
+        assert (a.ok, a.value, a.records) == (b.ok, b.value, b.records), text
+        assert [d.details.get("command") for d in a.diagnostics][-1:] == [d.details.get("command") for d in b.diagnostics][-1:], text
+    assert 40 < sum(o.ok for o in incremental) < 560  # both outcomes are well represented
+
+
+def test_many_opening_commands_cost_linear_time():
+    import time
+
+    data = {"物品": ["剑", "$__META_EXTENSIBLE__$"]}
+    text = "_.insert('物品', '-', '刀');" * 3000
+    start = time.perf_counter()
+    _d, outcome = run(data, text)
+    assert outcome.ok and len(outcome.value["物品"]) == 3001
+    assert time.perf_counter() - start < 10  # a full validation per command takes minutes here

@@ -119,3 +119,8 @@ def test_json_opening_with_a_comment_is_read_as_json5_after_yaml():
     # Not JSON either: the YAML error (with its line) is what the author sees.
     failed = parse_data("// note\na:\n\tb: 1\n", L)
     assert not failed.ok and failed.diagnostics[0].message.startswith("YAML") and failed.diagnostics[0].details["line"] == 2
+
+
+def test_an_integer_past_pythons_digit_limit_is_refused_not_raised():
+    parsed = parse_data("a: " + "1" * 5000, L)
+    assert not parsed.ok and "finite" in parsed.diagnostics[0].message

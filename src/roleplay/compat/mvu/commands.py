@@ -34,7 +34,7 @@ from roleplay.errors import Problem
 
 from .diagnostics import Loc, diag
 from .parsing import ParseFailure, load_yaml, parse_data
-from .scan import LineIndex, find_blocks, inside, paren_closes
+from .scan import LineIndex, find_blocks, inside, paren_closes, strip_quotes
 
 COMMAND_START = re.compile(r"_\.(set|insert|assign|remove|unset|delete|add)\(")
 RETIRED = re.compile(r"_\.(move|alter|modify)\(")
@@ -217,4 +217,4 @@ def parse_value(raw: str) -> tuple[Any, str | None]:
             return value, note
     except ParseFailure:
         pass
-    return re.sub(r"^[\\\"'` ]*(.*?)[\\\"'` ]*$", r"\1", raw, flags=re.DOTALL), note
+    return strip_quotes(raw), note

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .scan import ejs_matches
+
 MAX_TEMPLATE = 200_000
 MAX_NESTING = 32
 
@@ -320,6 +322,7 @@ class ExprParser:
 
 # --- template structure ---------------------------------------------------------------------------------
 
+# The tag grammar; :func:`.scan.ejs_matches` finds the same tags in linear time.
 _TAG = re.compile(r"<%([_=\-#%]?)([\s\S]*?)([_\-]?)%>")
 
 
@@ -330,23 +333,24 @@ def split_template(text: str) -> list[tuple[str, str, int]]:
     pieces: list[tuple[str, str, int]] = []
     pos = 0
     truncate = False
-    for m in _TAG.finditer(text):
-        literal = text[pos : m.start()]
+    for start, end, opener, body_start, body_end, closer in ejs_matches(text, "_=-#%"):
+        literal = text[pos:start]
+        body = text[body_start:body_end]
         if truncate:
             literal = re.sub(r"^[ \t]*\r?\n?", "", literal, count=1)
-        opener, body, closer = m.groups()
         if opener == "_":
-            literal = re.sub(r"[ \t]*$", "", literal)
+            # ``[ \t]*$`` without its quadratic retries: ``$`` also matches before a final break.
+            literal = literal[:-1].rstrip(" \t") + "\n" if literal.endswith("\n") else literal.rstrip(" \t")
         if opener == "%":
             pieces.append(("text", literal + "<%" + body + closer + "%>", pos))
-            pos, truncate = m.end(), False
+            pos, truncate = end, False
             continue
         if literal:
             pieces.append(("text", literal, pos))
         kind = {"=": "out", "-": "out", "#": "comment"}.get(opener, "code")
-        pieces.append((kind, body, m.start() + 2 + len(opener)))
+        pieces.append((kind, body, start + 2 + len(opener)))
         truncate = closer in ("_", "-")
-        pos = m.end()
+        pos = end
     tail = text[pos:]
     if truncate:
         tail = re.sub(r"^[ \t]*\r?\n?", "", tail, count=1)

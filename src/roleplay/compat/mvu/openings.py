@@ -30,7 +30,7 @@ from .commands import UNDEFINED, Command, parse_value
 from .diagnostics import Loc, diag
 from .parsing import js_key
 from .paths import PathError, command_tokens, patch_tokens
-from .scan import inside, remove_spans, simple_spans
+from .scan import inside, remove_spans, simple_spans, strip_quotes
 from .schema import pointer_of
 
 
@@ -69,7 +69,7 @@ def _command_parts(raw: str, root: Any, vwd: dict[str, str]) -> tuple[str, ...]:
         tokens, _stripped = command_tokens(raw)
     except PathError as exc:
         raise _Refused("mvu.command.path_invalid", f"path {raw!r}: {exc}") from None
-    stripped = re.sub(r"^[\\\"'` ]*(.*?)[\\\"'` ]*$", r"\1", raw.strip(), flags=re.DOTALL)
+    stripped = strip_quotes(raw.strip())
     if "." in stripped and isinstance(root, dict) and stripped in root:
         # lodash looks up a literal key containing dots before walking the path.
         return (stripped,)
@@ -307,6 +307,68 @@ def _insert_at(parent: Any, key: str, value: Any, parts: tuple[str, ...]) -> tup
     raise _Refused("mvu.command.insert_invalid", f"{pointer_of(parts[:-1]) or '/'} is not an object or array")
 
 
+def _parts_of(pointer: str) -> tuple[str, ...]:
+    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]) if pointer else ()
+
+
+def _deep_equal_any(value: Any, options: list[Any]) -> bool:
+    return any(_same(value, option) for option in options)
+
+
+def _node_violations(node_schema: dict[str, Any], node: Any, pointer: str, changed_key: str | None, container: bool) -> list[Problem]:
+    """The keywords of one unchanged-in-place node that a change below it can break.
+
+    ``enum``/``const`` compare the whole subtree; on the container of the change also the
+    member count and the member names (``required``, a closed object's unknown key).
+    """
+    found: list[Problem] = []
+
+    def add(message: str) -> None:
+        found.append(Problem("state.value.schema_violation", message, pointer))
+
+    if "const" in node_schema and not _same(node, node_schema["const"]):
+        add(f"{node_schema['const']!r} was expected")
+    if "enum" in node_schema and not _deep_equal_any(node, node_schema["enum"]):
+        add(f"{node!r} is not one of {node_schema['enum']!r}")
+    if not container:
+        return found
+    if isinstance(node, list):
+        if len(node) > node_schema.get("maxItems", len(node)):
+            add(f"expected at most {node_schema['maxItems']} items")
+        if len(node) < node_schema.get("minItems", 0):
+            add("should be non-empty" if node_schema["minItems"] == 1 else f"expected at least {node_schema['minItems']} items")
+    elif isinstance(node, dict):
+        for name in node_schema.get("required", []):
+            if name not in node:
+                add(f"{name!r} is a required property")
+        closed = node_schema.get("additionalProperties") is False
+        if closed and changed_key is not None and changed_key in node and changed_key not in node_schema.get("properties", {}):
+            add(f"Additional properties are not allowed ({changed_key!r} was unexpected)")
+    return found
+
+
+def _changed_violations(schema: dict[str, Any], root: Any, op: str, pointer: str) -> list[Problem]:
+    """Schema problems a command of kind ``op`` at ``pointer`` can have introduced.
+
+    The written value is validated in full; the nodes above it cannot change type or schema
+    (``items`` is one schema for every index), so they are checked only for the keywords a change
+    below can break (:func:`_node_violations`). The restricted schema dialect has no other
+    keyword that looks below a node.
+    """
+    parts = _parts_of(pointer)
+    if op == "append":
+        parts = (*parts, str(len(_get(root, parts)) - 1))
+    found: list[Problem] = []
+    if op != "remove":
+        found += validate_value(_schema_at(schema, parts), _get(root, parts), pointer_of(parts))
+    node = root
+    for depth in range(len(parts)):
+        here = parts[:depth]
+        node = root if depth == 0 else (node[int(parts[depth - 1])] if isinstance(node, list) else node[parts[depth - 1]])
+        found += _node_violations(_schema_at(schema, here), node, pointer_of(here), parts[depth], depth == len(parts) - 1)
+    return found
+
+
 def apply_commands(value: Any, schema: dict[str, Any], vwd: dict[str, str], commands: list[Command], loc: Loc) -> CommandOutcome:
     """Run ``commands`` in order on a copy of ``value``; all of them or none."""
     working = copy.deepcopy(value)
@@ -322,7 +384,10 @@ def apply_commands(value: Any, schema: dict[str, Any], vwd: dict[str, str], comm
             return CommandOutcome(False, value, [], problems)
         for note in notes:
             problems.append(diag("mvu.command.value_normalized", f"opening command {index}: {note}", where, "warning", command=index))
-        violations = validate_value(schema, working)
+        # The whole state after the first and the last command; in between only what a command
+        # can have changed, so a greeting of n commands is not n full validations.
+        full = index in (0, len(commands) - 1) or op == "move"
+        violations = validate_value(schema, working) if full else _changed_violations(schema, working, op, pointer)
         if violations:
             for v in violations[:10]:
                 problems.append(

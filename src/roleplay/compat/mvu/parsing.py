@@ -80,7 +80,11 @@ def resolve_plain_scalar(text: str) -> Any:
     if text in _FALSE:
         return False
     if _INT10.match(text):
-        return int(text)
+        try:
+            return int(text)
+        except ValueError:
+            # Past Python's digit limit; as a JavaScript number it would be Infinity.
+            return float("inf")
     if _INT8.match(text):
         return int(text, 0)
     if _INT16.match(text):

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .scan import strip_quotes
+
 MAX_PATH_CHARS = 1_000
 _PREFIXES = ("stat_data.", "status_current_variables.")
 
@@ -105,7 +107,7 @@ def command_tokens(raw: str) -> tuple[list[str], bool]:
     """Tokens of a command's path argument; the flag says a ``stat_data.`` prefix was stripped."""
     path = raw.strip()
     # MVU trims quotes and backslashes around the argument before pathFix.
-    path = re.sub(r"^[\\\"'` ]*(.*?)[\\\"'` ]*$", r"\1", path, flags=re.DOTALL)
+    path = strip_quotes(path)
     stripped = False
     for prefix in _PREFIXES:
         if path.startswith(prefix):

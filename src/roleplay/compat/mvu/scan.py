@@ -231,11 +231,13 @@ def paren_closes(text: str, origins: list[int]) -> dict[int, int]:
     return closes
 
 
-def ejs_tags(text: str) -> Iterator[tuple[int, int, int, int]]:
-    """``<%[_=\\-#]?([\\s\\S]*?)[_\\-]?%>`` as ``finditer``: (start, end, body_start, body_end).
+def ejs_matches(text: str, openers: str = "_=-#") -> Iterator[tuple[int, int, str, int, int, str]]:
+    r"""``<%([OPENERS]?)([\s\S]*?)([_\-]?)%>`` as ``finditer``: (start, end, opener, body_start,
+    body_end, closer).
 
-    The first ``%>`` after the opening ends the tag; when there is none, no later opening can
-    close either, so the scan stops instead of retrying at every ``<%``.
+    The first ``%>`` after the opener ends the tag; when there is none, no later ``<%`` can close
+    either, so the scan stops instead of retrying at every ``<%``. (With ``%`` among the openers,
+    ``<%%>`` is the one case where the opener gives its character back to the ``%>``.)
     """
     pos = 0
     while True:
@@ -243,11 +245,38 @@ def ejs_tags(text: str) -> Iterator[tuple[int, int, int, int]]:
         if start == -1:
             return
         body = start + 2
-        if body < len(text) and text[body] in "_=-#":
-            body += 1
-        t = text.find("%>", body)
+        opener = ""
+        if body < len(text) and text[body] in openers:
+            t = text.find("%>", body + 1)
+            if t != -1:
+                opener, body = text[body], body + 1
+            else:
+                t = text.find("%>", body)
+        else:
+            t = text.find("%>", body)
         if t == -1:
             return
-        body_end = t - 1 if t - 1 >= body and text[t - 1] in "_-" else t
-        yield start, t + 2, body, body_end
+        closer = text[t - 1] if t - 1 >= body and text[t - 1] in "_-" else ""
+        yield start, t + 2, opener, body, t - len(closer), closer
         pos = t + 2
+
+
+def ejs_tags(text: str) -> Iterator[tuple[int, int, int, int]]:
+    r"""``<%[_=\-#]?([\s\S]*?)[_\-]?%>`` (the detection grammar): (start, end, body_start, body_end)."""
+    for start, end, _opener, body_start, body_end, _closer in ejs_matches(text):
+        yield start, end, body_start, body_end
+
+
+_QUOTE_CHARS = "\\\"'` "
+
+
+def strip_quotes(text: str) -> str:
+    """``re.sub(r"^[\\\"'` ]*(.*?)[\\\"'` ]*$", r"\1", text, flags=re.DOTALL)`` without its
+    quadratic retries on long runs of spaces or quotes. ``$`` also matches before a final line
+    break, so that break survives and the run before it goes."""
+    start = len(text) - len(text.lstrip(_QUOTE_CHARS))
+    if text.endswith("\n"):
+        end, tail = len(text[:-1].rstrip(_QUOTE_CHARS)), "\n"
+    else:
+        end, tail = len(text.rstrip(_QUOTE_CHARS)), ""
+    return text[start : max(start, end)] + tail
