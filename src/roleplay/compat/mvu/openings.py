@@ -6,7 +6,8 @@ semantics and the spec's safety rules:
 
 * every command is checked against the fixed base schema right after it runs (as MVU Zod's
   ``safeParse`` does after every command), and the group is all-or-nothing: one refused command
-  and none of them apply (the caller then fails the opening closed);
+  and none of them apply (the caller then starts from the InitVar value, namespace enabled, with
+  a diagnostic);
 * only literal values are accepted (see :func:`.commands.parse_value`); nothing is evaluated;
 * paths resolve like lodash over the *plain* value: ``x[0]`` on a split ValueWithDescription pair
   is the value itself, ``x[1]`` (its description) is refused; segments starting with ``_`` are
