@@ -124,3 +124,21 @@ def test_json_opening_with_a_comment_is_read_as_json5_after_yaml():
 def test_an_integer_past_pythons_digit_limit_is_refused_not_raised():
     parsed = parse_data("a: " + "1" * 5000, L)
     assert not parsed.ok and "finite" in parsed.diagnostics[0].message
+
+
+def test_fullwidth_key_repair_is_linear_and_unchanged_on_blank_line_runs():
+    import random
+    import re
+    import time
+
+    from roleplay.compat.mvu.parsing import normalize_fullwidth_yaml
+
+    original = re.compile(r"^(\s*(?:- )?[^\s#:：'\"{}\[\],][^:：\n]*?)：(?=\s|$)", re.MULTILINE)
+    rng = random.Random(2)
+    pieces = ["\n", " ", "\t", "\u3000", "- ", "键", "：", ":", "#", "x", "\r", "\u2028"]
+    for _ in range(4000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        assert normalize_fullwidth_yaml(text) == original.sub(r"\1:", text), repr(text)
+    start = time.perf_counter()
+    assert normalize_fullwidth_yaml("\n" * 100_000 + "键： 值") == "\n" * 100_000 + "键: 值"
+    assert time.perf_counter() - start < 2  # the \s* form takes minutes here

@@ -254,7 +254,9 @@ def load_yaml(text: str, loc: Loc) -> tuple[Any, dict[str, int], list[Problem]]:
 
 # --- bounded text repairs ---------------------------------------------------------------------------
 
-_FULLWIDTH_KEY = re.compile(r"^(\s*(?:- )?[^\s#:：'\"{}\[\],][^:：\n]*?)：(?=\s|$)", re.MULTILINE)
+# Indentation is ``[^\S\n]*``, not ``\s*``: the latter runs across blank lines from every line start
+# (quadratic on a run of them) and finds the same keys.
+_FULLWIDTH_KEY = re.compile(r"^([^\S\n]*(?:- )?[^\s#:：'\"{}\[\],][^:：\n]*?)：(?=\s|$)", re.MULTILINE)
 
 
 def normalize_fullwidth_yaml(text: str) -> str:
@@ -273,6 +275,7 @@ def normalize_json_punctuation(text: str) -> str:
     """
     out: list[str] = []
     quote: str | None = None
+    unclosed = False
     i = 0
     while i < len(text):
         ch = text[i]
@@ -289,7 +292,9 @@ def normalize_json_punctuation(text: str) -> str:
             out.append(ch)
         elif ch in "“”":
             # A Chinese-quoted string used as a JSON string: its content up to the closing mark.
-            end = text.find("”", i + 1)
+            # Once no closing mark is left, none is searched for again (one scan, not one per mark).
+            end = text.find("”", i + 1) if ch == "“" and not unclosed else -1
+            unclosed = unclosed or (ch == "“" and end == -1)
             if ch == "“" and end != -1:
                 out.append(json.dumps(text[i + 1 : end], ensure_ascii=False))
                 i = end + 1
