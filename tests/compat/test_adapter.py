@@ -114,3 +114,11 @@ def test_a_crafted_greeting_on_a_plain_card_is_inspected_in_linear_time():
     # Every `rp new` inspects the card; the regex version needs tens of seconds for this greeting.
     assert time.perf_counter() - start < 5
     assert not report.detected and select_opening(report).namespace.status == "ok"
+
+
+def test_a_greeting_with_thousands_of_broken_commands_still_bootstraps():
+    report = inspect_card(card(first="你好" + "_.set('悠纪.好感度', (" * 20_000))
+    ns = select_opening(report).namespace
+    assert ns.status == "ok" and len(ns.diagnostics) > 20_000
+    carried = ns.bootstrap()["namespaces"]["story"]["setupDiagnostics"]
+    assert len(carried) == 100 and carried[-1]["code"] == "mvu.diagnostics.truncated"

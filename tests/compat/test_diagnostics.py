@@ -34,3 +34,14 @@ def test_line_and_column_are_one_based():
     text = "ab\ncd\nef"
     assert line_of(text, 0) == 1 and line_of(text, 4) == 2 and line_of(text, 7) == 3
     assert column_of(text, 4) == 2
+
+
+def test_capped_keeps_the_first_diagnostics_and_counts_the_rest():
+    from roleplay.compat.mvu.diagnostics import capped
+
+    many = [diag("mvu.x", str(i), Loc("g"), "warning" if i % 2 else "error") for i in range(250)]
+    kept = capped(many)
+    assert len(kept) == 100 and kept[:99] == many[:99]
+    assert kept[-1].code == "mvu.diagnostics.truncated" and kept[-1].details["omitted"] == 151
+    assert kept[-1].details["severity"] == "error"
+    assert capped(many[:100]) == many[:100]

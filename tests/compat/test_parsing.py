@@ -142,3 +142,13 @@ def test_fullwidth_key_repair_is_linear_and_unchanged_on_blank_line_runs():
     start = time.perf_counter()
     assert normalize_fullwidth_yaml("\n" * 100_000 + "键： 值") == "\n" * 100_000 + "键: 值"
     assert time.perf_counter() - start < 2  # the \s* form takes minutes here
+
+
+def test_large_broken_json_is_reported_not_repaired_at_length():
+    import time
+
+    start = time.perf_counter()
+    parsed = parse_data("{```" * 10_000, L)
+    assert not parsed.ok and parsed.diagnostics[0].code == "mvu.parse.failed"
+    assert time.perf_counter() - start < 3  # repairing it takes about ten seconds
+    assert ok('{"a": 1 "b": 2}').method == "json-repair"  # small documents are still repaired

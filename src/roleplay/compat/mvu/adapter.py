@@ -24,7 +24,7 @@ from roleplay.state import (
 
 from .commands import extract_commands
 from .detect import Finding, detect, is_mvu
-from .diagnostics import Loc, diag
+from .diagnostics import Loc, capped, diag
 from .initvar import InitVarResult, greeting_initvar, load_initvar
 from .openings import apply_commands, clean_opening_text
 from .rules import derive_rules, uncovered
@@ -46,7 +46,7 @@ class NamespaceBuild:
 
     def bootstrap(self) -> dict[str, Any]:
         """The ``rp.state`` bootstrap payload (validated by the state package)."""
-        return bootstrap_payload(self.definition, self.initial_value, namespace=NAMESPACE, setup_diagnostics=self.diagnostics)
+        return bootstrap_payload(self.definition, self.initial_value, namespace=NAMESPACE, setup_diagnostics=capped(self.diagnostics))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -68,6 +68,23 @@ def has_errors(problems: list[Problem]) -> bool:
     return any(severity(p) == "error" for p in problems)
 
 
+MAX_CARRIED = 100
+
+
+def capped(problems: list[Problem], limit: int = MAX_CARRIED) -> list[Problem]:
+    """At most ``limit`` diagnostics, the rest counted in one last entry.
+
+    Hostile text can yield one diagnostic per character run (say, 100,000 unclosed commands);
+    carried into a state bootstrap or an event, that many would be refused as too large.
+    """
+    if len(problems) <= limit:
+        return problems
+    rest = problems[limit - 1 :]
+    errors = sum(1 for p in rest if severity(p) == "error")
+    summary = Problem("mvu.diagnostics.truncated", f"{len(rest)} more diagnostics ({errors} errors) are not listed", None, {"severity": "error" if errors else "warning", "source": "adapter", "omitted": len(rest)})
+    return [*problems[: limit - 1], summary]
+
+
 def line_of(text: str, offset: int) -> int:
     """1-based line number of character ``offset`` in ``text``."""
     return text.count("\n", 0, max(0, offset)) + 1

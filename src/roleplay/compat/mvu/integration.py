@@ -27,6 +27,7 @@ from roleplay.core.macros import expand
 from roleplay.errors import RpError
 
 from .adapter import inspect_card, select_opening
+from .diagnostics import capped
 from .openings import clean_opening_text
 from .templates import render_template
 
@@ -63,7 +64,7 @@ async def mvu_materializer(m: Any) -> None:
         chosen = opening.namespace
         m.opening_message_text = expand(opening.opening_message_text, m.macros) if opening.opening_message_text else None
     m.state_bootstrap = chosen.bootstrap()
-    m.diagnostics.extend(p.to_dict() for p in report.diagnostics + chosen.diagnostics)
+    m.diagnostics.extend(p.to_dict() for p in capped(report.diagnostics + chosen.diagnostics))
 
 
 def lore_template(state: dict[str, Any] | None) -> Callable[[str, Callable[[str], str | None]], str]:
