@@ -121,6 +121,17 @@ async def test_agent_browses_the_library_without_claiming_bindings(store: EventS
     assert (mixed["code"], mixed["pointer"]) == ("asset.invalid_arguments", "/id")
 
 
+async def test_get_with_the_wrong_kind_says_what_the_id_really_is(store: EventStore) -> None:
+    w = await world(store)
+    persona = w.made["persona"]
+    err = await w.read({"action": "get", "id": persona.id, "kind": "card"}, mode="agent")
+    assert err["code"] == "asset.not_found"
+    assert err["message"] == f"asset {persona.id!r} is a persona ('Mira'), not a card"
+    assert (err["details"]["kind"], err["details"]["expected"]) == ("persona", "card")
+    missing = await w.read({"action": "get", "id": "ast_nope", "kind": "card"}, mode="agent")
+    assert missing["message"] == "no asset 'ast_nope'" and "kind" not in missing["details"]
+
+
 async def test_a_dangling_binding_reads_as_unavailable_and_stays_bound(store: EventStore) -> None:
     w = await world(store)
     await w.assets.delete(w.made["book2"].id)

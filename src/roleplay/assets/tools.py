@@ -75,7 +75,7 @@ from roleplay.state.pointers import (
 )
 
 from .kinds import KINDS, validate_asset_data
-from .store import AssetRecord, AssetStore, not_found
+from .store import AssetRecord, AssetStore, not_found, wrong_kind
 
 READ_TOOL = "rp_asset_read"
 WRITE_TOOL = "rp_asset"
@@ -390,8 +390,10 @@ async def _get(assets: AssetStore, bound: list[Binding], args: Mapping[str, Any]
         raise RpError("asset.unavailable", entry["error"]["message"], pointer="/id",
                       details={"assetId": asset_id, "kind": binding.kind, "binding": binding.pointer,
                                "reason": entry["error"]["reason"]})
-    if record is None or (kind is not None and record.kind != kind):
+    if record is None:
         raise not_found(asset_id)
+    if kind is not None and record.kind != kind:
+        raise wrong_kind(record, kind)
     selected, truncated = _select(record.data, args.get("fields"), args.get("maxChars", DEFAULT_MAX_CHARS))
     asset = _item(record, binding)
     if "fields" in args:
