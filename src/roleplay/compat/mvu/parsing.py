@@ -36,9 +36,20 @@ from .diagnostics import Loc, diag
 
 MAX_BUILT_NODES = 200_000  # alias expansion bound ("billion laughs")
 MAX_TEXT = 2_000_000
-# json-repair is linear but slow on degenerate text (about 0.2 ms a character on ``{```{```…``):
-# a broken JSON document larger than this is reported for the author to fix instead.
-MAX_REPAIR = 16_000
+# json-repair re-reads the rest of the text for every unclosed nesting level (``{x{x{x…``: 1 s
+# at 4,000 characters), so it is not tried on deep or very long text; such a broken document is
+# reported for the author to fix instead.
+MAX_REPAIR = 64_000
+MAX_REPAIR_DEPTH = 32
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _bracket_depth(text: str) -> int:
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        depth = depth + 1 if m.group() in "[{" else max(0, depth - 1)
+        deepest = max(deepest, depth)
+    return deepest
 
 _TAG = "tag:yaml.org,2002:"
 _NULL = re.compile(r"(?:~|null|Null|NULL|)\Z")
@@ -420,8 +431,8 @@ def parse_data(text: str, loc: Loc, *, want: str = "object") -> Parsed:
             # must not be "repaired" into something else.
             return result or _fail(loc, attempts)
         try:
-            if len(text) > MAX_REPAIR:
-                raise ParseFailure(f"json-repair is not tried on more than {MAX_REPAIR} characters")
+            if len(text) > MAX_REPAIR or _bracket_depth(text) > MAX_REPAIR_DEPTH:
+                raise ParseFailure(f"json-repair is not tried on more than {MAX_REPAIR} characters or {MAX_REPAIR_DEPTH} nesting levels")
             repaired = json_repair.loads(normalize_json_punctuation(text))
         except ParseFailure as exc:
             attempts.append(("json-repair", exc))
