@@ -62,3 +62,71 @@ def test_errors_quoting_hostile_text_print_inert(capsys):
         fail(RpError("card.invalid", "name 'Evil\x1b[31m\nline' is bad", pointer="/data/na\u202eme"))
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\u202e" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [
+    ["models", "test", "--model", "demo", "--prompt", "caf\udce9"],
+    ["state", "check", "{definition}", "--namespace", "n\udcff"],
+    ["mvu", "inspect", "{definition}", "--user", "\udcff"],
+])
+def test_commands_without_run_refuse_undecodable_arguments_too(tmp_path, args):
+    definition = tmp_path / "def.json"
+    definition.write_text("{}")
+    args = [a.replace("{definition}", str(definition)) for a in args]
+    result = CliRunner().invoke(rp, args, env={"RP_HOME": str(tmp_path), "RP_DATABASE_URL": ""}, obj=CliState())
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "error [cli.arg.invalid_utf8]" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_file_name_that_is_not_utf8_is_left_to_the_file_system(tmp_path):
+    # File names are bytes on POSIX: `rp state check $'caf\xe9.json'` must find the file, not be
+    # refused as text.
+    name = tmp_path / "caf\udce9.json"
+    name.write_text('{"type": "object"}')
+    result = CliRunner().invoke(rp, ["state", "check", str(name)], env={"RP_HOME": str(tmp_path)}, obj=CliState())
+    assert "cli.arg.invalid_utf8" not in result.output, result.output
+
+
+def test_terminal_safe_stream_neutralises_what_is_split_across_chunks():
+    import io
+
+    from roleplay.cli_context import TerminalSafeStream
+
+    sink = io.StringIO()
+    stream = TerminalSafeStream(sink)
+    for chunk in ["Hi \x1b", "[2J there\r", "\nnext \u202e", "evil\x9b", "31m 中文 👩\u200d", "💻 ok\r"]:
+        stream.write(chunk)
+        stream.flush()
+    stream.close()
+    assert sink.getvalue() == "Hi \\x1b[2J there\nnext \\u202eevil\\x9b31m 中文 👩\u200d💻 ok\\x0d"
+    # Chunk boundaries never change the result: it is what the whole text would print as.
+    whole = "Hi \x1b[2J there\r\nnext \u202eevil\x9b31m 中文 👩\u200d💻 ok\r"
+    assert sink.getvalue() == terminal_safe(whole)
+
+
+@pytest.mark.parametrize("raw", [b"\xff\n", b"caf\xe9\n", b"\xed\xa0\x80\n"])  # the last is an encoded lone surrogate
+def test_read_text_line_refuses_input_that_is_not_utf8_and_reads_on(raw):
+    import io
+
+    from roleplay.cli_context import read_text_line
+
+    stdin = io.TextIOWrapper(io.BytesIO(raw + "héllo 中文\r\nlast".encode()), encoding="utf-8", errors="surrogateescape")
+    with pytest.raises(RpError) as info:
+        read_text_line(stdin)
+    assert info.value.code == "cli.input.invalid_utf8" and "offset" in info.value.details
+    assert read_text_line(stdin) == "héllo 中文"
+    assert read_text_line(stdin) == "last"
+    assert read_text_line(stdin) is None
+
+
+def test_read_text_line_from_a_text_only_stream_refuses_lone_surrogates():
+    import io
+
+    from roleplay.cli_context import read_text_line
+
+    stdin = io.StringIO("a\ud800b\nok\n")
+    with pytest.raises(RpError) as info:
+        read_text_line(stdin)
+    assert info.value.code == "cli.input.invalid_utf8" and info.value.details["offset"] == 1
+    assert read_text_line(stdin) == "ok"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from roleplay import __version__
-from roleplay.cli_context import CliState, fail_on_store_fault
+from roleplay.cli_context import CliState, fail_on_store_fault, guard_text_arguments
 from roleplay.assets.cli import assets, export, import_command
 from roleplay.assets.lorebook.cli import lorebook
 from roleplay.compat.mvu.cli import mvu_group
@@ -48,6 +48,8 @@ cli.add_command(mvu_group)
 for _command in STORY_COMMANDS:
     cli.add_command(_command)
 cli.add_command(state_group)
+# Every command, with or without ``run``, refuses arguments that are not UTF-8 text.
+guard_text_arguments(cli)
 
 
 def main() -> None:

@@ -7,10 +7,13 @@ exit with status 1, never with a traceback.
 
 Text crosses the terminal boundary both ways. In: an argument with bytes that are not UTF-8
 arrives as lone surrogates (Python's ``surrogateescape``) and is refused with
-``cli.arg.invalid_utf8`` before any command runs. Out: asset and story text come from strangers,
-so what a command prints goes through ``terminal_safe``, which shows ESC, other controls, bidi
-overrides and lone surrogates as visible escapes instead of letting them drive the terminal, and
-``echo_json`` escapes the same characters inside JSON strings.
+``cli.arg.invalid_utf8`` before any command runs (``guard_text_arguments`` gives every command in
+the ``rp`` tree the check, ``run`` gives it to commands invoked on their own). A line typed on stdin
+is decoded by ``read_text_line``; one that is not UTF-8 is refused with ``cli.input.invalid_utf8``
+and the session reads on. Out: asset, story and model text come from strangers, so what a command
+prints goes through ``terminal_safe`` (``TerminalSafeStream`` for replies streamed in pieces),
+which shows ESC, other controls, bidi overrides and lone surrogates as visible escapes instead of
+letting them drive the terminal, and ``echo_json`` escapes the same characters inside JSON strings.
 """
 
 from __future__ import annotations
@@ -121,7 +124,11 @@ def check_text_args(params: dict[str, Any]) -> None:
     """Refuse command arguments that are not valid UTF-8 text (they arrive as lone surrogates).
 
     ``Path`` arguments are not text and are left to the file system."""
+    ctx = click.get_current_context(silent=True)
+    paths = set() if ctx is None else {p.name for p in ctx.command.params if isinstance(p.type, (click.Path, click.File))}
     for name, value in params.items():
+        if name in paths:
+            continue
         for item in value if isinstance(value, (tuple, list)) else (value,):
             if not isinstance(item, str):
                 continue
@@ -133,6 +140,101 @@ def check_text_args(params: dict[str, Any]) -> None:
             raise RpError("cli.arg.invalid_utf8", f"argument {name!r} is not valid UTF-8 text ({byte} at offset "
                           f"{bad}); check the terminal's encoding", pointer=f"/{name}",
                           details={"argument": name, "offset": bad})
+
+
+def guard_text_arguments(command: click.Command) -> None:
+    """Give ``command`` and every command under it the ``check_text_args`` check, so that commands
+    that do not go through ``run`` (plain click bodies) refuse undecodable arguments too."""
+    callback = command.callback
+    if callback is not None and not getattr(callback, "_checks_text_args", False):
+
+        @functools.wraps(callback)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                check_text_args(kwargs)
+            except RpError as exc:
+                fail(exc, bool(kwargs.get("as_json")))
+            return callback(*args, **kwargs)
+
+        checked._checks_text_args = True  # type: ignore[attr-defined]
+        command.callback = checked
+    for sub in getattr(command, "commands", {}).values():
+        guard_text_arguments(sub)
+
+
+def read_text_line(stream: Any = None, *, line: int | None = None) -> str | None:
+    """The next line the user typed, without its line break, or None at the end of input.
+
+    The bytes are decoded here, strictly: depending on the locale Python's own decoding would
+    raise on a bad byte or hand it on as a lone surrogate that fails later. A line that is not
+    UTF-8 raises ``cli.input.invalid_utf8`` after being consumed, so the caller can report it and
+    read on. ``line`` (1-based) only goes into the message and details."""
+    stream = sys.stdin if stream is None else stream
+    where = f"input line {line}" if line is not None else "the input line"
+    raw = getattr(stream, "buffer", None)
+    if raw is not None:
+        data = raw.readline()
+        if not data:
+            return None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _invalid_input(where, f"byte 0x{data[exc.start]:02x} at byte offset {exc.start}", exc.start, line) from None
+    else:
+        text = stream.readline()
+        if not text:
+            return None
+        bad = next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
+        if bad is not None:
+            raise _invalid_input(where, f"U+{ord(text[bad]):04X} at offset {bad}", bad, line)
+    text = text[:-1] if text.endswith("\n") else text
+    return text[:-1] if text.endswith("\r") else text
+
+
+def _invalid_input(where: str, what: str, offset: int, line: int | None) -> RpError:
+    details: dict[str, Any] = {"offset": offset} if line is None else {"line": line, "offset": offset}
+    return RpError("cli.input.invalid_utf8", f"{where} is not valid UTF-8 text ({what}) and was not sent; check the "
+                   "terminal's encoding", details=details)
+
+
+class TerminalSafeStream:
+    """A text stream that writes ``terminal_safe`` text to ``out`` while the text arrives in pieces.
+
+    Every unsafe character is escaped on its own, so a piece boundary cannot smuggle a sequence
+    through; only a CR is held back until the next piece shows whether it starts a CRLF. The output
+    equals ``terminal_safe`` of the whole text. ``close`` writes a held CR (it does not close ``out``)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self._cr = False
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        if self._cr:
+            text, self._cr = "\r" + text, False
+        if text.endswith("\r"):
+            text, self._cr = text[:-1], True
+        if text:
+            self.out.write(terminal_safe(text))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def close(self) -> None:
+        if self._cr:
+            self._cr = False
+            self.out.write(terminal_safe("\r"))
+
+
+def echo_error(exc: RpError) -> None:
+    """Print ``error [code]: message`` (and any further problems) on stderr, inert."""
+    # Messages quote user input (names, keys, file names): print them inert.
+    where = f" (at {exc.pointer})" if exc.pointer is not None else ""
+    click.echo(terminal_safe(f"error [{exc.code}]: {exc.message}{where}", one_line=True), err=True)
+    for p in exc.problems[1:]:
+        at = f" (at {p.pointer})" if p.pointer is not None else ""
+        click.echo(terminal_safe(f"  also [{p.code}]: {p.message}{at}", one_line=True), err=True)
 
 
 def run(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
@@ -161,12 +263,7 @@ def fail(exc: RpError, as_json: bool = False) -> None:
     if as_json:
         echo_json({"error": exc.to_dict()})
     else:
-        # Messages quote user input (names, keys, file names): print them inert.
-        where = f" (at {exc.pointer})" if exc.pointer is not None else ""
-        click.echo(terminal_safe(f"error [{exc.code}]: {exc.message}{where}", one_line=True), err=True)
-        for p in exc.problems[1:]:
-            at = f" (at {p.pointer})" if p.pointer is not None else ""
-            click.echo(terminal_safe(f"  also [{p.code}]: {p.message}{at}", one_line=True), err=True)
+        echo_error(exc)
     sys.exit(1)
 
 

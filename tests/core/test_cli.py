@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from roleplay.cli import cli
@@ -95,3 +99,56 @@ def _json_blocks(text: str) -> list[str]:
             if depth == 0:
                 blocks.append(text[start : i + 1])
     return blocks
+
+
+RP = [sys.executable, "-c", "from roleplay.cli import main; main()"]
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\u202eevil\x9b31m"
+
+
+def rp(home: Path, *args: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    full = {**os.environ, **CLEAN, "RP_HOME": str(home), **(env or {})}
+    return subprocess.run([*RP, *args], input=stdin, capture_output=True, env=full, timeout=120)
+
+
+# A strict stdin (a UTF-8 locale) raises on bad bytes; a C/POSIX locale smuggles them in as lone surrogates.
+@pytest.mark.parametrize("stdin_encoding", ["utf-8:strict", "utf-8:surrogateescape"])
+def test_play_refuses_an_input_line_that_is_not_utf8_and_plays_on(tmp_path: Path, stdin_encoding: str) -> None:
+    lines = b"\xff\n" + b"caf\xe9\n" + b"\xed\xa0\x80\n" + "我走进灯塔。\n/quit\n".encode()
+    proc = rp(tmp_path, "play", "--sample", "--model", "demo", stdin=lines, env={"PYTHONIOENCODING": stdin_encoding})
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert err.count("error [cli.input.invalid_utf8]") == 3
+    assert proc.stdout.decode().count("[demo · offline narration]") == 1  # only the good line was played
+
+
+def test_story_output_shows_terminal_escapes_from_cards_and_replies_inert(tmp_path: Path) -> None:
+    # Card prose may hold bidi controls (import refuses C0/C1 there); titles, the player's input and
+    # everything a model streams may hold anything.
+    card = {"spec": "chara_card_v2", "spec_version": "2.0",
+            "data": {"name": "Mallory", "description": "A lighthouse keeper.",
+                     "first_mes": "灯塔 👩\u200d💻 \u202eevil\nsecond line"}}
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(card))
+    imported = invoke(tmp_path, "import", str(path), "--json")
+    assert imported.exit_code == 0, imported.output
+    card_id = json.loads(imported.stdout)[0]["assetId"]
+
+    def assert_inert(text: str, shown: str = "\\x1b]0;owned\\x07\\x1b[2J\\u202eevil\\x9b31m") -> None:
+        assert not any(c in text for c in "\x1b\x07\x9b\u202e"), text
+        assert shown in text, text
+
+    new = rp(tmp_path, "new", "--card", card_id, "--title", f"T {HOSTILE}")
+    out, err = new.stdout.decode(), new.stderr.decode()
+    assert new.returncode == 0, err
+    assert_inert(out, "灯塔 👩\u200d💻 \\u202eevil\nsecond line")  # CJK, ZWJ emoji and newlines unchanged
+    assert_inert(err)
+    sid = err.split("session ", 1)[1].split()[0]
+
+    said = rp(tmp_path, "say", sid, f"hello {HOSTILE}", "--model", "demo")  # the demo quotes the input back
+    assert said.returncode == 0, said.stderr.decode()
+    assert_inert(said.stdout.decode())
+    prompt = rp(tmp_path, "prompt", sid, "--model", "demo")
+    assert_inert(prompt.stdout.decode())
+    played = rp(tmp_path, "play", "--card", card_id, "--model", "demo", stdin=f"hi {HOSTILE}\n/quit\n".encode())
+    assert played.returncode == 0, played.stderr.decode()
+    assert_inert(played.stdout.decode())

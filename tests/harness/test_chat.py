@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from roleplay.cli import cli
@@ -76,3 +80,29 @@ def test_chat_against_the_fake_openai_server(tmp_path: Path) -> None:
 def test_missing_configuration_is_a_clear_error(tmp_path: Path) -> None:
     result = invoke({"RP_HOME": str(tmp_path)}, "chat", "-m", "hi")
     assert result.exit_code == 1 and "model.not_configured" in result.stderr and "--model demo" in result.stderr
+
+
+RP = [sys.executable, "-c", "from roleplay.cli import main; main()"]
+
+
+# A strict stdin (a UTF-8 locale) raises on bad bytes; a C/POSIX locale smuggles them in as lone surrogates.
+@pytest.mark.parametrize("stdin_encoding", ["utf-8:strict", "utf-8:surrogateescape"])
+def test_chat_refuses_an_input_line_that_is_not_utf8_and_chats_on(tmp_path: Path, stdin_encoding: str) -> None:
+    env = {**os.environ, "RP_HOME": str(tmp_path), "RP_DATABASE_URL": "", "PYTHONIOENCODING": stdin_encoding}
+    proc = subprocess.run([*RP, "chat", "--model", "demo", "--json"], input=b"\xff\nhello there\ncaf\xe9\n",
+                          capture_output=True, env=env, timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert err.count("error [cli.input.invalid_utf8]") == 2
+    summary = json.loads(proc.stdout)
+    assert [t["outcome"] for t in summary["turns"]] == ["completed"] and "hello there" in summary["turns"][0]["text"]
+    assert [(e["code"], e["details"]["line"]) for e in summary["inputErrors"]] == [
+        ("cli.input.invalid_utf8", 1), ("cli.input.invalid_utf8", 3)]
+
+
+def test_chat_replies_print_terminal_escapes_inert(tmp_path: Path) -> None:
+    hostile = "\x1b]0;owned\x07\x1b[2J\u202e\x9b31m"
+    result = invoke({"RP_HOME": str(tmp_path)}, "chat", "--model", "demo", "-m", f"hi {hostile} 中文 👩\u200d💻")
+    assert result.exit_code == 0, result.output
+    assert not any(c in result.stdout for c in "\x1b\x07\x9b\u202e"), result.stdout
+    assert "hi \\x1b]0;owned\\x07\\x1b[2J\\u202e\\x9b31m 中文 👩\u200d💻" in result.stdout

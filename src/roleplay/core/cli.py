@@ -3,11 +3,13 @@
 Every command honours ``--model`` (the parent's route) and ``--home``/``RP_HOME``/
 ``RP_DATABASE_URL``. The Writer uses the session's own route when its profile sets one, else the
 global default ``RP_WRITER_MODEL``, else it follows ``--model``.
+
+Story text (openings, replies, prompts, state) comes from cards, players and models, so it is
+printed through ``terminal_safe``; a typed line that is not UTF-8 is refused and play goes on.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from contextlib import asynccontextmanager
@@ -17,7 +19,7 @@ import click
 
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
-from roleplay.cli_context import echo_json, home_option, json_option, run, state_of
+from roleplay.cli_context import echo_error, echo_json, home_option, json_option, json_text, read_text_line, run, state_of, terminal_safe
 from roleplay.errors import RpError
 from roleplay.harness.chat import stream_turn
 from roleplay.harness.models.routes import Route, resolve_route
@@ -109,9 +111,9 @@ async def new_command(ctx: click.Context, card: str | None, sample: bool, person
         echo_json({"sessionId": record.id, "title": record.title, "participation": participation, "opening": m.opening_message_text,
                    "diagnostics": m.diagnostics})
         return
-    click.echo(f"session {record.id} · {record.title}", err=True)
+    click.echo(terminal_safe(f"session {record.id} · {record.title}", one_line=True), err=True)
     if m.opening_message_text:
-        click.echo(m.opening_message_text)
+        click.echo(terminal_safe(m.opening_message_text))
 
 
 @click.command("say")
@@ -152,14 +154,20 @@ async def play_command(ctx: click.Context, card: str | None, sample: bool, sessi
                 card = await _choose_card(rt)
             record, m = await new_story(rt, card, sample and card is None, participation=participation)
             session_id = record.id
-            click.echo(f"session {record.id} · {record.title} · model {rt.model_for(route).label}", err=True)
+            click.echo(terminal_safe(f"session {record.id} · {record.title} · model {rt.model_for(route).label}", one_line=True), err=True)
             if m.opening_message_text:
-                click.echo(m.opening_message_text + "\n")
+                click.echo(terminal_safe(m.opening_message_text) + "\n")
         else:
             await require_playable(rt, session_id)  # refuse before the prompt, not at the first line
         click.echo("type to play · /state · /undo · /help · /quit", err=True)
+        number = 0
         while True:
-            line = _read_line()
+            number += 1
+            try:
+                line = _read_line(number)
+            except RpError as exc:
+                echo_error(exc)  # a garbled line is not played; the story goes on
+                continue
             if line is None or line.strip() in ("/quit", "/exit"):
                 return
             command = line.strip()
@@ -168,7 +176,7 @@ async def play_command(ctx: click.Context, card: str | None, sample: bool, sessi
             if command == "/help":
                 click.echo("/state shows the story state · /undo removes your last turn · /quit leaves", err=True)
             elif command == "/state":
-                click.echo(json.dumps(await _state(rt, session_id), ensure_ascii=False, indent=2))
+                click.echo(json_text(await _state(rt, session_id)))
             elif command == "/undo":
                 removed = await undo_last_turn(rt, session_id)
                 click.echo(f"(undone: {len(removed)} message(s))", err=True)
@@ -176,7 +184,8 @@ async def play_command(ctx: click.Context, card: str | None, sample: bool, sessi
                 result = await _turn(rt, session_id, line, route, sys.stdout)
                 if result.turn.outcome != "completed":
                     err = result.turn.error or {}
-                    click.echo(f"(turn ended: {result.turn.outcome} {err.get('code', '')} {err.get('message', '')})", err=True)
+                    click.echo(terminal_safe(f"(turn ended: {result.turn.outcome} {err.get('code', '')} {err.get('message', '')})",
+                                             one_line=True), err=True)
                 click.echo("")
 
 
@@ -212,9 +221,9 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
         ("PARENT SYSTEM", parent_system.text),
         ("PARENT RUN CONTEXT", p.run_context),
     ):
-        click.echo(f"===== {title} =====\n{body}\n")
+        click.echo(terminal_safe(f"===== {title} =====\n{body}\n"))
     for d in p.build.diagnostics:
-        click.echo(f"! [{d.code}] {d.message}", err=True)
+        click.echo(terminal_safe(f"! [{d.code}] {d.message}", one_line=True), err=True)
 
 
 async def _turn(rt: RoleplayRuntime, session_id: str, text: str, route: Route, out: Any) -> RunResult:
@@ -236,7 +245,7 @@ async def _choose_card(rt: RoleplayRuntime) -> str:
         click.echo("no cards yet: playing the bundled sample card", err=True)
         return await sample_card_id(rt)
     for i, item in enumerate(page.items):
-        click.echo(f"  [{i}] {item.name}", err=True)
+        click.echo(terminal_safe(f"  [{i}] {item.name}", one_line=True), err=True)
     click.echo("card number> ", nl=False, err=True)
     line = _read_line()
     try:
@@ -245,11 +254,10 @@ async def _choose_card(rt: RoleplayRuntime) -> str:
         raise RpError("cli.invalid_choice", "not a card number from the list") from None
 
 
-def _read_line() -> str | None:
+def _read_line(number: int | None = None) -> str | None:
     if sys.stdin.isatty():
         click.echo("> ", nl=False, err=True)
-    line = sys.stdin.readline()
-    return None if not line else line.rstrip("\n")
+    return read_text_line(sys.stdin, line=number)
 
 
 def _result_json(result: RunResult) -> dict[str, Any]:

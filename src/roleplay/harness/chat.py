@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import click
 
-from roleplay.cli_context import echo_json, home_option, json_option, run, state_of
+from roleplay.cli_context import TerminalSafeStream, echo_error, echo_json, home_option, json_option, read_text_line, run, state_of
 from roleplay.errors import RpError
 
 from .loop import AgentLoop, AgentSpec, TurnResult
@@ -53,7 +53,9 @@ async def stream_turn(
     """Run ``start(abort)`` while echoing the session's ``assistant/chunk`` text to ``out``.
 
     Ctrl-C sets ``abort`` (the turn ends ``aborted``). When nothing streamed, the final text is
-    printed at the end, so a runtime that does not stream still shows its reply."""
+    printed at the end, so a runtime that does not stream still shows its reply. Model text is
+    printed inert (``TerminalSafeStream``): a reply cannot drive the terminal."""
+    out = TerminalSafeStream(out)
     abort = asyncio.Event()
     previous = _install_sigint(abort)
     printed = False
@@ -79,6 +81,7 @@ async def stream_turn(
     text = final_text(result)
     if printed or text:
         out.write("\n" if printed else text + "\n")
+    out.close()
     return result
 
 
@@ -132,8 +135,9 @@ async def chat(ctx: click.Context, model_spec: str | None, session_id: str | Non
             click.echo(f"session {session_id} · model {model.label}" + (f" · {note}" if note else ""), err=True)
             click.echo("type /exit to leave; Ctrl-C stops a reply", err=True)
         results: list[TurnResult] = []
+        input_errors: list[RpError] = []
         try:
-            for text in _lines(messages):
+            for text in _lines(messages, input_errors):
                 if text.strip() in ("/exit", "/quit"):
                     break
                 if not text.strip():
@@ -153,24 +157,34 @@ async def chat(ctx: click.Context, model_spec: str | None, session_id: str | Non
                 "sessionId": session_id,
                 "model": {"route": route.spec, "label": model.label},
                 "turns": [{"turnId": r.turn_id, "outcome": r.outcome, "text": r.text, "error": r.error, "usage": r.usage} for r in results],
+                "inputErrors": [e.to_dict() for e in input_errors],
             }
         )
     elif any(r.outcome == "error" for r in results):
         raise RpError("chat.turn_failed", "a turn ended with an error (see above)")
 
 
-def _lines(messages: tuple[str, ...]) -> Any:
+def _lines(messages: tuple[str, ...], errors: list[RpError]) -> Any:
+    """The messages, else stdin's lines. A line that is not UTF-8 is reported, kept in ``errors``
+    and skipped: the chat goes on with the next one."""
     if messages:
         yield from messages
         return
     interactive = sys.stdin.isatty()
+    number = 0
     while True:
         if interactive:
             click.echo("you> ", nl=False, err=True)
-        line = sys.stdin.readline()
-        if not line:
+        number += 1
+        try:
+            line = read_text_line(sys.stdin, line=number)
+        except RpError as exc:
+            echo_error(exc)
+            errors.append(exc)
+            continue
+        if line is None:
             return
-        yield line.rstrip("\n")
+        yield line
 
 
 class _Sink:

@@ -48,3 +48,22 @@ def test_activation_report_for_a_stored_book(tmp_path: Path) -> None:
 def test_unknown_lorebook_is_a_clear_error(tmp_path: Path) -> None:
     result = invoke(tmp_path, "lorebook", "test", "ast_missing", "--text", "x")
     assert result.exit_code == 1 and "asset.not_found" in result.stderr
+
+
+def test_titles_and_names_from_the_book_print_inert(tmp_path: Path) -> None:
+    hostile = "\x1b]0;owned\x07\x1b[2J\u202e\x9b31m"
+    book = {"name": "Lore", "entries": {
+        "0": {"uid": 0, "key": ["dragon"], "content": "x", "comment": f"Dra{hostile}gons 龍 👩\u200d💻", "position": 0},
+        "1": {"uid": 1, "key": [f"o{hostile}cean", "sea"], "content": "y", "comment": "", "position": 0},
+    }}
+    path = tmp_path / "book.json"
+    path.write_text(json.dumps(book))
+    imported = invoke(tmp_path, "import", str(path), "--json")
+    assert imported.exit_code == 0, imported.output
+    book_id = json.loads(imported.stdout)[0]["assetId"]
+
+    result = invoke(tmp_path, "lorebook", "test", book_id, "--text", "a dragon", "--all")
+    assert result.exit_code == 0, result.output
+    assert not any(c in result.output for c in "\x1b\x07\x9b\u202e"), result.output
+    shown = "\\x1b]0;owned\\x07\\x1b[2J\\u202e\\x9b31m"
+    assert f"Dra{shown}gons 龍 👩\u200d💻" in result.stdout and f"o{shown}cean" in result.stdout

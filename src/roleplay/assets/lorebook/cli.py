@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from roleplay.cli_context import echo_json, home_option, json_option, run, state_of
+from roleplay.cli_context import echo_json, home_option, json_option, run, state_of, terminal_safe
 
 from .activation import LoreEngine, ScanSettings, TurnInput
 from .importer import import_lorebook
@@ -62,15 +62,19 @@ async def lorebook_test(
             }
         )
         return
-    click.echo(f"{record.name or record.id}: {len(activated)} of {len(book.entries)} entries activate ({result.sweeps} sweep(s))")
+    # Titles, keys and reasons quote the book's text: one line each, printed inert.
+    def echo(line: str, err: bool = False) -> None:
+        click.echo(terminal_safe(line, one_line=True), err=err)
+
+    echo(f"{record.name or record.id}: {len(activated)} of {len(book.entries)} entries activate ({result.sweeps} sweep(s))")
     for a in activated:
-        click.echo(f"  + {a['title'] or a['entryId']}  [{a['slot']}]  {a['reason']}{_details(a['details'])}")
+        echo(f"  + {a['title'] or a['entryId']}  [{a['slot']}]  {a['reason']}{_details(a['details'])}")
     if show_all:
         for d in decisions:
             if not d["activated"]:
-                click.echo(f"  - {d['title'] or d['entryId']}  {d['reason']}{_details(d['details'])}")
+                echo(f"  - {d['title'] or d['entryId']}  {d['reason']}{_details(d['details'])}")
     for p in result.diagnostics:
-        click.echo(f"  ! [{p.code}] {p.message}", err=True)
+        echo(f"  ! [{p.code}] {p.message}", err=True)
 
 
 def _title(entry: Any) -> str:
