@@ -159,3 +159,30 @@ async def test_the_stored_model_request_route_carries_no_credentials(store):
     assert request.payload["route"]["label"] == f"llama3 via {fake.base_url.replace('http://', 'http://***@')}"
     stored = str([e.to_dict() for e in await service.events(sid)])
     assert "s3cret" not in stored and "alice" not in stored
+
+
+# Environment values escape the argument check: a stray byte arrives as a lone surrogate, a pasted
+# key may carry a curly quote. Each is refused with a code before anything is sent or stored.
+@pytest.mark.parametrize("env, code, pointer", [
+    ({"RP_MODEL": "deepseek/de\udcffmo", **DS}, "model.bad_route", "/model"),
+    ({"DEEPSEEK_MODEL": "de\udcffmo", **DS}, "model.bad_route", "/model"),
+])
+def test_route_names_that_are_not_text_are_refused(env, code, pointer):
+    with pytest.raises(RpError) as info:
+        resolve_route(None, None, env)
+    assert (info.value.code, info.value.pointer) == (code, pointer)
+    assert "not valid UTF-8" in info.value.message
+
+
+@pytest.mark.parametrize("route, env, name, offset", [
+    (Route("deepseek", "deepseek-flash"), {"DEEPSEEK_API_KEY": "sk-\udcffab"}, "DEEPSEEK_API_KEY", 3),
+    (Route("openai", "gpt-4o-mini"), {"OPENAI_API_KEY": "sk-ab\u201d"}, "OPENAI_API_KEY", 5),  # a pasted curly quote
+    (Route("openai", "gpt-4o-mini"), {"OPENAI_API_KEY": "sk-ab\n"}, "OPENAI_API_KEY", 5),
+    (Route("openai", "gpt-4o-mini"), {"OPENAI_BASE_URL": "http://h\udcff/v1"}, "OPENAI_BASE_URL", 8),
+])
+def test_keys_and_base_urls_an_http_request_cannot_carry_are_refused(route, env, name, offset):
+    with pytest.raises(RpError) as info:
+        build_model(route, env)
+    assert info.value.code == "model.bad_environment"
+    assert info.value.details == {"variable": name, "offset": offset}
+    assert "sk" not in info.value.message  # a key is never echoed

@@ -50,8 +50,39 @@ class Route:
         return out
 
 
+def _surrogate_at(value: str) -> int | None:
+    """Offset of the first lone surrogate: a byte that was not UTF-8 in an environment variable."""
+    return next((i for i, ch in enumerate(value) if "\ud800" <= ch <= "\udfff"), None)
+
+
+def _char_name(ch: str) -> str:
+    code = ord(ch)
+    return f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+
+
+def _check_model_name(model: str) -> None:
+    bad = _surrogate_at(model)
+    if bad is not None:
+        raise RpError("model.bad_route", f"model route {model!r} is not valid UTF-8 text ({_char_name(model[bad])} at offset "
+                      f"{bad}); check the environment's encoding", pointer="/model", details={"offset": bad})
+
+
+def _check_environment(name: str, value: str | None, *, header: bool) -> None:
+    """Refuse what an HTTP request cannot carry: a key goes into a header (visible ASCII and
+    spaces), a base URL into the request line (any text, but not undecodable bytes). The message
+    names the variable, never its value: it may be a secret."""
+    if value is None:
+        return
+    bad = next((i for i, ch in enumerate(value) if not " " <= ch <= "~"), None) if header else _surrogate_at(value)
+    if bad is not None:
+        raise RpError("model.bad_environment", f"{name} holds {_char_name(value[bad])} at offset {bad}, which an HTTP "
+                      "request cannot carry; check for a pasted quote, a line break or a stray byte",
+                      details={"variable": name, "offset": bad})
+
+
 def parse_route_spec(spec: str, env: Mapping[str, str] | None = None) -> Route:
     env = os.environ if env is None else env
+    _check_model_name(spec)
     text = spec.strip()
     if not text:
         raise RpError("model.bad_route", "an empty model route; use e.g. deepseek/deepseek-flash or demo")
@@ -99,6 +130,7 @@ def resolve_route(
     else:
         provider = get_provider(_default_provider(env, spec=None))
         model = (env.get(provider.model_env) if provider.model_env else None) or provider.default_model
+        _check_model_name(model)
         route = Route(provider=provider.name, model=model)
     effort = route.reasoning_effort or settings.get("reasoning_effort")
     if effort is not None and effort not in REASONING_EFFORTS:
@@ -156,6 +188,10 @@ def build_model(
         return ScriptedModel(model=route.model)
     base_url = route.base_url or (env.get(provider.base_url_env) if provider.base_url_env else None)
     key = env.get(provider.key_env) if provider.key_env else None
+    if provider.key_env:
+        _check_environment(provider.key_env, key, header=True)
+    if provider.base_url_env and not route.base_url:
+        _check_environment(provider.base_url_env, base_url, header=False)
     if provider.name == "deepseek":
         if not key:
             raise RpError(
