@@ -117,3 +117,27 @@ def test_database_urls_are_printed_without_credentials() -> None:
 
     assert _safe_url("postgresql://app:pw@db:5432/rp") == "postgresql://***@db:5432/rp"
     assert _safe_url("postgresql://db/rp?user=app&password=pw") == "postgresql://db/rp?user=***&password=***"
+
+
+def test_titles_and_messages_print_inert(env: dict[str, str], store_url: str) -> None:
+    hostile = "\x1b]0;owned\x07\x1b[2J\u202e\x9b31m"
+
+    async def go() -> str:
+        store = open_store(store_url)
+        await store.migrate()
+        try:
+            rec = await store.create_session(preset="roleplay", title=f"Tea {hostile} 茶会 👩\u200d💻", events=[
+                EventDraft("user/message", {"messageId": "u1", "content": [{"type": "text", "text": f"Hi {hostile}"}]}),
+            ])
+            return rec.id
+        finally:
+            await store.close()
+
+    sid = asyncio.run(go())
+    shown = "\\x1b]0;owned\\x07\\x1b[2J\\u202e\\x9b31m"
+    for args in (["sessions", "list"], ["sessions", "show", sid], ["sessions", "events", sid]):
+        code, out, err = invoke(env, *args)
+        assert code == 0, err
+        assert not any(c in out for c in "\x1b\x07\x9b\u202e"), out
+        assert shown in out, out
+    assert f"Tea {shown} 茶会 👩\u200d💻" in invoke(env, "sessions", "list")[1]

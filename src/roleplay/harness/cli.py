@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from roleplay.cli_context import echo_json, home_option, json_option, run, state_of
+from roleplay.cli_context import echo_json, home_option, json_option, run, state_of, terminal_safe
 from roleplay.redact import redact_url
 
 
@@ -72,7 +72,7 @@ async def sessions_list(ctx: click.Context, which: str | None, parent_id: str | 
     for r in rows:
         flags = " [archived]" if r.archived else ""
         parent = f" child of {r.parent_id}" if r.parent_id else ""
-        click.echo(f"{r.id}  {r.preset:<10} seq {r.head_seq:<6} {r.updated_at}  {r.title or ''}{parent}{flags}")
+        _echo(f"{r.id}  {r.preset:<10} seq {r.head_seq:<6} {r.updated_at}  {r.title or ''}{parent}{flags}")
 
 
 @sessions.command("show")
@@ -96,7 +96,7 @@ async def sessions_show(ctx: click.Context, session_id: str, as_json: bool) -> N
     for node in surface["nodes"]:
         content = node["content"]
         text = content if isinstance(content, str) else message_text({"content": content})
-        click.echo(f"  #{node['seq']:<5} {node['role']:<9} {_clip(text)}")
+        _echo(f"  #{node['seq']:<5} {node['role']:<9} {_clip(text)}")
 
 
 @sessions.command("events")
@@ -118,7 +118,7 @@ async def sessions_events(
         echo_json([e.to_dict() for e in events])
         return
     for e in events:
-        click.echo(f"{e.seq:>6}  {e.created_at}  {e.type:<22} {_summary(e)}")
+        _echo(f"{e.seq:>6}  {e.created_at}  {e.type:<22} {_summary(e)}")
 
 
 @sessions.command("fork")
@@ -162,7 +162,12 @@ async def sessions_archive(ctx: click.Context, session_id: str, undo: bool, as_j
 def _print_record(rec: SessionRecord) -> None:
     for key, value in rec.to_dict().items():
         if value is not None:
-            click.echo(f"{key}: {value}")
+            _echo(f"{key}: {value}")
+
+
+def _echo(line: str) -> None:
+    # Titles and messages come from players, cards and models: one line each, printed inert.
+    click.echo(terminal_safe(line, one_line=True))
 
 
 def _summary(e: Event) -> str:

@@ -121,3 +121,17 @@ def test_a_failing_test_command_never_prints_credentials_from_the_base_url(monke
     result = run(["test", "--model", "openai/llama3"], {"OPENAI_BASE_URL": url})
     assert result.exit_code == 1 and "[model.connection]" in result.output
     assert not any(s in result.output for s in ("alice", "s3cret", "tok123")), result.output
+
+
+def test_test_command_prints_the_reply_inert():
+    hostile = "\x1b]0;owned\x07\x1b[2J\u202e\x9b31m"
+    with serve_fake_openai(strict=True) as fake:
+        fake.enqueue(f"Hi {hostile} 你好 👩\u200d💻")
+        fake.enqueue(f"Hi {hostile} 你好 👩\u200d💻")
+        text = run(["test", "--model", "openai/llama3"], {"OPENAI_BASE_URL": fake.base_url})
+        as_json = run(["test", "--model", "openai/llama3", "--json"], {"OPENAI_BASE_URL": fake.base_url})
+    assert text.exit_code == 0 and as_json.exit_code == 0
+    for out in (text.output, as_json.output):
+        assert not any(c in out for c in "\x1b\x07\x9b\u202e"), out
+    assert "reply:    Hi \\x1b]0;owned\\x07\\x1b[2J\\u202e\\x9b31m 你好 👩\u200d💻" in text.output
+    assert json.loads(as_json.output)["reply"] == f"Hi {hostile} 你好 👩\u200d💻"  # the same value, escaped

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from roleplay.cli_context import json_text, terminal_safe
 from roleplay.errors import RpError
 
 from .registry import PROVIDERS, is_configured
@@ -128,7 +129,7 @@ def test_command(spec: str | None, prompt: str, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps({"ok": False, "error": exc.to_dict()}, indent=2))
             raise SystemExit(1) from None
-        raise click.ClickException(f"[{exc.code}] {exc.message}") from None
+        raise click.ClickException(terminal_safe(f"[{exc.code}] {exc.message}", one_line=True)) from None
     warnings = [w for w in (deprecation_note(route),) if w] + list(response.warnings)
     if as_json:
         payload = {
@@ -143,10 +144,11 @@ def test_command(spec: str | None, prompt: str, as_json: bool) -> None:
             "latency_ms": latency_ms,
             "warnings": warnings,
         }
-        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        click.echo(json_text(payload))
         return
     click.echo(f"route:    {route.spec} ({model.label})")
-    click.echo(f"reply:    {response.text}")
+    # The reply is a stranger's text: it must not drive the terminal.
+    click.echo(f"reply:    {terminal_safe(response.text)}")
     click.echo(f"usage:    {_usage_line(response)}")
     click.echo(f"latency:  {latency_ms} ms")
     for warning in warnings:
