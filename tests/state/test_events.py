@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roleplay.canonical import canonical_json
-from roleplay.core import entities as ent
+from roleplay.harness import entities as ent
 from roleplay.errors import RpError
 from roleplay.harness.events import Event, EventDraft, validate_payload
 from roleplay.harness.projections import fold as fold_projection, load, roundtrip, write_snapshot

@@ -4,7 +4,7 @@ The spec (数据所有权与消息实体): deleting runs from the selected visib
 the conversation. The full target list goes into ``rpMessageAction`` and one *empty* native
 ``assistant/message`` with a ``suffix`` replacement masks that suffix atomically; the empty
 carrier projects to nothing. Every committed entity in the range is retracted by the entity
-rules (``core.entities``), so State rebuilds from the remaining replies.
+rules (``harness.entities``), so State rebuilds from the remaining replies.
 
 Every action takes the session's run lease (``run.busy`` while a turn runs): a run prepares its
 context and commits against the log it read, so the log must not move under it. The targets are

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from roleplay.assets.store import AssetStore
-from roleplay.assets.tools import asset_tools
+from roleplay.core.asset_tools import asset_tools
 from roleplay.clock import IdGenerator
 from roleplay.harness.models.routes import Route, build_model
 from roleplay.harness.models.types import ChatModel

@@ -20,7 +20,7 @@ Failed commands (``command/done {kind: "error"}``, a run without a done) and fai
 change nothing.
 
 Folding order is business-root seq order (the spec: "按业务根事件序号合并 bootstrap、剩余配置
-entity 和剩余剧情提交 entity"). Ownership comes from :mod:`roleplay.core.entities`.
+entity 和剩余剧情提交 entity"). Ownership comes from :mod:`roleplay.harness.entities`.
 
 **Incremental folding with retraction.** A delete can retract an *old* entity, and the pure folds
 of :mod:`roleplay.state.projection` cannot be undone, so the projection state keeps:
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roleplay.core import entities as folder
+from roleplay.harness import entities as folder
 from roleplay.harness.events import Event
 from roleplay.harness.projections import Projection
 from roleplay.state.operations import EFFECT_KIND

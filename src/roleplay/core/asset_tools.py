@@ -74,8 +74,8 @@ from roleplay.state.pointers import (
     parse_pointer,
 )
 
-from .kinds import KINDS, validate_asset_data
-from .store import AssetRecord, AssetStore, not_found, wrong_kind
+from roleplay.assets.kinds import KINDS, validate_asset_data
+from roleplay.assets.store import AssetRecord, AssetStore, not_found, wrong_kind
 
 READ_TOOL = "rp_asset_read"
 WRITE_TOOL = "rp_asset"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roleplay.core import entities as ent
-from roleplay.core.entities import KEPT, LIVE, RETIRED, Candidate, classify, effective_entities, owner_statuses
+from roleplay.harness import entities as ent
+from roleplay.harness.entities import KEPT, LIVE, RETIRED, Candidate, classify, effective_entities, owner_statuses
 from roleplay.harness.events import Event, EventDraft
 from roleplay.harness.projections import roundtrip
 from roleplay.harness.sessions import SessionService

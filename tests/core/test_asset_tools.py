@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from roleplay.assets.store import AssetRecord, AssetStore
-from roleplay.assets.tools import AGENT_ONLY_TOOLS, asset_tools
+from roleplay.core.asset_tools import AGENT_ONLY_TOOLS, asset_tools
 from roleplay.core.profile import SESSION_APPLY, apply_profile, profile_of
 from roleplay.core.sources import StoreAssetReader
 from roleplay.harness.events import EventDraft
