@@ -38,3 +38,22 @@ def fresh_pg_schema() -> Iterator[str]:
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+async def sample_story(store, model=None):  # type: ignore[no-untyped-def]
+    """A runtime on ``store`` (with ``model`` as the demo route when given) and a new story on the
+    bundled sample card: ``(runtime, session id)``."""
+    from roleplay.assets.seeds import ensure_seeds
+    from roleplay.assets.service import AssetService
+    from roleplay.core.runtime import RoleplayRuntime
+    from roleplay.core.session_create import StoryRequest, create_story
+    from roleplay.harness.models.routes import Route
+    from roleplay.samples import SAMPLE_CARD, sample_card_bytes
+
+    rt = RoleplayRuntime.create(store)
+    if model is not None:
+        rt.models[Route("demo", "demo").spec] = model
+    await ensure_seeds(rt.assets)
+    card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
+    record, _ = await create_story(rt, StoryRequest(card=card))
+    return rt, record.id

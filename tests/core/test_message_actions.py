@@ -13,13 +13,10 @@ from typing import Any, AsyncIterator
 
 import pytest
 
-from roleplay.assets.seeds import ensure_seeds
-from roleplay.assets.service import AssetService
 from roleplay.core.message_actions import delete_from, edit_message, undo_last_turn
 from roleplay.core.profile import apply_profile
 from roleplay.core.run import play_turn
 from roleplay.core.runtime import RoleplayRuntime
-from roleplay.core.session_create import StoryRequest, create_story
 from roleplay.core.sources import StoreAssetReader
 from roleplay.errors import ConflictError
 from roleplay.harness.events import EventDraft
@@ -28,8 +25,8 @@ from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import ModelRequest, StreamEvent
 from roleplay.harness.store import EventStore
 from roleplay.harness.surface import SURFACE
-from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 from roleplay.state.events import state_document
+from tests_support import sample_story
 
 pytestmark = pytest.mark.anyio
 DEMO = Route("demo", "demo")
@@ -50,23 +47,13 @@ class WriterGate(DemoModel):
             yield event
 
 
-async def story(store: EventStore, model: DemoModel | None = None) -> tuple[RoleplayRuntime, str]:
-    rt = RoleplayRuntime.create(store)
-    if model is not None:
-        rt.models[DEMO.spec] = model
-    await ensure_seeds(rt.assets)
-    card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
-    record, _ = await create_story(rt, StoryRequest(card=card))
-    return rt, record.id
-
-
 async def story_value(rt: RoleplayRuntime, sid: str) -> dict[str, Any]:
     return state_document((await rt.service.projection(sid, "rp/state")).state)["namespaces"]["story"]["value"]
 
 
 async def test_actions_and_profile_changes_are_busy_while_a_turn_runs(store: EventStore) -> None:
     gate = WriterGate()
-    rt, sid = await story(store, gate)
+    rt, sid = await sample_story(store, gate)
     gate.release.set()
     await play_turn(rt, sid, "我推开铁门。", parent_route=DEMO)
     gate.release.clear()
@@ -118,7 +105,7 @@ async def _interleave(rt: RoleplayRuntime, monkeypatch: pytest.MonkeyPatch, writ
 
 
 async def test_delete_from_computes_targets_and_cas_on_one_head(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    rt, sid = await story(store)
+    rt, sid = await sample_story(store)
     await play_turn(rt, sid, "我推开铁门。", parent_route=DEMO)
     reply = [n for n in (await rt.service.surface(sid))["nodes"] if n["role"] == "assistant"][-1]
 
@@ -138,7 +125,7 @@ async def test_delete_from_computes_targets_and_cas_on_one_head(store: EventStor
 
 
 async def test_edit_message_computes_its_content_and_cas_on_one_head(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    rt, sid = await story(store)
+    rt, sid = await sample_story(store)
     await play_turn(rt, sid, "我推开铁门。", parent_route=DEMO)
     user = [n for n in (await rt.service.surface(sid))["nodes"] if n["role"] == "user"][0]
 

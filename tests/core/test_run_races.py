@@ -21,13 +21,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import roleplay.core.run as run_module
-from roleplay.assets.seeds import ensure_seeds
-from roleplay.assets.service import AssetService
 from roleplay.clock import ulid_ids
 from roleplay.core.message_actions import delete_from, edit_message, undo_last_turn
 from roleplay.core.run import COMMIT_TURN_TOOL, RUN_CONTEXT, RpRun, play_turn, prepare_run
 from roleplay.core.runtime import RoleplayRuntime
-from roleplay.core.session_create import StoryRequest, create_story
 from roleplay.core.writer import WRITER_RESULT_KIND
 from roleplay.errors import ConflictError, RpError
 from roleplay.harness.loop import AgentLoop
@@ -37,8 +34,8 @@ from roleplay.harness.models.types import ModelRequest, StreamEvent
 from roleplay.harness.store import EventStore, open_store
 from roleplay.harness.surface import SURFACE
 from roleplay.harness.turns import turns_projection
-from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 from roleplay.state.events import state_document
+from tests_support import sample_story
 
 DEMO = Route("demo", "demo")
 TURN_TEXTS = ["我推开铁门。", "我帮她擦铜镜。", "我问起晨星号的事。", "我递给她一壶热茶。", "我们一起爬上灯室。", "我提到她的祖父。"]
@@ -55,16 +52,6 @@ class SlowDemo(DemoModel):
         await asyncio.sleep(self.pause(request))
         async for event in super().stream(request):
             yield event
-
-
-async def sample_story(store: EventStore, model: DemoModel | None = None) -> tuple[RoleplayRuntime, str]:
-    rt = RoleplayRuntime.create(store)
-    if model is not None:
-        rt.models[DEMO.spec] = model
-    await ensure_seeds(rt.assets)
-    card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
-    record, _ = await create_story(rt, StoryRequest(card=card))
-    return rt, record.id
 
 
 async def state_doc(rt: RoleplayRuntime, sid: str) -> dict[str, Any]:
