@@ -1,12 +1,15 @@
-"""Hostile-input fuzz of card (JSON, PNG) and lorebook import, large.
+"""Hostile-input fuzz of card (JSON, PNG) and lorebook import and of MVU card text, large.
 
-    .venv/bin/python bench/fuzz.py [--cases N] [--seed S] [--files N] [--save DIR]
+    .venv/bin/python bench/fuzz.py [--cases N] [--seed S] [--files N] [--mvu N] [--mvu-size C] [--save DIR]
 
 ``--cases`` (default ``$RP_FUZZ_CASES`` or 2000) cases go through the pure entry points
 (``import_card_bytes``, ``parse_lorebook``); ``--files`` (default a quarter of that) more go through
 the user's path, ``import_file`` on a temporary SQLite asset store. The generator and the case
 rules are ``roleplay.testing.fuzz_assets`` (the CI test ``tests/assets/test_fuzz_assets.py`` runs
-it small). ``--save DIR`` writes a shrunk input for the first failure of each kind, to replay with
+it small). ``--mvu`` (default a half of ``--cases``) cases of structured hostile MVU text, up to
+``--mvu-size`` characters (default ``$RP_FUZZ_MVU_SIZE`` or 400,000), go through the adapter's
+parsers (``roleplay.testing.fuzz_mvu``; its CI test is ``tests/compat/test_fuzz.py``), where not
+even a coded error may escape. ``--save DIR`` writes a shrunk input for the first failure of each kind, to replay with
 ``import_card_bytes(open(f, 'rb').read())`` or ``parse_lorebook(..., book_id='x')``.
 
 Targets: 0 failures (only an ``RpError`` with a code may escape, no case interrupted after 30 s),
@@ -30,7 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from roleplay.assets.store import AssetStore  # noqa: E402
 from roleplay.harness.store import open_store  # noqa: E402
-from roleplay.testing import fuzz_assets  # noqa: E402
+from roleplay.testing import fuzz_assets, fuzz_mvu  # noqa: E402
 from roleplay.testing.fuzz_assets import Case, Failure, Report, generate, run, run_files, shrink  # noqa: E402
 
 MAX_CASE_SECONDS = 2.0
@@ -89,6 +92,8 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=int(os.environ.get("RP_FUZZ_CASES", "2000")))
     parser.add_argument("--seed", type=int, default=int(os.environ.get("RP_FUZZ_SEED", str(SEED))))
     parser.add_argument("--files", type=int, default=None, help="cases through import_file (default cases/4)")
+    parser.add_argument("--mvu", type=int, default=None, help="MVU text cases (default cases/2)")
+    parser.add_argument("--mvu-size", type=int, default=int(os.environ.get("RP_FUZZ_MVU_SIZE", "400000")))
     parser.add_argument("--save", type=Path, help="write shrunk failing inputs here")
     args = parser.parse_args()
     files = args.cases // 4 if args.files is None else args.files
@@ -102,13 +107,21 @@ def main() -> None:
     if files:
         _print("import_file on SQLite", through_files, time.perf_counter() - t0)
 
+    mvu_cases = args.cases // 2 if args.mvu is None else args.mvu
+    t0 = time.perf_counter()
+    mvu = fuzz_mvu.run(fuzz_mvu.generate(args.seed + 2, mvu_cases, max_size=args.mvu_size),
+                       slow_seconds=TIMEOUT_SECONDS, timeout_seconds=TIMEOUT_SECONDS) if mvu_cases else Report()
+    if mvu_cases:
+        _print(f"MVU card text (up to {args.mvu_size} characters)", mvu, time.perf_counter() - t0)
+
     failures = [*pure.failures, *through_files.failures]
-    worst = max(pure.max_seconds, through_files.max_seconds)
+    mvu_failures = mvu.failures  # MVU inputs are text, not import bytes: reported, not shrunk
+    worst = max(pure.max_seconds, through_files.max_seconds, mvu.max_seconds)
     if args.save and failures:
         _save(failures, args.save)
     print(f"target: 0 failures, max time per case <= {MAX_CASE_SECONDS:.1f} s")
-    ok = not failures and worst <= MAX_CASE_SECONDS
-    print(f"result: {len(failures)} failures, max time per case {worst:.3f} s")
+    ok = not failures and not mvu_failures and worst <= MAX_CASE_SECONDS
+    print(f"result: {len(failures) + len(mvu_failures)} failures, max time per case {worst:.3f} s")
     print("verdict: " + ("PASS" if ok else "FAIL"))
     sys.exit(0 if ok else 1)
 

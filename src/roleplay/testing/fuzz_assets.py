@@ -442,9 +442,11 @@ def _classify(report: Report, exc: BaseException) -> tuple[str | None, str]:
 
 
 def run(cases: Iterable[Case], *, slow_seconds: float, timeout_seconds: float,
-        clock: Callable[[], float] = time.perf_counter) -> Report:
-    """Run every case through its pure import entry point; collect failures instead of stopping
-    at the first."""
+        clock: Callable[[], float] = time.perf_counter,
+        target: Callable[[Case], object] | None = None, coded_errors_pass: bool = True) -> Report:
+    """Run every case through ``target`` (default: its pure import entry point); collect failures
+    instead of stopping at the first. With ``coded_errors_pass`` off, even an ``RpError`` with a
+    code counts as a crash (for code that must report problems as diagnostics, not raise)."""
     report = Report()
     for case in cases:
         report.cases += 1
@@ -452,10 +454,12 @@ def run(cases: Iterable[Case], *, slow_seconds: float, timeout_seconds: float,
         failure_kind, error = None, ""
         try:
             with _deadline(timeout_seconds):
-                run_target(case)
+                (target or run_target)(case)
             report.outcomes["ok"] += 1
         except Exception as exc:  # noqa: BLE001 - the point is to catch what escapes
             failure_kind, error = _classify(report, exc)
+            if failure_kind is None and not coded_errors_pass:
+                failure_kind, error = "crash", f"RpError {exc}"
         _finish(report, case, failure_kind, error, clock() - start, slow_seconds)
     return report
 

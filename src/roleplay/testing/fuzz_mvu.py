@@ -26,7 +26,8 @@ from roleplay.compat.mvu.integration import clean_card_text
 from roleplay.compat.mvu.openings import apply_commands
 from roleplay.compat.mvu.schema import derive_from_data
 from roleplay.compat.mvu.templates import compile_template
-from roleplay.testing.fuzz_assets import Case, Report, _classify, _deadline, _finish
+from roleplay.testing import fuzz_assets
+from roleplay.testing.fuzz_assets import Case, Report
 
 TARGETS = ("extract_commands", "initvar", "parse_data", "clean_card_text", "templates", "inspect_card")
 
@@ -156,18 +157,5 @@ def run(cases: Iterable[Case], *, slow_seconds: float, timeout_seconds: float,
         clock: Callable[[], float] = time.perf_counter) -> Report:
     """Every case through :func:`run_target`. Nothing may escape, not even an ``RpError``: the
     adapter reports problems as diagnostics."""
-    report = Report()
-    for case in cases:
-        report.cases += 1
-        start = clock()
-        failure_kind, error = None, ""
-        try:
-            with _deadline(timeout_seconds):
-                run_target(case)
-            report.outcomes["ok"] += 1
-        except Exception as exc:  # noqa: BLE001 - the point is to catch what escapes
-            failure_kind, error = _classify(report, exc)
-            if failure_kind is None:
-                failure_kind, error = "crash", f"RpError {error or exc}"
-        _finish(report, case, failure_kind, error, clock() - start, slow_seconds)
-    return report
+    return fuzz_assets.run(cases, slow_seconds=slow_seconds, timeout_seconds=timeout_seconds, clock=clock,
+                           target=run_target, coded_errors_pass=False)
