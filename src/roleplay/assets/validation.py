@@ -86,20 +86,34 @@ def text_problem(kind: str, value: str, pointer: str, *, name: bool = False) -> 
     return Problem(f"{kind}.{suffix}", message, pointer, {"char": char, "offset": offset})
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
 def iter_strings(value: Any, base: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
     """Every string in a JSON value, keys included (a key's path is its object's path plus it)."""
     stack: list[tuple[Any, tuple[Any, ...]]] = [(value, base)]
+    push = stack.append
     while stack:
         node, path = stack.pop()
-        if isinstance(node, str):
+        kind = type(node)  # exact types first: an ABC isinstance per node dominates big books
+        if kind is str:
             yield path, node
-        elif isinstance(node, Mapping):
+        elif kind is dict or (kind is not list and isinstance(node, Mapping)):
             for key, item in node.items():
-                if isinstance(key, str):
+                if type(key) is str:
                     yield (*path, key), key
-                stack.append((item, (*path, key)))
-        elif isinstance(node, (list, tuple)):
-            stack.extend((item, (*path, i)) for i, item in enumerate(node))
+                if type(item) is str:
+                    yield (*path, key), item
+                elif type(item) in _SCALARS:
+                    continue
+                else:
+                    push((item, (*path, key)))
+        elif kind is list or kind is tuple:
+            for i, item in enumerate(node):
+                if type(item) is str:
+                    yield (*path, i), item
+                elif type(item) not in _SCALARS:
+                    push((item, (*path, i)))
 
 
 def surrogate_problems(kind: str, value: Any, base: tuple[Any, ...] = ()) -> list[Problem]:

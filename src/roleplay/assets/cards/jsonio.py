@@ -71,6 +71,9 @@ def decode_json_text(data: bytes, *, code_prefix: str = "card.json") -> str:
         ) from None
 
 
+_SAFE = frozenset({str, int, bool, type(None)})  # leaves that can never fail the check
+
+
 def check_json_value(value: Any, *, max_depth: int = MAX_JSON_DEPTH, code_prefix: str = "card.json") -> None:
     """Reject values nested deeper than ``max_depth`` or holding NaN/Infinity, without recursion.
 
@@ -78,16 +81,23 @@ def check_json_value(value: Any, *, max_depth: int = MAX_JSON_DEPTH, code_prefix
     later, so they are refused here with the path to the offending number.
     """
     stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 1, ())]
+    push = stack.append
     while stack:
         node, depth, path = stack.pop()
         if isinstance(node, dict):
             if depth > max_depth:
                 raise _too_deep(code_prefix, max_depth, path)
-            stack.extend((v, depth + 1, (*path, k)) for k, v in node.items())
+            # Only containers and floats can fail: pushing every string of a big book costs more
+            # than the check itself.
+            for k, v in node.items():
+                if type(v) not in _SAFE:
+                    push((v, depth + 1, (*path, k)))
         elif isinstance(node, list):
             if depth > max_depth:
                 raise _too_deep(code_prefix, max_depth, path)
-            stack.extend((v, depth + 1, (*path, i)) for i, v in enumerate(node))
+            for i, v in enumerate(node):
+                if type(v) not in _SAFE:
+                    push((v, depth + 1, (*path, i)))
         elif isinstance(node, float) and not math.isfinite(node):
             raise RpError(
                 f"{code_prefix}.non_finite_number",
