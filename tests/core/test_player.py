@@ -173,6 +173,9 @@ async def test_a_turn_tells_writer_and_parent_the_participation_and_follows_a_ch
     director = prompts.player_boundary("director")
     assert director in p.build.writer_prompt and director in p.run_context
     assert prompts.CARD_NOTE in p.build.writer_prompt and prompts.CARD_NOTE in p.run_context
+    # No fixed parent text may contradict the boundary (a director controls no character).
+    parent_system = "\n".join(section.text for section in p.parent_system_sections)
+    assert "controls their own character" not in parent_system and "Player section" in parent_system
 
     changed = await apply_profile(rt.service, record.id, {"patch": {"participation": "actor"}}, StoreAssetReader(rt.assets))
     assert changed.applied

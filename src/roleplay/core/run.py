@@ -89,8 +89,8 @@ STALE_CODES = frozenset({"commit.stale_state", "commit.stale_context"})
 
 IDENTITY = PromptSection(
     "harness:identity",
-    "You are the narrative engine of a long-form interactive story. You work with the user, who "
-    "controls their own character, and you keep the story consistent across many turns.",
+    "You are the narrative engine of a long-form interactive story. You work with the user, whose "
+    "part in the story the Player section states, and you keep the story consistent across many turns.",
     ORDER_IDENTITY,
 )
 
