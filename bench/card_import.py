@@ -61,17 +61,25 @@ print(json.dumps({"seconds": best, "peak_mb": max(peak - before, 0) / 1024, "out
 
 
 def _child(src: Path, path: Path, repeat: int = 1) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(src), str(path), str(repeat)], capture_output=True,
-                         text=True, timeout=900, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(src), str(path), str(repeat)], capture_output=True, text=True, timeout=900, check=False
+    )
     if out.returncode != 0:
         return {"seconds": float("nan"), "peak_mb": float("nan"), "outcome": "crashed: " + out.stderr[-300:]}
     return json.loads(out.stdout)
 
 
 def _card(description: str) -> dict:
-    return {"spec": "chara_card_v2", "spec_version": "2.0",
-            "data": {"name": "Bench", "description": description, "first_mes": "Hello.",
-                     "alternate_greetings": [f"Greeting {i}: " + "lorem ipsum " * 20 for i in range(2000)]}}
+    return {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Bench",
+            "description": description,
+            "first_mes": "Hello.",
+            "alternate_greetings": [f"Greeting {i}: " + "lorem ipsum " * 20 for i in range(2000)],
+        },
+    }
 
 
 def _chunk(ctype: bytes, body: bytes) -> bytes:
@@ -90,8 +98,7 @@ def _tall_png(card: dict) -> bytes:
     idat = b"".join(compressor.compress(rows) for _ in range(height // 1_000_000)) + compressor.flush()
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
     text = b"chara\x00" + base64.b64encode(json.dumps(card).encode())
-    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", idat) + _chunk(b"tEXt", text)
-            + _chunk(b"IEND", b""))
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", idat) + _chunk(b"tEXt", text) + _chunk(b"IEND", b"")
 
 
 def _square_png(side: int, card: dict | None = None) -> bytes:
@@ -102,15 +109,23 @@ def _square_png(side: int, card: dict | None = None) -> bytes:
     row = b"\x00" + b"\x80\x40\x20" * side
     idat = b"".join(compressor.compress(row * 100) for _ in range(side // 100)) + compressor.flush()
     text = [] if card is None else [_chunk(b"tEXt", b"chara\x00" + base64.b64encode(json.dumps(card).encode()))]
-    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
-            + _chunk(b"IDAT", idat) + b"".join(text) + _chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+        + _chunk(b"IDAT", idat)
+        + b"".join(text)
+        + _chunk(b"IEND", b"")
+    )
 
 
 def _big_icon_charx(card: dict) -> bytes:
     """A CHARX whose main icon is a 6300x6300 RGB PNG."""
     png = _square_png(6300)
-    v3 = {"spec": "chara_card_v3", "spec_version": "3.0", "data": {
-        **card["data"], "assets": [{"type": "icon", "uri": "embeded://assets/main.png", "name": "main", "ext": "png"}]}}
+    v3 = {
+        "spec": "chara_card_v3",
+        "spec_version": "3.0",
+        "data": {**card["data"], "assets": [{"type": "icon", "uri": "embeded://assets/main.png", "name": "main", "ext": "png"}]},
+    }
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         archive.writestr("card.json", json.dumps(v3))
@@ -157,23 +172,29 @@ def main() -> None:
         ratio = lenient["seconds"] / strict["seconds"]
         ok = ratio <= JSON_RATIO_TARGET
         failed |= not ok
-        print(f"json trailing comma ({len(comma_text.encode()) / 1e6:.1f} MB): import {lenient['seconds'] * 1000:.0f} ms"
-              f", strict-JSON import {strict['seconds'] * 1000:.0f} ms (json.loads alone {loads * 1000:.0f} ms), "
-              f"ratio {ratio:.1f}x (target <= {JSON_RATIO_TARGET:.0f}x), peak +{lenient['peak_mb']:.0f} MB; "
-              f"{lenient['outcome']} -> {'PASS' if ok else 'FAIL'}")
+        print(
+            f"json trailing comma ({len(comma_text.encode()) / 1e6:.1f} MB): import {lenient['seconds'] * 1000:.0f} ms"
+            f", strict-JSON import {strict['seconds'] * 1000:.0f} ms (json.loads alone {loads * 1000:.0f} ms), "
+            f"ratio {ratio:.1f}x (target <= {JSON_RATIO_TARGET:.0f}x), peak +{lenient['peak_mb']:.0f} MB; "
+            f"{lenient['outcome']} -> {'PASS' if ok else 'FAIL'}"
+        )
 
         # 2. and 3. Decode memory.
-        for label, data in (("png 1x40,000,000", _tall_png(small_v2)),
-                            ("charx 6300x6300 icon", _big_icon_charx({"data": small})),
-                            ("png 5000x5000 (a large image that is kept)", _square_png(5000, small_v2))):
+        for label, data in (
+            ("png 1x40,000,000", _tall_png(small_v2)),
+            ("charx 6300x6300 icon", _big_icon_charx({"data": small})),
+            ("png 5000x5000 (a large image that is kept)", _square_png(5000, small_v2)),
+        ):
             path = Path(tmp, "case.bin")
             path.write_bytes(data)
             result = _child(src, path)
             ok = result["peak_mb"] <= PEAK_TARGET_MB
             failed |= not ok
-            print(f"{label} ({len(data) / 1000:.1f} KB): peak +{result['peak_mb']:.0f} MB "
-                  f"(target <= {PEAK_TARGET_MB:.0f} MB), {result['seconds'] * 1000:.0f} ms; {result['outcome']} "
-                  f"-> {'PASS' if ok else 'FAIL'}")
+            print(
+                f"{label} ({len(data) / 1000:.1f} KB): peak +{result['peak_mb']:.0f} MB "
+                f"(target <= {PEAK_TARGET_MB:.0f} MB), {result['seconds'] * 1000:.0f} ms; {result['outcome']} "
+                f"-> {'PASS' if ok else 'FAIL'}"
+            )
             os.unlink(path)
     print("verdict:", "FAIL" if failed else "PASS")
 

@@ -37,12 +37,26 @@ def turn_events(t: int) -> list[EventDraft]:
     """One agent turn as the loop logs it: 10 events, two of them on the surface plus a tool pair."""
     tid, sid = f"t{t}", f"s{t}"
     return [
-        EventDraft("user/message", {"messageId": f"u{t}", "content": [{"type": "text", "text": f"Turn {t}: I look around. " + PROSE[:80]}]}),
+        EventDraft(
+            "user/message", {"messageId": f"u{t}", "content": [{"type": "text", "text": f"Turn {t}: I look around. " + PROSE[:80]}]}
+        ),
         EventDraft("turn/start", {"turnId": tid}),
         EventDraft("step/start", {"turnId": tid, "stepId": sid, "index": 0}),
-        EventDraft("model/request", {"turnId": tid, "stepId": sid, "route": {"provider": "demo", "model": "demo"}, "sections": ["identity", "rules"], "hash": "0" * 64}),
+        EventDraft(
+            "model/request",
+            {
+                "turnId": tid,
+                "stepId": sid,
+                "route": {"provider": "demo", "model": "demo"},
+                "sections": ["identity", "rules"],
+                "hash": "0" * 64,
+            },
+        ),
         EventDraft("tool/call", {"callId": f"c{t}", "name": "rp_write_turn", "arguments": '{"action":"write"}'}),
-        EventDraft("tool/result", {"callId": f"c{t}", "name": "rp_write_turn", "ok": True, "content": "written", "meta": {"kind": "rp-agent/writer-result"}}),
+        EventDraft(
+            "tool/result",
+            {"callId": f"c{t}", "name": "rp_write_turn", "ok": True, "content": "written", "meta": {"kind": "rp-agent/writer-result"}},
+        ),
         EventDraft("assistant/message", {"messageId": f"a{t}", "content": [{"type": "text", "text": PROSE * 3}]}),
         EventDraft("step/end", {"turnId": tid, "stepId": sid, "usage": {"promptTokens": 1200, "completionTokens": 300}}),
         EventDraft("command/run", {"commandId": f"k{t}", "name": "noop", "args": {}}),

@@ -69,8 +69,10 @@ def _print(title: str, report: Report, seconds: float) -> None:
     slowest = report.slowest
     print(f"{title}: {report.cases} cases in {seconds:.1f} s, {len(report.failures)} failures")
     if slowest is not None:
-        print(f"  max time per case: {report.max_seconds:.3f} s (#{slowest.index} {slowest.target} [{slowest.mutation}], "
-              f"{len(slowest.data)} bytes)")
+        print(
+            f"  max time per case: {report.max_seconds:.3f} s (#{slowest.index} {slowest.target} [{slowest.mutation}], "
+            f"{len(slowest.data)} bytes)"
+        )
     kinds = Counter(f"{f.case.target} {f.kind}: {f.error.split(':')[0]}" for f in report.failures)
     for kind, n in kinds.most_common():
         print(f"  {n:5d}  {kind}")
@@ -109,8 +111,15 @@ def main() -> None:
 
     mvu_cases = args.cases // 2 if args.mvu is None else args.mvu
     t0 = time.perf_counter()
-    mvu = fuzz_mvu.run(fuzz_mvu.generate(args.seed + 2, mvu_cases, max_size=args.mvu_size),
-                       slow_seconds=TIMEOUT_SECONDS, timeout_seconds=TIMEOUT_SECONDS) if mvu_cases else Report()
+    mvu = (
+        fuzz_mvu.run(
+            fuzz_mvu.generate(args.seed + 2, mvu_cases, max_size=args.mvu_size),
+            slow_seconds=TIMEOUT_SECONDS,
+            timeout_seconds=TIMEOUT_SECONDS,
+        )
+        if mvu_cases
+        else Report()
+    )
     if mvu_cases:
         _print(f"MVU card text (up to {args.mvu_size} characters)", mvu, time.perf_counter() - t0)
 

@@ -36,8 +36,10 @@ N_MESSAGES = 200
 REPEATS = 7
 SYLLABLES = ["ka", "ri", "lo", "men", "tha", "dor", "vel", "sa", "qui", "zor", "an", "el", "is", "ur"]
 CJK = "山川风雪国王城剑龙月星火花海林石云雷神魔灵"
-FILLER = ("the a of and to in was he she it that with for on as at by from his her they we you "
-          "said went looked under over through before after again then quickly slowly").split()
+FILLER = (
+    "the a of and to in was he she it that with for on as at by from his her they we you "
+    "said went looked under over through before after again then quickly slowly"
+).split()
 
 
 def make_name(rng: random.Random) -> str:
@@ -45,7 +47,7 @@ def make_name(rng: random.Random) -> str:
 
 
 def make_book(rng: random.Random) -> tuple[dict, list[str]]:
-    names = sorted({make_name(rng) for _ in range(N_ENTRIES * 2)})[: N_ENTRIES]
+    names = sorted({make_name(rng) for _ in range(N_ENTRIES * 2)})[:N_ENTRIES]
     rng.shuffle(names)
     entries = {}
     for uid, name in enumerate(names):
@@ -61,11 +63,21 @@ def make_book(rng: random.Random) -> tuple[dict, list[str]]:
         else:
             keys = [name]
         entry = {
-            "uid": uid, "key": keys, "keysecondary": [], "comment": name,
+            "uid": uid,
+            "key": keys,
+            "keysecondary": [],
+            "comment": name,
             "content": f"[{name}: allied with {rng.choice(names)}; rival of {rng.choice(names)}]",
-            "constant": uid % 997 == 0, "selective": True, "selectiveLogic": 0,
-            "order": rng.randint(1, 200), "position": rng.choice([0, 1, 4]), "disable": False,
-            "probability": 100, "useProbability": True, "group": "", "excludeRecursion": False,
+            "constant": uid % 997 == 0,
+            "selective": True,
+            "selectiveLogic": 0,
+            "order": rng.randint(1, 200),
+            "position": rng.choice([0, 1, 4]),
+            "disable": False,
+            "probability": 100,
+            "useProbability": True,
+            "group": "",
+            "excludeRecursion": False,
         }
         if rng.random() < 0.2:
             entry["keysecondary"] = [rng.choice(FILLER), make_name(rng)]
@@ -95,6 +107,7 @@ def naive_baseline(book: dict, messages: list[ChatMessage]) -> set[str]:
     lowered = buffer.lower()
     compiled = []
     for uid, e in book["entries"].items():
+
         def plain(k: str):
             rx = parse_regex_key(k)
             if rx is not None:
@@ -104,6 +117,7 @@ def naive_baseline(book: dict, messages: list[ChatMessage]) -> set[str]:
                 return lambda text, k=k: k in text
             pat = re.compile(r"(?:^|[^A-Za-z0-9_])" + re.escape(k) + r"(?:$|[^A-Za-z0-9_])")
             return lambda text, pat=pat: pat.search(text) is not None
+
         compiled.append((uid, e, [plain(k) for k in e["key"]], [plain(k) for k in e["keysecondary"]]))
     fired = set()
     for uid, e, prim, sec in compiled:
@@ -146,8 +160,7 @@ def hostile_prefilter() -> None:
         ("2,000-char plain key, 1.9 MB message, key present", "ab" * 1_000, "ab" * 950_000),
         ("2,000-char plain key, 1.9 MB message, key absent", "ab" * 999 + "c", "ab" * 950_000),
     ]
-    print(f"\nhostile regex prefilter: median of {HOSTILE_REPEATS} activations, target <= {budget:.2f} s "
-          "(the regex budget)")
+    print(f"\nhostile regex prefilter: median of {HOSTILE_REPEATS} activations, target <= {budget:.2f} s (the regex budget)")
     print(f"{'case':<60} {'s':>8} {'target':>7}  verdict  diagnostics")
     print("-" * 110)
     for label, key, message in cases:
@@ -193,12 +206,10 @@ def main() -> None:
         ("naive baseline: regex per key, 1 sweep (1 run)", base_ms, f"{len(base)} matched"),
         ("LoreEngine.activate, 1 sweep", ours_ms, f"{len(ours)} fired, {base_ms / ours_ms:.0f}x baseline"),
         ("LoreEngine.activate, 1 sweep, no Aho-Corasick", direct_ms, f"{base_ms / direct_ms:.0f}x baseline"),
-        ("LoreEngine.activate, recursion (<=3 sweeps)", rec_ms,
-         f"{len(rec_result.activated)} fired in {rec_result.sweeps} sweeps"),
+        ("LoreEngine.activate, recursion (<=3 sweeps)", rec_ms, f"{len(rec_result.activated)} fired in {rec_result.sweeps} sweeps"),
         ("ActivationResult.report() for all 5,000", report_ms, ""),
     ]
-    print(f"{N_ENTRIES} entries, {N_MESSAGES} messages, buffer {sum(len(m.text) for m in messages):,} chars, "
-          f"median of {REPEATS} runs")
+    print(f"{N_ENTRIES} entries, {N_MESSAGES} messages, buffer {sum(len(m.text) for m in messages):,} chars, median of {REPEATS} runs")
     print(f"{'case':<52} {'ms':>9}  note")
     print("-" * 96)
     for label, ms, note in rows:

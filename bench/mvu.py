@@ -106,7 +106,9 @@ def main() -> int:
         # Under RATIO_FLOOR the ratio measures timer and CPU-cache noise, not growth.
         good = full <= TARGETS[name] * args.scale and (ratio <= RATIO_LIMIT or full <= RATIO_FLOOR)
         ok &= good
-        print(f"{name:<18} {size:>8}c {half:>9.3f}s {full:>9.3f}s {ratio:>6.2f} {TARGETS[name] * args.scale:>7.2f}s  {'PASS' if good else 'FAIL'}")
+        print(
+            f"{name:<18} {size:>8}c {half:>9.3f}s {full:>9.3f}s {ratio:>6.2f} {TARGETS[name] * args.scale:>7.2f}s  {'PASS' if good else 'FAIL'}"
+        )
 
     rt = SimpleNamespace(materializers=[], lore_template=None, card_text_transform=None)
     integration.register(rt)
@@ -123,7 +125,9 @@ def main() -> int:
     p50 = turns[len(turns) // 2]
     good = p50 <= TURN_TARGET
     ok &= good
-    print(f"per-turn card text transform (406 KB): first {first:.3f}s, then p50 {p50 * 1000:.2f} ms  target {TURN_TARGET * 1000:.0f} ms  {'PASS' if good else 'FAIL'}")
+    print(
+        f"per-turn card text transform (406 KB): first {first:.3f}s, then p50 {p50 * 1000:.2f} ms  target {TURN_TARGET * 1000:.0f} ms  {'PASS' if good else 'FAIL'}"
+    )
     print("verdict:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -37,24 +37,40 @@ def character_schema() -> dict:
 def definition(mode: str) -> dict:
     rules = []
     for i in range(20):
-        rules.append({"id": f"aff-{i}", "target": f"/characters/c{i}/affection", "when": "trust changes",
-                      "condition": f'state("story", "/characters/c{i}/alive") == true && state("story", "/characters/c{i}/affection") < 100',
-                      "effect": {"op": "increment", "minimum": -5, "maximum": 5}, "cadence": "when-applicable"})
+        rules.append(
+            {
+                "id": f"aff-{i}",
+                "target": f"/characters/c{i}/affection",
+                "when": "trust changes",
+                "condition": f'state("story", "/characters/c{i}/alive") == true && state("story", "/characters/c{i}/affection") < 100',
+                "effect": {"op": "increment", "minimum": -5, "maximum": 5},
+                "cadence": "when-applicable",
+            }
+        )
     return {
-        "title": "bench", "updateMode": mode,
-        "schema": {"type": "object", "properties": {
-            "day": {"type": "integer", "minimum": 1},
-            "characters": {"type": "object", "additionalProperties": character_schema()},
-        }, "required": ["day", "characters"], "additionalProperties": False},
+        "title": "bench",
+        "updateMode": mode,
+        "schema": {
+            "type": "object",
+            "properties": {
+                "day": {"type": "integer", "minimum": 1},
+                "characters": {"type": "object", "additionalProperties": character_schema()},
+            },
+            "required": ["day", "characters"],
+            "additionalProperties": False,
+        },
         "rules": rules,
     }
 
 
 def value() -> dict:
-    return {"day": 1, "characters": {
-        f"c{i}": {"affection": 0, "mood": "calm", "alive": True, "location": None, "items": [f"item{j}" for j in range(5)]}
-        for i in range(CHARACTERS)
-    }}
+    return {
+        "day": 1,
+        "characters": {
+            f"c{i}": {"affection": 0, "mood": "calm", "alive": True, "location": None, "items": [f"item{j}" for j in range(5)]}
+            for i in range(CHARACTERS)
+        },
+    }
 
 
 def count_nodes(node) -> int:

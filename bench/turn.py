@@ -73,8 +73,14 @@ def lorebook(n: int, offset: int) -> dict[str, Any]:
     for i in range(n):
         k = offset + i
         keys = [f"{WORDS[k % len(WORDS)]}{k}", f"token{k}"]
-        entries[str(i)] = {"uid": i, "key": keys, "content": f"Lore entry {k}: " + "details of the town and its people. " * 3,
-                           "comment": f"entry {k}", "position": k % 5, "order": k % 100}
+        entries[str(i)] = {
+            "uid": i,
+            "key": keys,
+            "content": f"Lore entry {k}: " + "details of the town and its people. " * 3,
+            "comment": f"entry {k}",
+            "position": k % 5,
+            "order": k % 100,
+        }
     return {"name": f"bench book {offset}", "book": {"entries": entries}}
 
 
@@ -128,7 +134,9 @@ async def main(turns: int, messages: int, entries: int) -> None:
         drafts = []
         for i in range(messages // 2):
             word = WORDS[i % len(WORDS)]
-            drafts.append(EventDraft("user/message", {"messageId": f"bu{i}", "content": [{"type": "text", "text": f"I look at the {word}{i * 7}."}]}))
+            drafts.append(
+                EventDraft("user/message", {"messageId": f"bu{i}", "content": [{"type": "text", "text": f"I look at the {word}{i * 7}."}]})
+            )
             drafts.append(EventDraft("assistant/message", {"messageId": f"ba{i}", "content": [{"type": "text", "text": PROSE}]}))
         for i in range(0, len(drafts), 200):
             await rt.service.append(sid, drafts[i : i + 200], expected_seq=head)

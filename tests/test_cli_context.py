@@ -13,11 +13,14 @@ from roleplay.cli_context import CliState, check_text_args, json_text, terminal_
 from roleplay.errors import RpError
 
 
-@pytest.mark.parametrize("args", [
-    ["say", "ses_x", "\udcff"],  # what `rp say ses_x $'\xff'` delivers under a UTF-8 locale
-    ["say", "\udce9t\udce9", "hello"],
-    ["new", "--card", "ast_x", "--title", "caf\udce9", "--model", "demo"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["say", "ses_x", "\udcff"],  # what `rp say ses_x $'\xff'` delivers under a UTF-8 locale
+        ["say", "\udce9t\udce9", "hello"],
+        ["new", "--card", "ast_x", "--title", "caf\udce9", "--model", "demo"],
+    ],
+)
 def test_arguments_that_are_not_utf8_are_refused_with_a_code_not_a_traceback(tmp_path, args):
     result = CliRunner().invoke(rp, args, env={"RP_HOME": str(tmp_path), "RP_DATABASE_URL": ""}, obj=CliState())
     assert result.exit_code == 1, result.output
@@ -64,11 +67,14 @@ def test_errors_quoting_hostile_text_print_inert(capsys):
     assert "\x1b" not in err and "\u202e" not in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("args", [
-    ["models", "test", "--model", "demo", "--prompt", "caf\udce9"],
-    ["state", "check", "{definition}", "--namespace", "n\udcff"],
-    ["mvu", "inspect", "{definition}", "--user", "\udcff"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["models", "test", "--model", "demo", "--prompt", "caf\udce9"],
+        ["state", "check", "{definition}", "--namespace", "n\udcff"],
+        ["mvu", "inspect", "{definition}", "--user", "\udcff"],
+    ],
+)
 def test_commands_without_run_refuse_undecodable_arguments_too(tmp_path, args):
     definition = tmp_path / "def.json"
     definition.write_text("{}")

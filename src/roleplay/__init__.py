@@ -1,2 +1,3 @@
 """roleplay: event-sourced engine for long-form AI roleplay."""
+
 __version__ = "0.1.0"

@@ -137,9 +137,12 @@ def check_text_args(params: dict[str, Any]) -> None:
                 continue
             code = ord(item[bad])
             byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
-            raise RpError("cli.arg.invalid_utf8", f"argument {name!r} is not valid UTF-8 text ({byte} at offset "
-                          f"{bad}); check the terminal's encoding", pointer=f"/{name}",
-                          details={"argument": name, "offset": bad})
+            raise RpError(
+                "cli.arg.invalid_utf8",
+                f"argument {name!r} is not valid UTF-8 text ({byte} at offset {bad}); check the terminal's encoding",
+                pointer=f"/{name}",
+                details={"argument": name, "offset": bad},
+            )
 
 
 def guard_text_arguments(command: click.Command) -> None:
@@ -193,8 +196,11 @@ def read_text_line(stream: Any = None, *, line: int | None = None) -> str | None
 
 def _invalid_input(where: str, what: str, offset: int, line: int | None) -> RpError:
     details: dict[str, Any] = {"offset": offset} if line is None else {"line": line, "offset": offset}
-    return RpError("cli.input.invalid_utf8", f"{where} is not valid UTF-8 text ({what}) and was not sent; check the "
-                   "terminal's encoding", details=details)
+    return RpError(
+        "cli.input.invalid_utf8",
+        f"{where} is not valid UTF-8 text ({what}) and was not sent; check the terminal's encoding",
+        details=details,
+    )
 
 
 class TerminalSafeStream:

@@ -31,10 +31,15 @@ def invoke(env: dict[str, str | None], *args: str) -> tuple[int, str, str]:
 
 
 def card_file(tmp_path: Path, name: str = "alice.json") -> Path:
-    data = {"name": "Alice", "first_mes": "Hi.", "system_prompt": "Obey.",
-            "character_book": {"name": "Alice lore", "entries": [
-                {"id": 1, "keys": ["sword"], "content": "A sword.", "enabled": True, "insertion_order": 1,
-                 "extensions": {}}]}}
+    data = {
+        "name": "Alice",
+        "first_mes": "Hi.",
+        "system_prompt": "Obey.",
+        "character_book": {
+            "name": "Alice lore",
+            "entries": [{"id": 1, "keys": ["sword"], "content": "A sword.", "enabled": True, "insertion_order": 1, "extensions": {}}],
+        },
+    }
     path = tmp_path / name
     path.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": data}))
     return path
@@ -126,8 +131,7 @@ def test_trust_isolated_prompts(env: dict[str, str], tmp_path: Path) -> None:
 def test_import_output_shows_hostile_file_names_inert(env: dict[str, str], tmp_path: Path) -> None:
     # A card without a name is named after its file; the file name here carries ESC/OSC and BEL.
     path = tmp_path / "evil\x1b]0;owned\x07\u202e.json"
-    path.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0",
-                                "data": {"name": "", "first_mes": "Hi."}}))
+    path.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "", "first_mes": "Hi."}}))
     code, out, err = invoke(env, "import", str(path))
     assert code == 0, err
     assert "\x1b" not in out + err and "\x07" not in out + err and "\u202e" not in out + err
@@ -138,8 +142,7 @@ def test_import_output_shows_hostile_file_names_inert(env: dict[str, str], tmp_p
 
 def test_import_of_a_non_utf8_file_name_does_not_crash(env: dict[str, str], tmp_path: Path) -> None:
     path = tmp_path / "caf\udce9.json"  # the bytes b"caf\xe9.json" on disk
-    path.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0",
-                                "data": {"name": "", "first_mes": "Hi."}}))
+    path.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "", "first_mes": "Hi."}}))
     code, out, err = invoke(env, "import", str(path), "--json")
     assert code == 0, err
     [result] = json.loads(out)
@@ -163,7 +166,6 @@ def test_an_id_of_the_wrong_kind_says_what_it_is(env: dict[str, str], tmp_path: 
     assert code == 1 and f"asset '{book_id}' is a lorebook ('Alice lore'), not a card" in err
     code, out, _ = invoke(env, "assets", "trust", book_id, "--json")
     error = json.loads(out)["error"]
-    assert (error["code"], error["details"]["kind"], error["details"]["expected"]) == ("asset.not_found", "lorebook",
-                                                                                       "card")
+    assert (error["code"], error["details"]["kind"], error["details"]["expected"]) == ("asset.not_found", "lorebook", "card")
     code, _, err = invoke(env, "lorebook", "test", card_id, "--text", "x")
     assert code == 1 and "is a card ('Alice'), not a lorebook" in err

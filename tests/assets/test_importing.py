@@ -33,27 +33,52 @@ def assets(events: EventStore) -> AssetStore:
 
 def card_json(**extra: Any) -> bytes:
     data = {
-        "name": "Alice", "description": "A traveller.", "personality": "", "scenario": "", "first_mes": "Hi.",
-        "mes_example": "", "creator_notes": "", "system_prompt": "Obey {{original}}",
-        "post_history_instructions": "Stay in character.", "alternate_greetings": ["Yo."], "tags": [],
-        "creator": "", "character_version": "", "extensions": {},
-        "character_book": {"name": "Alice lore", "entries": [
-            {"id": 1, "keys": ["sword"], "content": "A silver sword.", "enabled": True, "insertion_order": 10,
-             "extensions": {}, "use_regex": False}]},
+        "name": "Alice",
+        "description": "A traveller.",
+        "personality": "",
+        "scenario": "",
+        "first_mes": "Hi.",
+        "mes_example": "",
+        "creator_notes": "",
+        "system_prompt": "Obey {{original}}",
+        "post_history_instructions": "Stay in character.",
+        "alternate_greetings": ["Yo."],
+        "tags": [],
+        "creator": "",
+        "character_version": "",
+        "extensions": {},
+        "character_book": {
+            "name": "Alice lore",
+            "entries": [
+                {
+                    "id": 1,
+                    "keys": ["sword"],
+                    "content": "A silver sword.",
+                    "enabled": True,
+                    "insertion_order": 10,
+                    "extensions": {},
+                    "use_regex": False,
+                }
+            ],
+        },
         **extra,
     }
     return json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": data}).encode()
 
 
 WORLD_INFO = json.dumps({"entries": {"0": {"uid": 0, "key": ["moon"], "content": "The moon is red."}}}).encode()
-ST_PRESET = json.dumps({
-    "temperature": 1, "prompts": [
-        {"identifier": "main", "name": "Main", "role": "system", "content": "Write vivid, immersive scenes."},
-        {"identifier": "chatHistory", "name": "Chat History", "marker": True},
-    ],
-    "prompt_order": [{"character_id": 100001, "order": [
-        {"identifier": "main", "enabled": True}, {"identifier": "chatHistory", "enabled": True}]}],
-}).encode()
+ST_PRESET = json.dumps(
+    {
+        "temperature": 1,
+        "prompts": [
+            {"identifier": "main", "name": "Main", "role": "system", "content": "Write vivid, immersive scenes."},
+            {"identifier": "chatHistory", "name": "Chat History", "marker": True},
+        ],
+        "prompt_order": [
+            {"character_id": 100001, "order": [{"identifier": "main", "enabled": True}, {"identifier": "chatHistory", "enabled": True}]}
+        ],
+    }
+).encode()
 
 
 async def test_card_import_stores_card_blobs_and_linked_lorebook(assets: AssetStore) -> None:
@@ -64,8 +89,7 @@ async def test_card_import_stores_card_blobs_and_linked_lorebook(assets: AssetSt
     assert card.data["name"] == "Alice" and card.data["alternate_greetings"] == ["Yo."]
     assert "system_prompt" not in card.data  # isolated, not part of the card
     isolated = json.loads((await assets.get_blob(card.id, "isolated-prompts")).data)
-    assert isolated == {"system_prompt": "Obey {{original}}", "post_history_instructions": "Stay in character.",
-                        "trusted": False}
+    assert isolated == {"system_prompt": "Obey {{original}}", "post_history_instructions": "Stay in character.", "trusted": False}
     source = json.loads((await assets.get_blob(card.id, "source")).data)
     assert source["data"]["system_prompt"] == "Obey {{original}}"  # the file as found, for adapters
     book = await assets.get(result.assets[1].id)
@@ -94,7 +118,10 @@ async def test_every_corpus_file_imports(assets: AssetStore, corpus_dir: Path) -
     assert {kinds[p.name] for p in files if p.parent.name == "presets"} == {"preset"}
     linked = [b for b in (await assets.list("lorebook", limit=100)).items if b.source_character_id]
     assert {(await assets.get(b.source_character_id)).name for b in linked} == {  # type: ignore[arg-type]
-        "Sakana", "Seraphina", "呕吐内心的少女"}
+        "Sakana",
+        "Seraphina",
+        "呕吐内心的少女",
+    }
 
 
 async def test_lorebook_import(assets: AssetStore) -> None:
@@ -150,17 +177,19 @@ async def test_unsupported_and_broken_files_write_nothing(assets: AssetStore) ->
     assert await assets.dump() == before
 
 
-@pytest.mark.parametrize(("data", "code", "words"), [
-    (b"", "asset.import.empty", "empty"),
-    (b"  \n", "asset.import.empty", "blank"),
-    (b"[" + b" " * (32 * 1024 * 1024) + b"]", "asset.json.too_large", "limit"),
-    (b'{"spec": "chara_card_v2", "data": {"name": "Tru', "asset.json.truncated", "truncated"),
-    (b'{"name": "A" "first_mes": "B"}', "asset.json.invalid", "char 13"),
-    (b'{"name": "Creative", "description": "d", "generation_settings": {}}', "card.format.unknown",
-     "generation_settings"),
-    (b"[1, 2]", "asset.import.unsupported", "JSON array"),
-    (b'{"hello": "world"}', "asset.import.unsupported", "'hello'"),
-])
+@pytest.mark.parametrize(
+    ("data", "code", "words"),
+    [
+        (b"", "asset.import.empty", "empty"),
+        (b"  \n", "asset.import.empty", "blank"),
+        (b"[" + b" " * (32 * 1024 * 1024) + b"]", "asset.json.too_large", "limit"),
+        (b'{"spec": "chara_card_v2", "data": {"name": "Tru', "asset.json.truncated", "truncated"),
+        (b'{"name": "A" "first_mes": "B"}', "asset.json.invalid", "char 13"),
+        (b'{"name": "Creative", "description": "d", "generation_settings": {}}', "card.format.unknown", "generation_settings"),
+        (b"[1, 2]", "asset.import.unsupported", "JSON array"),
+        (b'{"hello": "world"}', "asset.import.unsupported", "'hello'"),
+    ],
+)
 async def test_import_errors_name_the_real_cause(assets: AssetStore, data: bytes, code: str, words: str) -> None:
     before = await assets.dump()
     with pytest.raises(RpError) as exc:
@@ -170,11 +199,14 @@ async def test_import_errors_name_the_real_cause(assets: AssetStore, data: bytes
     assert await assets.dump() == before
 
 
-@pytest.mark.parametrize(("data", "kind"), [
-    (WORLD_INFO.replace(b"The moon is red.", b"The moon \\ud83d is red."), "lorebook"),
-    (ST_PRESET.replace(b"Write vivid", b"Write \\udc00vivid"), "preset"),
-    (card_json(description="half \ud83d emoji"), "card"),
-])
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [
+        (WORLD_INFO.replace(b"The moon is red.", b"The moon \\ud83d is red."), "lorebook"),
+        (ST_PRESET.replace(b"Write vivid", b"Write \\udc00vivid"), "preset"),
+        (card_json(description="half \ud83d emoji"), "card"),
+    ],
+)
 async def test_lone_surrogates_in_any_imported_json_become_u_fffd(assets: AssetStore, data: bytes, kind: str) -> None:
     assert b"\\ud" in data
     result = await import_file(assets, data, f"{kind}.json")
@@ -203,9 +235,7 @@ async def test_broken_json_is_repaired_only_on_request(assets: AssetStore) -> No
     assert "asset.json.repaired" in {w.code for w in result.warnings}
 
 
-async def test_a_failure_inside_the_transaction_leaves_no_partial_asset(
-    assets: AssetStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_failure_inside_the_transaction_leaves_no_partial_asset(assets: AssetStore, monkeypatch: pytest.MonkeyPatch) -> None:
     before = await assets.dump()
     original = AssetTx.put_blob
 

@@ -44,8 +44,11 @@ def test_lorebook_keeps_the_raw_book_and_moves_pointers_under_book() -> None:
     with pytest.raises(ValidationError) as exc:
         validate_asset_data("lorebook", {"name": "Moon", "book": {"entries": "nope"}})
     assert exc.value.pointer == "/book/entries"
-    for data, pointer in (({"name": "M", "book": {}, "extra": 1}, "/extra"), ({"book": {}}, "/name"),
-                          ({"name": "M", "book": [], "description": ""}, "/book")):
+    for data, pointer in (
+        ({"name": "M", "book": {}, "extra": 1}, "/extra"),
+        ({"book": {}}, "/name"),
+        ({"name": "M", "book": [], "description": ""}, "/book"),
+    ):
         with pytest.raises(ValidationError) as exc:
             validate_asset_data("lorebook", data)
         assert (exc.value.code, exc.value.pointer) == ("lorebook.invalid", pointer)
@@ -54,18 +57,21 @@ def test_lorebook_keeps_the_raw_book_and_moves_pointers_under_book() -> None:
 # --- card text fields follow the shared character rules (issue 18 item 11) -------------------------
 
 
-@pytest.mark.parametrize(("field", "value", "code"), [
-    ("name", "Evil\x1b]0;pwned\x07", "card.control_char"),
-    ("name", "Two\nlines", "card.bad_name_char"),
-    ("name", "Ali\u202eecila", "card.bad_name_char"),
-    ("name", "Al\u200bice", "card.bad_name_char"),
-    ("nickname", "Al\nly", "card.bad_name_char"),
-    ("description", "red \x1b[31mtext", "card.control_char"),
-    ("first_mes", "ding\x07", "card.control_char"),
-    ("personality", "nul\x00", "card.control_char"),
-    ("scenario", "c1 \x9b", "card.control_char"),
-    ("creator_notes", "half \ud83d", "card.lone_surrogate"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "code"),
+    [
+        ("name", "Evil\x1b]0;pwned\x07", "card.control_char"),
+        ("name", "Two\nlines", "card.bad_name_char"),
+        ("name", "Ali\u202eecila", "card.bad_name_char"),
+        ("name", "Al\u200bice", "card.bad_name_char"),
+        ("nickname", "Al\nly", "card.bad_name_char"),
+        ("description", "red \x1b[31mtext", "card.control_char"),
+        ("first_mes", "ding\x07", "card.control_char"),
+        ("personality", "nul\x00", "card.control_char"),
+        ("scenario", "c1 \x9b", "card.control_char"),
+        ("creator_notes", "half \ud83d", "card.lone_surrogate"),
+    ],
+)
 def test_card_text_fields_reject_control_characters(field, value, code) -> None:
     data = {"name": "Alice", field: value}
     with pytest.raises(ValidationError) as exc:

@@ -38,7 +38,11 @@ V2 = {
 }
 SEED_V1 = SeedSpec(kind="preset", key="test.seed", version=1, content=V1, normalize=normalize)
 SEED_V2 = SeedSpec(
-    kind="preset", key="test.seed", version=2, content=V2, normalize=normalize,
+    kind="preset",
+    key="test.seed",
+    version=2,
+    content=V2,
+    normalize=normalize,
     legacy_hashes=frozenset({SEED_V1.content_hash}),
 )
 
@@ -123,7 +127,11 @@ def test_legacy_asset_without_marker_is_adopted():
 def test_upgrade_chain_v1_to_v3_without_skipping():
     v3 = {**V2, "name": "示例 v3"}
     seed_v3 = SeedSpec(
-        kind="preset", key="test.seed", version=3, content=v3, normalize=normalize,
+        kind="preset",
+        key="test.seed",
+        version=3,
+        content=v3,
+        normalize=normalize,
         legacy_hashes=frozenset({SEED_V1.content_hash, SEED_V2.content_hash}),
     )
     # a v1 copy whose marker predates hashes (content_hash None) is still recognised via legacy hashes

@@ -34,14 +34,18 @@ def normalize_persona(data: Any) -> dict[str, Any]:
 
 
 def persona_seed(version: int, description: str) -> SeedSpec:
-    return SeedSpec(kind="persona", key="test.seed.persona", version=version,
-                    content={"name": "Hero", "description": description}, normalize=normalize_persona)
+    return SeedSpec(
+        kind="persona",
+        key="test.seed.persona",
+        version=version,
+        content={"name": "Hero", "description": description},
+        normalize=normalize_persona,
+    )
 
 
 async def test_first_open_creates_the_three_builtin_defaults(assets: AssetStore) -> None:
     outcomes = await ensure_seeds(assets)
-    assert [(o.kind, o.action) for o in outcomes] == [("preset", "create"), ("writing-style", "create"),
-                                                       ("persona", "create")]
+    assert [(o.kind, o.action) for o in outcomes] == [("preset", "create"), ("writing-style", "create"), ("persona", "create")]
     preset = await assets.get_default("preset")
     style = await assets.get_default("writing-style")
     person = await assets.get_default("persona")

@@ -29,13 +29,29 @@ def service(events: EventStore) -> AssetService:
 
 
 def card_json(*, system_prompt: str = "Obey.", book: bool = True) -> bytes:
-    data: dict[str, Any] = {"name": "Alice", "description": "A traveller.", "first_mes": "Hi.",
-                            "system_prompt": system_prompt, "post_history_instructions": "",
-                            "alternate_greetings": ["Yo."]}
+    data: dict[str, Any] = {
+        "name": "Alice",
+        "description": "A traveller.",
+        "first_mes": "Hi.",
+        "system_prompt": system_prompt,
+        "post_history_instructions": "",
+        "alternate_greetings": ["Yo."],
+    }
     if book:
-        data["character_book"] = {"name": "Alice lore", "entries": [
-            {"id": 1, "keys": ["sword"], "content": "A silver sword.", "enabled": True, "insertion_order": 10,
-             "extensions": {}, "use_regex": False}]}
+        data["character_book"] = {
+            "name": "Alice lore",
+            "entries": [
+                {
+                    "id": 1,
+                    "keys": ["sword"],
+                    "content": "A silver sword.",
+                    "enabled": True,
+                    "insertion_order": 10,
+                    "extensions": {},
+                    "use_regex": False,
+                }
+            ],
+        }
     return json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": data}).encode()
 
 
@@ -113,8 +129,7 @@ async def test_trust_needs_prompts_and_a_boolean(service: AssetService) -> None:
 
 async def test_deleting_a_card_cascades_to_its_lorebooks_by_default(service: AssetService) -> None:
     imported = await service.import_file(card_json(), "a.json")
-    unrelated = await service.import_file(json.dumps({"entries": {"0": {"key": ["x"], "content": "y"}}}).encode(),
-                                          "w.json")
+    unrelated = await service.import_file(json.dumps({"entries": {"0": {"key": ["x"], "content": "y"}}}).encode(), "w.json")
     result = await service.delete(imported.asset_id)
     assert [r.kind for r in result.deleted] == ["card", "lorebook"]
     assert (await service.store.list("lorebook")).total == 1
@@ -144,4 +159,3 @@ async def test_card_delete_with_stale_revision_deletes_nothing(service: AssetSer
     with pytest.raises(ConflictError):
         await service.delete(imported.asset_id, expected_revision=5)
     assert await service.store.dump() == before
-

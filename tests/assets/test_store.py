@@ -83,8 +83,7 @@ async def test_unknown_kind_and_bad_page_are_rejected(assets: AssetStore) -> Non
     ("kind", "data", "code", "pointer"),
     [
         ("persona", {"name": "   "}, "persona.invalid", "/name"),
-        ("preset", {"name": "P", "fields": [{"id": "a", "title": "T", "position": "middle"}]}, "preset.invalid",
-         "/fields/0/position"),
+        ("preset", {"name": "P", "fields": [{"id": "a", "title": "T", "position": "middle"}]}, "preset.invalid", "/fields/0/position"),
         ("writing-style", {"name": "S", "requirements": 5}, "writing_style.invalid", "/requirements"),
         ("card", {"name": "C", "alternate_greetings": "hi"}, "card.invalid", "/alternate_greetings"),
         ("card", {"name": "  "}, "card.invalid", "/name"),
@@ -92,8 +91,7 @@ async def test_unknown_kind_and_bad_page_are_rejected(assets: AssetStore) -> Non
         ("lorebook", {"name": "B"}, "lorebook.invalid", "/book"),
     ],
 )
-async def test_invalid_data_is_rejected_with_a_pointer(assets: AssetStore, kind: str, data: Any, code: str,
-                                                       pointer: str) -> None:
+async def test_invalid_data_is_rejected_with_a_pointer(assets: AssetStore, kind: str, data: Any, code: str, pointer: str) -> None:
     before = await assets.dump()
     with pytest.raises(ValidationError) as exc:
         await assets.create(kind, data)
@@ -159,8 +157,7 @@ async def test_concurrent_updates_in_one_process_lose_nothing(assets: AssetStore
             while True:
                 cur = await assets.get(rec.id)
                 try:
-                    await assets.update(rec.id, persona(description=cur.data["description"] + f"w{w}.{n};"),
-                                        expected_revision=cur.revision)
+                    await assets.update(rec.id, persona(description=cur.data["description"] + f"w{w}.{n};"), expected_revision=cur.revision)
                     break
                 except ConflictError:
                     conflicts += 1
@@ -169,8 +166,7 @@ async def test_concurrent_updates_in_one_process_lose_nothing(assets: AssetStore
     await asyncio.gather(*(writer(w) for w in range(4)))
     final = await assets.get(rec.id)
     assert final.revision == 41
-    assert sorted(final.data["description"].rstrip(";").split(";")) == sorted(
-        f"w{w}.{n}" for w in range(4) for n in range(10))
+    assert sorted(final.data["description"].rstrip(";").split(";")) == sorted(f"w{w}.{n}" for w in range(4) for n in range(10))
 
 
 def _update_process(url: str, asset_id: str, n: int, worker: int) -> int:
@@ -186,8 +182,7 @@ def _update_process(url: str, asset_id: str, n: int, worker: int) -> int:
                     cur = await store.get(asset_id)
                     text = cur.data["description"] + f"p{worker}.{i};"
                     try:
-                        await store.update(asset_id, {"name": "Race", "description": text},
-                                           expected_revision=cur.revision)
+                        await store.update(asset_id, {"name": "Race", "description": text}, expected_revision=cur.revision)
                         break
                     except ConflictError:
                         conflicts += 1

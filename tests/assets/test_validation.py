@@ -60,12 +60,15 @@ def test_rebuild_revalidates_changes():
 # --- the shared character rules (issue 18 items 4 and 11) -----------------------------------------
 
 
-@pytest.mark.parametrize(("text", "code", "char"), [
-    ("a\x85b", "sample.control_char", "U+0085"),  # C1 NEL
-    ("a\x9bb", "sample.control_char", "U+009B"),  # C1 CSI: an escape sequence on 8-bit terminals
-    ("a\x07b", "sample.control_char", "U+0007"),  # BEL
-    ("a\ud800b", "sample.lone_surrogate", "U+D800"),
-])
+@pytest.mark.parametrize(
+    ("text", "code", "char"),
+    [
+        ("a\x85b", "sample.control_char", "U+0085"),  # C1 NEL
+        ("a\x9bb", "sample.control_char", "U+009B"),  # C1 CSI: an escape sequence on 8-bit terminals
+        ("a\x07b", "sample.control_char", "U+0007"),  # BEL
+        ("a\ud800b", "sample.lone_surrogate", "U+D800"),
+    ],
+)
 def test_c1_controls_and_lone_surrogates_are_rejected_in_any_text(text, code, char):
     with pytest.raises(ValidationError) as err:
         parse_model(Sample, "sample", {"theTitle": "x", "body": text[:10]})
@@ -74,8 +77,7 @@ def test_c1_controls_and_lone_surrogates_are_rejected_in_any_text(text, code, ch
     assert code == "sample.lone_surrogate" or problem.details["char"] == char
 
 
-@pytest.mark.parametrize("title", ["Al\nice", "Al\tice", "Ali\u202ece", "A\u2066b\u2069", "Al\u200bice",
-                                   "\ufeffAlice", "Al\u2028ice"])
+@pytest.mark.parametrize("title", ["Al\nice", "Al\tice", "Ali\u202ece", "A\u2066b\u2069", "Al\u200bice", "\ufeffAlice", "Al\u2028ice"])
 def test_names_are_one_line_without_invisible_or_direction_changing_characters(title):
     with pytest.raises(ValidationError) as err:
         parse_model(Sample, "sample", {"theTitle": title})
@@ -94,7 +96,6 @@ def test_prose_keeps_newlines_bidi_and_zero_width_characters():
 
 def test_text_problem_and_clean_label():
     problem = text_problem("card", "x\x1b[31m", "/description")
-    assert (problem.code, problem.pointer, problem.details) == ("card.control_char", "/description",
-                                                                 {"char": "U+001B", "offset": 1})
+    assert (problem.code, problem.pointer, problem.details) == ("card.control_char", "/description", {"char": "U+001B", "offset": 1})
     assert text_problem("card", "fine\n", "/description") is None
     assert clean_label("evil\u202e\nname\udcff") == "evil name\ufffd"

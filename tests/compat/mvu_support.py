@@ -11,7 +11,13 @@ LILI = "mvu/MagVarUpdate/example/理理"
 STAGEDOG = "mvu/StageDog-tavern_helper_template/示例/角色卡示例"
 
 
-def make_card(first_mes: str = "", alternate: list[str] | None = None, entries: list[dict] | None = None, name: str = "Yuki", extensions: dict | None = None):
+def make_card(
+    first_mes: str = "",
+    alternate: list[str] | None = None,
+    entries: list[dict] | None = None,
+    name: str = "Yuki",
+    extensions: dict | None = None,
+):
     """A CardImport-like object: the adapter reads only ``card``, ``lorebook`` and ``raw``."""
     card = CharacterCard(name=name, first_mes=first_mes, alternate_greetings=alternate or [], extensions=extensions or {})
     book = {"name": f"{name} book", "entries": entries} if entries is not None else None

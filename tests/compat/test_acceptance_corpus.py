@@ -42,7 +42,16 @@ def test_example_card_default_opening(example_report):
     definition = ns.definition
     assert definition["updateMode"] == "schema-only"
     targets = sorted({r["target"] for r in definition["rules"]})
-    assert targets == ["/世界/当前时间", "/白娅/依存度", "/白娅/着装/上装", "/白娅/着装/下装", "/白娅/着装/内衣", "/白娅/着装/袜子", "/白娅/着装/鞋子", "/白娅/着装/饰品"]
+    assert targets == [
+        "/世界/当前时间",
+        "/白娅/依存度",
+        "/白娅/着装/上装",
+        "/白娅/着装/下装",
+        "/白娅/着装/内衣",
+        "/白娅/着装/袜子",
+        "/白娅/着装/鞋子",
+        "/白娅/着装/饰品",
+    ]
     dependence = definition["schema"]["properties"]["白娅"]["properties"]["依存度"]
     assert (dependence["type"], dependence["minimum"], dependence["maximum"]) == ("number", 0, 100)
     titles = definition["schema"]["properties"]["白娅"]["properties"]["称号"]
@@ -68,8 +77,17 @@ def test_example_card_alternate_opening_replaces_initvar(example_report):
 
 
 def test_lili_initvar_files_and_rules(mvu_corpus):
-    files = ["[initvar]初始变量1.yaml", "[initvar]初始变量2.yaml", "[mvu_update]变量更新规则.md", "[mvu_update]格式强调-变量更新规则.md", "变量分阶段-好感度.md"]
-    entries = [entry(name.rsplit(".", 1)[0], (mvu_corpus / LILI / name).read_text("utf-8"), enabled=not name.startswith("[initvar]"), uid=i) for i, name in enumerate(files)]
+    files = [
+        "[initvar]初始变量1.yaml",
+        "[initvar]初始变量2.yaml",
+        "[mvu_update]变量更新规则.md",
+        "[mvu_update]格式强调-变量更新规则.md",
+        "变量分阶段-好感度.md",
+    ]
+    entries = [
+        entry(name.rsplit(".", 1)[0], (mvu_corpus / LILI / name).read_text("utf-8"), enabled=not name.startswith("[initvar]"), uid=i)
+        for i, name in enumerate(files)
+    ]
     report = inspect_card(make_card("早安", entries=entries, name="理"), user="牧师")
     ns = report.namespace
     assert_native(ns)
@@ -80,7 +98,10 @@ def test_lili_initvar_files_and_rules(mvu_corpus):
     assert (value["日期"], value["天数"], value["时间"]) == ("03月15日", 0, "09:00")
     assert value["地点"]["教堂"]["status"] == ""
     assert ns.vwd["/理/好感度"].startswith("[-30,100]之间")
-    assert ns.definition["schema"]["properties"]["时间"] == {"type": "string", "description": "按照进行行动后实际经历的时间进行更新，每次行动后更新，格式为 hh:mm"}
+    assert ns.definition["schema"]["properties"]["时间"] == {
+        "type": "string",
+        "description": "按照进行行动后实际经历的时间进行更新，每次行动后更新，格式为 hh:mm",
+    }
     assert ns.definition["updateMode"] == "schema-only" and ns.definition["rules"] == []
     codes = [d.code for d in ns.diagnostics]
     assert codes.count("mvu.rules.protocol_dropped") == 2 and "mvu.vwd.split" in codes

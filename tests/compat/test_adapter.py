@@ -11,7 +11,13 @@ RULES = "变量更新规则:\n  悠纪:\n    好感度:\n      type: number\n   
 
 
 def card(first="你好\n_.set('悠纪.好感度', 5);//初遇", alternate=None, entries=None):
-    return make_card(first, alternate, entries if entries is not None else [entry("[InitVar]初始", '{"悠纪": {"好感度": [0, "好感"], "心情": "平静"}}', enabled=False), entry("[mvu_update]规则", RULES)])
+    return make_card(
+        first,
+        alternate,
+        entries
+        if entries is not None
+        else [entry("[InitVar]初始", '{"悠纪": {"好感度": [0, "好感"], "心情": "平静"}}', enabled=False), entry("[mvu_update]规则", RULES)],
+    )
 
 
 def test_a_full_card_becomes_a_rules_required_namespace():
@@ -69,7 +75,9 @@ def test_broken_initvar_gives_a_disabled_empty_namespace_with_located_errors():
 
 def test_custom_greeting_and_extra_lorebooks_in_mvu_order():
     extra = {"entries": {"1": {"uid": 1, "comment": "[initvar]", "content": '{"世界": {"天气": "晴"}, "悠纪": {"x": 1}}'}}}
-    report = inspect_card(card(first="hi"), [("extra.json", extra)], custom_greeting="<initvar>\n悠纪:\n  好感度: 9\n  心情: 好\n</initvar>\n自定义")
+    report = inspect_card(
+        card(first="hi"), [("extra.json", extra)], custom_greeting="<initvar>\n悠纪:\n  好感度: 9\n  心情: 好\n</initvar>\n自定义"
+    )
     assert report.namespace.initial_value["世界"] == {"天气": "晴"}
     assert report.namespace.initial_value["悠纪"] == {"好感度": 0, "心情": "平静"}
     custom = select_opening(report, "custom")
@@ -78,7 +86,9 @@ def test_custom_greeting_and_extra_lorebooks_in_mvu_order():
 
 
 def test_cards_without_mvu_and_scripts_are_reported():
-    report = inspect_card(make_card("Hello", extensions={"tavern_helper": {"scripts": [{"name": "x"}]}, "regex_scripts": [{"scriptName": "r"}]}))
+    report = inspect_card(
+        make_card("Hello", extensions={"tavern_helper": {"scripts": [{"name": "x"}]}, "regex_scripts": [{"scriptName": "r"}]})
+    )
     assert not report.detected and report.namespace.initial_value == {}
     assert report.namespace.definition["updateMode"] == "schema-only"
     assert [d.code for d in report.diagnostics] == ["mvu.script.dropped", "mvu.script.regex_dropped"]
@@ -90,9 +100,17 @@ def test_unsupported_templates_are_flagged_at_inspection():
 
 
 def test_zod_schema_is_authoritative_and_a_mismatch_fails_closed():
-    schema = {"type": "object", "properties": {"悠纪": {"type": "object", "properties": {"好感度": {"type": "number", "maximum": 100}, "心情": {"type": "string"}}}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "悠纪": {"type": "object", "properties": {"好感度": {"type": "number", "maximum": 100}, "心情": {"type": "string"}}}
+        },
+    }
     report = inspect_card(card(), zod_schema=schema)
-    assert report.namespace.status == "ok" and report.namespace.definition["schema"]["properties"]["悠纪"]["properties"]["好感度"]["maximum"] == 100
+    assert (
+        report.namespace.status == "ok"
+        and report.namespace.definition["schema"]["properties"]["悠纪"]["properties"]["好感度"]["maximum"] == 100
+    )
     bad = {"type": "object", "properties": {"悠纪": {"type": "string"}}}
     assert inspect_card(card(), zod_schema=bad).namespace.status == "disabled"
 

@@ -10,7 +10,20 @@ from roleplay.compat.mvu.cli import mvu_group
 
 def test_inspect_prints_the_report(tmp_path):
     card = tmp_path / "card.json"
-    card.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Yuki", "first_mes": "hi\n_.set('a', 2);", "character_book": {"entries": [{"id": 1, "keys": [], "comment": "[initvar]", "content": "a: 1", "enabled": False}]}}}), "utf-8")
+    card.write_text(
+        json.dumps(
+            {
+                "spec": "chara_card_v2",
+                "spec_version": "2.0",
+                "data": {
+                    "name": "Yuki",
+                    "first_mes": "hi\n_.set('a', 2);",
+                    "character_book": {"entries": [{"id": 1, "keys": [], "comment": "[initvar]", "content": "a: 1", "enabled": False}]},
+                },
+            }
+        ),
+        "utf-8",
+    )
     book = tmp_path / "book.json"
     book.write_text(json.dumps({"entries": {"0": {"uid": 0, "comment": "[initvar]x", "content": "b: 2", "disable": True}}}), "utf-8")
     result = CliRunner().invoke(mvu_group, ["inspect", str(card), str(book), "--json"])

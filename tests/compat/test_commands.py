@@ -31,7 +31,7 @@ def test_missing_semicolon_or_arguments_drop_the_command_with_a_diagnostic():
 
 
 def test_nested_parentheses_and_quotes():
-    (c,), _ = cmds('_.set(\'data\', {arr: [1, 2, {nested: "value)}"}]}, {arr: [3, 4]});//更新数据')
+    (c,), _ = cmds("_.set('data', {arr: [1, 2, {nested: \"value)}\"}]}, {arr: [3, 4]});//更新数据")
     assert parse_value(c.args[1])[0] == {"arr": [1, 2, {"nested": "value)}"}]}
     (c,), _ = cmds("_.set('path', \"value with \\\"quotes\\\"\", 'new value');")
     assert parse_value(c.args[1])[0] == 'value with "quotes"'
@@ -43,16 +43,30 @@ def test_reason_comment_may_sit_on_the_next_line_as_in_mvu():
 
 
 def test_aliases_and_retired_names():
-    commands, codes = cmds("_.assign('', '新角色', {});_.remove('a');_.unset('b');_.delete('c');_.insert('d', 1);_.move('a', 'b');_.alter('x', 1);")
-    assert [(c.kind, c.name) for c in commands] == [("insert", "assign"), ("delete", "remove"), ("delete", "unset"), ("delete", "delete"), ("insert", "insert")]
+    commands, codes = cmds(
+        "_.assign('', '新角色', {});_.remove('a');_.unset('b');_.delete('c');_.insert('d', 1);_.move('a', 'b');_.alter('x', 1);"
+    )
+    assert [(c.kind, c.name) for c in commands] == [
+        ("insert", "assign"),
+        ("delete", "remove"),
+        ("delete", "unset"),
+        ("delete", "delete"),
+        ("insert", "insert"),
+    ]
     assert commands[0].args == ["''", "'新角色'", "{}"]
     assert codes == ["mvu.command.retired", "mvu.command.retired"]
 
 
 def test_json_patch_dialect_in_position_order():
-    text = "_.set('x', 1);\n<JSONPatch>\n```json\n[{\"op\": \"delta\", \"path\": \"/测试\", \"value\": 10},\n{\"op\": \"insert\", \"path\": \"主角/物品/-\", \"value\": \"刀\"},\n{\"op\": \"move\", \"from\": \"/a\", \"to\": \"/b\"},\n{\"op\": \"copy\", \"from\": \"/a\", \"path\": \"/c\"}]\n```\n</JSONPatch>\n_.add('y', 2);"
+    text = '_.set(\'x\', 1);\n<JSONPatch>\n```json\n[{"op": "delta", "path": "/测试", "value": 10},\n{"op": "insert", "path": "主角/物品/-", "value": "刀"},\n{"op": "move", "from": "/a", "to": "/b"},\n{"op": "copy", "from": "/a", "path": "/c"}]\n```\n</JSONPatch>\n_.add(\'y\', 2);'
     commands, codes = cmds(text)
-    assert [(c.kind, c.origin) for c in commands] == [("set", "command"), ("add", "json_patch"), ("insert", "json_patch"), ("move", "json_patch"), ("add", "command")]
+    assert [(c.kind, c.origin) for c in commands] == [
+        ("set", "command"),
+        ("add", "json_patch"),
+        ("insert", "json_patch"),
+        ("move", "json_patch"),
+        ("add", "command"),
+    ]
     assert commands[2].args == ["主角/物品/-"] and codes == ["mvu.patch.op_unsupported"]
 
 

@@ -21,10 +21,12 @@ def test_initvar_titles_match_anywhere_case_insensitively_including_disabled_ent
 
 def test_tags_blocks_macros_and_ejs_are_located_by_line():
     content = "line\n{{format_message_variable::stat_data}}\n<%_ if (getvar('stat_data.a') < 2) { _%>\nx\n<%_ } _%>"
-    card, _ = read_card(make_card(
-        "hello\n<UpdateVariable>\n<initvar>\na: 1\n</initvar>\n_.set('a', 2);\n</UpdateVariable>",
-        entries=[entry("变量更新规则[mvu_update]", content), entry("常见错误修正[MVU_PLOT]", "{{get_message_variable::stat_data.a}}")],
-    ))
+    card, _ = read_card(
+        make_card(
+            "hello\n<UpdateVariable>\n<initvar>\na: 1\n</initvar>\n_.set('a', 2);\n</UpdateVariable>",
+            entries=[entry("变量更新规则[mvu_update]", content), entry("常见错误修正[MVU_PLOT]", "{{get_message_variable::stat_data.a}}")],
+        )
+    )
     found = kinds(detect(card))
     assert ("initvar_block", None, 3) in found and ("command", None, 6) in found
     assert ("mvu_update_tag", "变量更新规则[mvu_update]", None) in found

@@ -28,7 +28,23 @@ from roleplay.state import validate_value
 from roleplay.testing import fuzz_mvu
 from roleplay.testing.fuzz_assets import Case
 
-ALPHABET = st.sampled_from(list("{}[]():;,'\"`\n\t -_.$<>%=!&|#*/\\~“”：，好感度ab01") + ["_.set(", "<%", "%>", "<initvar>", "</initvar>", "```", "<JSONPatch>", "</JSONPatch>", "$meta", "$__META_EXTENSIBLE__$", "<<: *a", "&a"])
+ALPHABET = st.sampled_from(
+    list("{}[]():;,'\"`\n\t -_.$<>%=!&|#*/\\~“”：，好感度ab01")
+    + [
+        "_.set(",
+        "<%",
+        "%>",
+        "<initvar>",
+        "</initvar>",
+        "```",
+        "<JSONPatch>",
+        "</JSONPatch>",
+        "$meta",
+        "$__META_EXTENSIBLE__$",
+        "<<: *a",
+        "&a",
+    ]
+)
 TEXT = st.lists(ALPHABET, max_size=60).map("".join)
 FAST = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 CASES = int(os.environ.get("RP_FUZZ_CASES", "60"))
@@ -82,7 +98,9 @@ def test_whole_cards_always_give_a_valid_bootstrap(initvar, rules, greeting):
 @pytest.mark.parametrize("target", fuzz_mvu.TARGETS)
 def test_structured_hostile_text_never_escapes_and_never_hangs(target):
     count = max(CASES // 3, 10)
-    report = fuzz_mvu.run(fuzz_mvu.generate(SEED, count, (target,), max_size=SIZE), slow_seconds=HANG_SECONDS, timeout_seconds=3 * HANG_SECONDS)
+    report = fuzz_mvu.run(
+        fuzz_mvu.generate(SEED, count, (target,), max_size=SIZE), slow_seconds=HANG_SECONDS, timeout_seconds=3 * HANG_SECONDS
+    )
     assert report.cases == count
     assert not report.failures, "\n".join(f.describe() for f in report.failures[:20])
 

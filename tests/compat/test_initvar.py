@@ -30,7 +30,13 @@ def test_one_line_wrapper_is_unwrapped_with_a_warning():
 
 
 def test_within_a_lorebook_entries_deep_merge_and_arrays_replace():
-    b = book("b", [entry("[initvar]", '{"悠纪":{"喵":"1","喵呜":"2"}, "列表": ["abc","def"]}'), entry("[initvar]222", '{"悠纪":{"捏":"3"}, "列表": []}')])
+    b = book(
+        "b",
+        [
+            entry("[initvar]", '{"悠纪":{"喵":"1","喵呜":"2"}, "列表": ["abc","def"]}'),
+            entry("[initvar]222", '{"悠纪":{"捏":"3"}, "列表": []}'),
+        ],
+    )
     result = load_initvar([b], char="c", user="u")
     assert result.ok and result.value == {"悠纪": {"喵": "1", "喵呜": "2", "捏": "3"}, "列表": []}
 
@@ -72,8 +78,10 @@ def test_deep_merge_does_not_alias_inputs():
 
 
 def test_lili_initvar_files_merge(mvu_corpus):
-    entries = [entry("[initvar]初始变量1", (mvu_corpus / LILI / "[initvar]初始变量1.yaml").read_text("utf-8")),
-               entry("[initvar]初始变量2", (mvu_corpus / LILI / "[initvar]初始变量2.yaml").read_text("utf-8"))]
+    entries = [
+        entry("[initvar]初始变量1", (mvu_corpus / LILI / "[initvar]初始变量1.yaml").read_text("utf-8")),
+        entry("[initvar]初始变量2", (mvu_corpus / LILI / "[initvar]初始变量2.yaml").read_text("utf-8")),
+    ]
     result = load_initvar([book("理理", entries)], char="理", user="牧师")
     assert result.ok
     assert list(result.value) == ["牧师", "地点", "理", "日期", "天数", "时间"]
@@ -107,6 +115,8 @@ def test_unwrapping_long_lines_is_linear():
 
 
 def test_an_initvar_entry_whose_json_starts_with_a_comment_loads():
-    book, _ = read_book({"entries": [entry("[InitVar]", '```json\n// 初始变量\n{"悠纪": {"好感度": [0, "好感"]}}\n```')]}, name="b", source="b")
+    book, _ = read_book(
+        {"entries": [entry("[InitVar]", '```json\n// 初始变量\n{"悠纪": {"好感度": [0, "好感"]}}\n```')]}, name="b", source="b"
+    )
     result = load_initvar([book], char="c", user="u")
     assert result.ok and result.value == {"悠纪": {"好感度": [0, "好感"]}}

@@ -65,7 +65,7 @@ async def test_example_card_plays_three_turns(store: EventStore, corpus_dir: Pat
             return {"text": "她抬起头，看了你很久。"}
         context = next(m.text() for m in reversed(request.messages) if "<roleplay_request" in m.text())
         writer = next((c.id for m in request.messages for c in m.tool_calls if c.name == "rp_write_turn"), None)
-        turn_calls = [c for m in request.messages[[m.text() for m in request.messages].index(context):] for c in m.tool_calls]
+        turn_calls = [c for m in request.messages[[m.text() for m in request.messages].index(context) :] for c in m.tool_calls]
         if not any(c.name == "rp_write_turn" for c in turn_calls):
             return {"tool_calls": [{"name": "rp_write_turn", "arguments": {"action": "write"}}]}
         writer = next(c.id for c in turn_calls if c.name == "rp_write_turn")

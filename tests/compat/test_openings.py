@@ -20,7 +20,9 @@ def codes(outcome):
 
 
 def test_set_on_a_split_pair_with_and_without_index_zero():
-    derived, outcome = run({"health": [100, "生命值"], "悠纪": {"好感度": [0, "d"]}}, "_.set('health', 80);//受到伤害\n_.set('悠纪.好感度[0]', 0, 5);")
+    derived, outcome = run(
+        {"health": [100, "生命值"], "悠纪": {"好感度": [0, "d"]}}, "_.set('health', 80);//受到伤害\n_.set('悠纪.好感度[0]', 0, 5);"
+    )
     assert outcome.ok and outcome.value == {"health": 80, "悠纪": {"好感度": 5}}
     assert outcome.records[0] == {"op": "set", "path": "/health", "source": "command", "line": 1, "reason": "受到伤害"}
     assert derived.value == {"health": 100, "悠纪": {"好感度": 0}}  # the input is untouched
@@ -43,9 +45,9 @@ def test_description_slot_and_readonly_paths_are_refused():
 def test_add_insert_delete_and_patches():
     data = {"测试": 10, "主角": {"物品": ["剑", "$__META_EXTENSIBLE__$"], "备忘录": {"$meta": {"extensible": True}}}, "时间": "09:00"}
     text = (
-        "<JSONPatch>[{\"op\": \"delta\", \"path\": \"/测试\", \"value\": 10},"
-        "{\"op\": \"insert\", \"path\": \"/主角/物品/-\", \"value\": \"盾\"},"
-        "{\"op\": \"insert\", \"path\": \"主角/备忘录/任务\", \"value\": \"打扫\"}]</JSONPatch>\n"
+        '<JSONPatch>[{"op": "delta", "path": "/测试", "value": 10},'
+        '{"op": "insert", "path": "/主角/物品/-", "value": "盾"},'
+        '{"op": "insert", "path": "主角/备忘录/任务", "value": "打扫"}]</JSONPatch>\n'
         "_.add('测试', -5);\n_.set('时间', 10:45);\n_.remove('主角.物品[0]');\n_.insert('主角.物品', 0, '弓');"
     )
     _d, outcome = run(data, text)
@@ -61,7 +63,12 @@ def test_numeric_text_is_converted_for_numeric_fields_with_a_warning():
 
 def test_any_failure_applies_nothing():
     data = {"a": 1, "b": "x"}
-    for text in ("_.set('a', 2);\n_.set('b', 3);", "_.set('a', 2);\n_.add('b', 1);", "_.set('a', 2);\n_.set('missing.deep', 1);", "_.set('a', 2);\n_.set('c', 1);"):
+    for text in (
+        "_.set('a', 2);\n_.set('b', 3);",
+        "_.set('a', 2);\n_.add('b', 1);",
+        "_.set('a', 2);\n_.set('missing.deep', 1);",
+        "_.set('a', 2);\n_.set('c', 1);",
+    ):
         derived, outcome = run(data, text)
         assert not outcome.ok and outcome.value == derived.value and outcome.records == []
         assert outcome.diagnostics[-1].details["command"] == 1 and outcome.diagnostics[-1].details["line"] == 2
@@ -115,9 +122,28 @@ def test_clean_text_equals_the_regex_cleaning_on_tag_soup():
     import random
 
     rng = random.Random(17)
-    pieces = ["<update>", "</update>", "<UpdateVariable>", "</updatevariable>", "<status_current_variable>", "</status_current_variables>",
-              "<StatusPlaceHolderImpl />", "<initvar>", "</INITVAR>", "<jsonpatch>", "</JSONPATCH>", "</json_patch>", "_.set('a', 1);",
-              "\n", "\r\n", " ", "\t", "\r", "文", "x"]
+    pieces = [
+        "<update>",
+        "</update>",
+        "<UpdateVariable>",
+        "</updatevariable>",
+        "<status_current_variable>",
+        "</status_current_variables>",
+        "<StatusPlaceHolderImpl />",
+        "<initvar>",
+        "</INITVAR>",
+        "<jsonpatch>",
+        "</JSONPATCH>",
+        "</json_patch>",
+        "_.set('a', 1);",
+        "\n",
+        "\r\n",
+        " ",
+        "\t",
+        "\r",
+        "文",
+        "x",
+    ]
     for _ in range(3000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 16)))
         commands, _ = extract_commands(text, L)
@@ -152,7 +178,9 @@ def test_remove_with_a_second_argument_works_by_value_index_or_key_as_in_mvu():
 
 
 def test_remove_of_an_absent_value_is_refused_like_mvu():
-    _d, outcome = run({"inventory": ["sword", "$__META_EXTENSIBLE__$"], "n": [1, "$__META_EXTENSIBLE__$"]}, "_.remove('inventory', 'poison');")
+    _d, outcome = run(
+        {"inventory": ["sword", "$__META_EXTENSIBLE__$"], "n": [1, "$__META_EXTENSIBLE__$"]}, "_.remove('inventory', 'poison');"
+    )
     assert not outcome.ok and codes(outcome) == ["mvu.command.target_missing"]
     _d, outcome = run({"n": [1, "$__META_EXTENSIBLE__$"]}, "_.remove('n', true);")
     assert codes(outcome) == ["mvu.command.target_missing"] and "no element equal to True" in outcome.diagnostics[0].message
@@ -180,10 +208,25 @@ def test_checking_only_what_a_command_changed_equals_checking_the_whole_state(mo
     }
     value = {"hp": 5, "bag": ["x"], "who": {"n": "a"}, "tags": {}, "c": [1, 2]}
     lines = [
-        "_.set('hp', 11);", "_.set('hp', 3);", "_.add('hp', 6);", "_.insert('bag', 'y');", "_.insert('bag', 'long');", "_.remove('bag', 0);",
-        "_.remove('bag', 'y');", "_.set('who.n', 'b');", "_.set('who.n', 'c');", "_.insert('who', 'm', 1);", "_.remove('who', 'm');",
-        "_.set('extra', 1);", "_.insert('tags', 't', 2);", "_.insert('tags', 'u', 'x');", "_.remove('hp');", "_.set('c[0]', 3);",
-        "_.set('c[0]', 1);", "_.insert('bag', 0, 'z');", "_.remove('tags', 't');",
+        "_.set('hp', 11);",
+        "_.set('hp', 3);",
+        "_.add('hp', 6);",
+        "_.insert('bag', 'y');",
+        "_.insert('bag', 'long');",
+        "_.remove('bag', 0);",
+        "_.remove('bag', 'y');",
+        "_.set('who.n', 'b');",
+        "_.set('who.n', 'c');",
+        "_.insert('who', 'm', 1);",
+        "_.remove('who', 'm');",
+        "_.set('extra', 1);",
+        "_.insert('tags', 't', 2);",
+        "_.insert('tags', 'u', 'x');",
+        "_.remove('hp');",
+        "_.set('c[0]', 3);",
+        "_.set('c[0]', 1);",
+        "_.insert('bag', 0, 'z');",
+        "_.remove('tags', 't');",
     ]
     rng = random.Random(4)
     groups = [" ".join(rng.choice(lines) for _ in range(rng.randint(1, 5))) for _ in range(600)]

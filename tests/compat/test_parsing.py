@@ -22,10 +22,21 @@ def ok(text, **kw):
 
 def test_yaml_core_schema_keeps_times_dates_and_yes_as_strings():
     value = ok("当前时间: 10:45\n日期: 2024-04-08\n完整: 2024-04-08 10:45\n开关: yes\n十六: 0x10\n八: 0o17\n下划线: 1_000\n空: ~\n").value
-    assert value == {"当前时间": "10:45", "日期": "2024-04-08", "完整": "2024-04-08 10:45", "开关": "yes", "十六": 16, "八": 15, "下划线": "1_000", "空": None}
+    assert value == {
+        "当前时间": "10:45",
+        "日期": "2024-04-08",
+        "完整": "2024-04-08 10:45",
+        "开关": "yes",
+        "十六": 16,
+        "八": 15,
+        "下划线": "1_000",
+        "空": None,
+    }
 
 
-@pytest.mark.parametrize("text,expected", [("true", True), ("False", False), ("12", 12), ("-3.5", -3.5), ("1e3", 1000.0), ("null", None), ("abc", "abc")])
+@pytest.mark.parametrize(
+    "text,expected", [("true", True), ("False", False), ("12", 12), ("-3.5", -3.5), ("1e3", 1000.0), ("null", None), ("abc", "abc")]
+)
 def test_plain_scalar_resolution(text, expected):
     assert resolve_plain_scalar(text) == expected
 
@@ -100,7 +111,9 @@ def test_bom_and_document_marker():
 
 
 def test_alias_bombs_and_recursion_are_bounded():
-    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdef", "bcdefg"))
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdef", "bcdefg")
+    )
     assert not parse_data(bomb, L).ok
     with pytest.raises(ParseFailure):
         load_yaml("a: &x\n  b: *x\n", L)

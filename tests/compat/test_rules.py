@@ -54,7 +54,9 @@ def test_wildcards_over_closed_objects_expand_and_specific_rules_win():
 
 
 def test_index_signature_types_open_a_dynamic_group_without_rules():
-    result = run("变量更新规则:\n  白娅:\n    称号:\n      type: |-\n        {\n          [称号名: string]: {\n            效果: string;\n            自我评价?: string;\n          }\n        }\n      check: 获得称号时添加\n")
+    result = run(
+        "变量更新规则:\n  白娅:\n    称号:\n      type: |-\n        {\n          [称号名: string]: {\n            效果: string;\n            自我评价?: string;\n          }\n        }\n      check: 获得称号时添加\n"
+    )
     assert result.rules == [] and result.dynamic_groups == ["/白娅/称号"]
     node = result.schema["properties"]["白娅"]["properties"]["称号"]
     assert node["additionalProperties"]["required"] == ["效果"] and "获得称号时添加" in node["description"]
@@ -74,7 +76,9 @@ def test_type_conflicting_with_the_initial_value_fails_closed():
 
 
 def test_unreadable_types_and_ranges_fail_closed():
-    result = run("变量更新规则:\n  白娅:\n    依存度:\n      type: z.coerce.number().transform(v => _.clamp(v, 0, 100))\n  列表:\n    range: 0~100\n")
+    result = run(
+        "变量更新规则:\n  白娅:\n    依存度:\n      type: z.coerce.number().transform(v => _.clamp(v, 0, 100))\n  列表:\n    range: 0~100\n"
+    )
     assert "mvu.rules.type_unsupported" in codes(result) and "mvu.rules.range_invalid" in codes(result)
     assert ("/白娅/依存度", "set") not in targets(result)
     assert ("/列表", "append") in targets(result)

@@ -29,7 +29,9 @@ def test_plain_objects_are_closed_and_every_key_is_required():
 
 
 def test_meta_extensible_and_required():
-    derived = derive_from_data({"o": {"optionalField": 1, "requiredField": 2, "$meta": {"extensible": True, "required": ["requiredField"]}}})
+    derived = derive_from_data(
+        {"o": {"optionalField": 1, "requiredField": 2, "$meta": {"extensible": True, "required": ["requiredField"]}}}
+    )
     node = derived.schema["properties"]["o"]
     assert node["additionalProperties"] is True and node["required"] == ["requiredField"]
     assert derived.value == {"o": {"optionalField": 1, "requiredField": 2}}
@@ -45,14 +47,18 @@ def test_recursive_extensible_until_a_descendant_closes_itself():
 
 
 def test_array_marker_and_array_meta_are_removed():
-    derived = derive_from_data({"l": ["item1", "item2", EXTENSIBLE_MARKER], "m": [{"$arrayMeta": True, "$meta": {"extensible": True}}, 1, 2]})
+    derived = derive_from_data(
+        {"l": ["item1", "item2", EXTENSIBLE_MARKER], "m": [{"$arrayMeta": True, "$meta": {"extensible": True}}, 1, 2]}
+    )
     assert derived.value == {"l": ["item1", "item2"], "m": [1, 2]}
     assert derived.extensible_arrays == {"/l", "/m"}
     assert derived.schema["properties"]["l"] == {"type": "array", "items": {"type": "string"}}
 
 
 def test_value_with_description_splits_recursively():
-    derived = derive_from_data({"理": {"好感度": [0, "[-30,100]之间"], "情绪": {"p": [0.1, "情绪"]}}, "物品": [{"名": ["x", "名称"]}, "背包"]})
+    derived = derive_from_data(
+        {"理": {"好感度": [0, "[-30,100]之间"], "情绪": {"p": [0.1, "情绪"]}}, "物品": [{"名": ["x", "名称"]}, "背包"]}
+    )
     assert derived.value == {"理": {"好感度": 0, "情绪": {"p": 0.1}}, "物品": {"名": "x"}}
     assert derived.vwd["/物品"] == "背包" and derived.vwd["/物品/名"] == "名称"
     assert derived.vwd["/理/好感度"] == "[-30,100]之间" and derived.vwd["/理/情绪/p"] == "情绪"
@@ -67,7 +73,9 @@ def test_a_two_string_array_is_a_pair_as_in_mvu_with_a_note():
 
 
 def test_strict_set_and_unsupported_meta_are_recorded():
-    derived = derive_from_data({"$meta": {"strictSet": True, "strictTemplate": True, "odd": 1}, "a": {"$meta": {"template": {"x": 1}}, "k": 1}})
+    derived = derive_from_data(
+        {"$meta": {"strictSet": True, "strictTemplate": True, "odd": 1}, "a": {"$meta": {"template": {"x": 1}}, "k": 1}}
+    )
     assert derived.strict_set is True
     codes = [d.code for d in derived.diagnostics]
     assert codes.count("mvu.meta.template_unsupported") == 2 and "mvu.meta.unknown_key" in codes
@@ -93,7 +101,11 @@ def test_example_schema_json_maps_with_one_diagnostic_per_dropped_keyword(mvu_co
         "/properties/白娅/properties/称号/propertyNames",
         "/properties/主角/properties/物品栏/propertyNames",
     ]
-    initvar = {"世界": {"当前时间": "t", "当前地点": "p", "近期事务": {"a": "b"}}, "白娅": {"依存度": 1, "着装": {k: "x" for k in clothes["required"]}, "称号": {}}, "主角": {"物品栏": {}}}
+    initvar = {
+        "世界": {"当前时间": "t", "当前地点": "p", "近期事务": {"a": "b"}},
+        "白娅": {"依存度": 1, "着装": {k: "x" for k in clothes["required"]}, "称号": {}},
+        "主角": {"物品栏": {}},
+    }
     assert validate_value(schema, initvar) == []
 
 
@@ -104,7 +116,12 @@ def test_literal_unions_refs_and_intersections():
         "properties": {
             "mood": {"$ref": "#/$defs/Mood"},
             "hp": {"anyOf": [{"type": "number"}, {"type": "null"}], "exclusiveMinimum": 0},
-            "mix": {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}}, {"type": "object", "additionalProperties": {"type": "number"}}]},
+            "mix": {
+                "allOf": [
+                    {"type": "object", "properties": {"a": {"type": "string"}}},
+                    {"type": "object", "additionalProperties": {"type": "number"}},
+                ]
+            },
         },
     }
     schema, problems = from_json_schema(document, L)
@@ -121,7 +138,10 @@ def test_plain_type_unions_become_type_lists():
 
 def test_undecidable_schemas_fail_closed():
     for document in (
-        {"type": "object", "properties": {"a": {"anyOf": [{"type": "object", "properties": {"k": {"type": "string"}}}, {"type": "array"}]}}},
+        {
+            "type": "object",
+            "properties": {"a": {"anyOf": [{"type": "object", "properties": {"k": {"type": "string"}}}, {"type": "array"}]}},
+        },
         {"$defs": {"N": {"type": "object", "properties": {"n": {"$ref": "#/$defs/N"}}}}, "$ref": "#/$defs/N"},
         {"type": "array", "prefixItems": [{"type": "string"}]},
         {"type": "object", "x-custom": 1},

@@ -11,7 +11,9 @@ from roleplay.compat.mvu.sources import (
 
 
 def test_world_info_and_character_book_entries_read_alike():
-    world, problems = read_book({"entries": {"7": {"uid": 7, "comment": "[initvar]", "content": "a: 1", "disable": True}}}, name="w.json", source="w.json")
+    world, problems = read_book(
+        {"entries": {"7": {"uid": 7, "comment": "[initvar]", "content": "a: 1", "disable": True}}}, name="w.json", source="w.json"
+    )
     assert problems == []
     (only,) = world.entries
     assert (only.uid, only.title, only.enabled, only.loc.pointer) == ("7", "[initvar]", False, "/entries/7/content")

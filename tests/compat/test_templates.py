@@ -28,7 +28,10 @@ def test_getvar_conditions_choose_the_branch():
 
 
 def test_defaults_missing_values_and_js_semantics():
-    assert render("<%= getvar('stat_data.无', {defaults: 0}) %>|<%= getvar('stat_data.无') %>|<%= getvar('stat_data.列表') %>").text == "0||1,2"
+    assert (
+        render("<%= getvar('stat_data.无', {defaults: 0}) %>|<%= getvar('stat_data.无') %>|<%= getvar('stat_data.列表') %>").text
+        == "0||1,2"
+    )
     assert render("<% if (getvar('stat_data.无') !== undefined) { %>x<% } else { %>y<% } %>").text == "y"
     assert render("<% if (getvar('stat_data.时间') == '10:45' && !getvar('stat_data.无')) { %>ok<% } %>").text == "ok"
     assert render("<% if (getvar('stat_data.无') < 5 || getvar('stat_data.无') >= 5) { %>x<% } %>").text == ""
@@ -58,7 +61,10 @@ def test_variable_macros_hide_dollar_keys_and_indent_yaml():
 
 
 def test_yaml_rendering_quotes_only_when_needed():
-    assert to_yaml({"a": "10:45", "b": "true", "c": "x: y", "d": "多\n行", "e": [1, {"f": None}]}) == 'a: 10:45\nb: "true"\nc: "x: y"\nd: |-\n  多\n  行\ne:\n  - 1\n  - f: null'
+    assert (
+        to_yaml({"a": "10:45", "b": "true", "c": "x: y", "d": "多\n行", "e": [1, {"f": None}]})
+        == 'a: 10:45\nb: "true"\nc: "x: y"\nd: |-\n  多\n  行\ne:\n  - 1\n  - f: null'
+    )
 
 
 def test_refusals_fail_closed_with_located_diagnostics():

@@ -13,7 +13,10 @@ def schema(text):
 
 
 def test_index_signature_with_member_comment_description():
-    assert schema("{\n  [事务名: string]: string; // 事务描述\n}") == {"type": "object", "additionalProperties": {"type": "string", "description": "事务描述"}}
+    assert schema("{\n  [事务名: string]: string; // 事务描述\n}") == {
+        "type": "object",
+        "additionalProperties": {"type": "string", "description": "事务描述"},
+    }
 
 
 def test_nested_object_with_optional_member():

@@ -53,7 +53,10 @@ async def test_none_means_nothing_to_add() -> None:
 
 
 async def test_a_generator_owns_its_key() -> None:
-    final, _ = await run(ArtifactGenerator("rp.reply-options", lambda view: {"options": ["新"]}), extensions={"rp.reply-options": {"options": ["旧"]}, "rp.keep": 1})
+    final, _ = await run(
+        ArtifactGenerator("rp.reply-options", lambda view: {"options": ["新"]}),
+        extensions={"rp.reply-options": {"options": ["旧"]}, "rp.keep": 1},
+    )
     assert final == {"rp.reply-options": {"options": ["新"]}, "rp.keep": 1}
 
 

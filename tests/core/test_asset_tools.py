@@ -93,8 +93,12 @@ async def test_chat_get_reads_bound_assets_and_refuses_every_other_id(store: Eve
     assert card["asset"]["data"]["description"] == "A lighthouse keeper."
     assert (card["asset"]["bound"], card["asset"]["binding"], card["truncated"]) == (True, "/resources/card", False)
 
-    for args in [{"id": w.made["persona"].id}, {"id": w.made["book3"].id}, {"id": w.made["card"].id, "kind": "lorebook"},
-                 {"id": "ast_nope"}]:
+    for args in [
+        {"id": w.made["persona"].id},
+        {"id": w.made["book3"].id},
+        {"id": w.made["card"].id, "kind": "lorebook"},
+        {"id": "ast_nope"},
+    ]:
         err = await w.read({"action": "get", **args}, mode="chat")
         assert (err["code"], err["pointer"], err["details"]["assetId"]) == ("asset.not_bound", "/id", args["id"])
 
@@ -145,7 +149,11 @@ async def test_a_dangling_binding_reads_as_unavailable_and_stays_bound(store: Ev
 
     for mode in ("chat", "agent"):
         err = await w.read({"action": "get", "id": w.made["book2"].id}, mode=mode)
-        assert (err["code"], err["details"]["binding"], err["details"]["reason"]) == ("asset.unavailable", "/resources/lorebooks/0", "missing")
+        assert (err["code"], err["details"]["binding"], err["details"]["reason"]) == (
+            "asset.unavailable",
+            "/resources/lorebooks/0",
+            "missing",
+        )
     library = await w.read({"action": "list", "kind": "lorebook"}, mode="agent")
     assert w.made["book2"].id not in [i["id"] for i in library["items"]]
     assert profile_of(await w.profile()).resources.lorebooks == (w.made["book2"].id, w.made["book1"].id)
@@ -159,13 +167,17 @@ async def test_a_large_lorebook_comes_back_as_an_outline_then_by_fields(store: E
     assert first["truncated"] is True and root["truncated"] is True and root["chars"] > 16_000
     assert [c["pointer"] for c in root["children"]] == ["/name", "/book"]
 
-    entries = (await w.read({"action": "get", "id": big.id, "fields": ["/book/entries"], "maxChars": 1000}, mode="agent"))["asset"]["fields"]["/book/entries"]
+    entries = (await w.read({"action": "get", "id": big.id, "fields": ["/book/entries"], "maxChars": 1000}, mode="agent"))["asset"][
+        "fields"
+    ]["/book/entries"]
     assert entries["length"] == 40 and entries["children"][7] == {
         "pointer": "/book/entries/7", "type": "object", "chars": entries["children"][7]["chars"], "length": 4,
         "label": "entry 7", "keys": ["k7", "moon"],
     }  # fmt: skip
 
-    picked = await w.read({"action": "get", "id": big.id, "fields": ["/name", "/book/entries/7", "/book/entries/8"], "maxChars": 1000}, mode="agent")
+    picked = await w.read(
+        {"action": "get", "id": big.id, "fields": ["/name", "/book/entries/7", "/book/entries/8"], "maxChars": 1000}, mode="agent"
+    )
     fields = picked["asset"]["fields"]
     assert fields["/name"] == "Atlas" and fields["/book/entries/7"]["content"] == "x" * 600
     assert fields["/book/entries/8"]["truncated"] is True  # the second entry no longer fits: outlined, not cut
@@ -178,11 +190,19 @@ async def test_a_large_lorebook_comes_back_as_an_outline_then_by_fields(store: E
 
 async def test_create_and_update_validate_and_cas_and_ask_for_a_context_refresh(store: EventStore) -> None:
     w = await world(store)
-    created = await w.call("rp_asset", {"action": "create", "kind": "persona", "data": {"name": "Kai", "description": "A pilot."}}, mode="agent")
+    created = await w.call(
+        "rp_asset", {"action": "create", "kind": "persona", "data": {"name": "Kai", "description": "A pilot."}}, mode="agent"
+    )
     assert created.ok
     asset = json.loads(created.content)["asset"]  # type: ignore[arg-type]
-    assert created.meta == {"kind": "rp-asset/write", "action": "create", "refreshContext": True, "target": "asset",
-                            "assetId": asset["id"], "revision": 1}
+    assert created.meta == {
+        "kind": "rp-asset/write",
+        "action": "create",
+        "refreshContext": True,
+        "target": "asset",
+        "assetId": asset["id"],
+        "revision": 1,
+    }
     assert (await w.assets.get(asset["id"])).data["description"] == "A pilot."
     # Creating never binds.
     assert profile_of(await w.profile()).resources.persona is None
@@ -209,11 +229,20 @@ async def test_create_and_update_validate_and_cas_and_ask_for_a_context_refresh(
 async def test_bind_is_a_native_rp_session_apply_with_profile_cas(store: EventStore) -> None:
     w = await world(store)
     persona, book3 = w.made["persona"].id, w.made["book3"].id
-    args = {"action": "bind", "bind": {"persona": persona, "lorebooks": [w.made["book1"].id, book3], "card": None},
-            "expectedProfileRevision": 1}
+    args = {
+        "action": "bind",
+        "bind": {"persona": persona, "lorebooks": [w.made["book1"].id, book3], "card": None},
+        "expectedProfileRevision": 1,
+    }
     out = await w.call("rp_asset", args, mode="agent")
     assert out.ok, out.error
-    bindings = {"characterId": None, "lorebookIds": [w.made["book1"].id, book3], "personaId": persona, "presetId": None, "writingStyleIds": []}
+    bindings = {
+        "characterId": None,
+        "lorebookIds": [w.made["book1"].id, book3],
+        "personaId": persona,
+        "presetId": None,
+        "writingStyleIds": [],
+    }
     assert out.meta is not None and out.meta["bindings"] == bindings
     assert {k: out.meta[k] for k in ("kind", "action", "refreshContext", "target", "assetId", "revision")} == {
         "kind": "rp-asset/write", "action": "bind", "refreshContext": True, "target": "profile", "assetId": None, "revision": 2,
@@ -225,8 +254,13 @@ async def test_bind_is_a_native_rp_session_apply_with_profile_cas(store: EventSt
     assert runs[-1].payload["source"] == {"tool": "rp_asset", "callId": "call_1", "turnId": "turn_1", "stepId": "step_1"}
     state = await w.profile()
     assert state["revision"] == 2
-    assert state["profile"]["resources"] == {"card": None, "lorebooks": [w.made["book1"].id, book3], "persona": persona,
-                                             "preset": None, "writingStyles": []}
+    assert state["profile"]["resources"] == {
+        "card": None,
+        "lorebooks": [w.made["book1"].id, book3],
+        "persona": persona,
+        "preset": None,
+        "writingStyles": [],
+    }
     assert [i["id"] for i in (await w.read({"action": "list"}))["items"]] == [w.made["book1"].id, book3, persona]
 
     # A stale profile revision and an unknown (or wrong-kind) id are error results that change nothing.
@@ -267,12 +301,17 @@ async def test_bind_retries_when_an_unrelated_append_moves_the_head(store: Event
     async def racing_projection(session_id: str, name: Any, **kw: Any) -> Any:
         loaded = await load(session_id, name, **kw)
         if not raced:  # a concurrent writer appends right after the tool loaded rp/session
-            raced.append(await service.append(session_id, [EventDraft("command/run", {"commandId": "cmd_other", "name": "other"})],
-                                              expected_seq=loaded.upto_seq))
+            raced.append(
+                await service.append(
+                    session_id, [EventDraft("command/run", {"commandId": "cmd_other", "name": "other"})], expected_seq=loaded.upto_seq
+                )
+            )
         return loaded
 
     service.projection = racing_projection  # type: ignore[method-assign]
-    out = await w.call("rp_asset", {"action": "bind", "bind": {"persona": w.made["persona"].id}, "expectedProfileRevision": 1}, mode="agent")
+    out = await w.call(
+        "rp_asset", {"action": "bind", "bind": {"persona": w.made["persona"].id}, "expectedProfileRevision": 1}, mode="agent"
+    )
     assert raced and out.ok and out.meta["revision"] == 2  # type: ignore[index]
     runs = [e for e in await service.events(w.sid) if e.type == "command/run" and e.payload["name"] == SESSION_APPLY]
     assert len(runs) == 2  # the setup apply and one tool apply: the lost attempt wrote nothing

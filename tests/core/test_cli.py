@@ -124,9 +124,11 @@ def test_play_refuses_an_input_line_that_is_not_utf8_and_plays_on(tmp_path: Path
 def test_story_output_shows_terminal_escapes_from_cards_and_replies_inert(tmp_path: Path) -> None:
     # Card prose may hold bidi controls (import refuses C0/C1 there); titles, the player's input and
     # everything a model streams may hold anything.
-    card = {"spec": "chara_card_v2", "spec_version": "2.0",
-            "data": {"name": "Mallory", "description": "A lighthouse keeper.",
-                     "first_mes": "灯塔 👩\u200d💻 \u202eevil\nsecond line"}}
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {"name": "Mallory", "description": "A lighthouse keeper.", "first_mes": "灯塔 👩\u200d💻 \u202eevil\nsecond line"},
+    }
     path = tmp_path / "card.json"
     path.write_text(json.dumps(card))
     imported = invoke(tmp_path, "import", str(path), "--json")

@@ -60,7 +60,13 @@ DEFINITION = {
         "additionalProperties": False,
     },
     "rules": [
-        {"id": "liyu-affection", "target": AFF, "when": "信任变化", "effect": {"op": "increment", "minimum": -5, "maximum": 5}, "cadence": "when-applicable"},
+        {
+            "id": "liyu-affection",
+            "target": AFF,
+            "when": "信任变化",
+            "effect": {"op": "increment", "minimum": -5, "maximum": 5},
+            "cadence": "when-applicable",
+        },
         {"id": "liyu-mood", "target": "/characters/李钰/mood", "when": "情绪变化", "effect": {"op": "set"}, "cadence": "when-applicable"},
     ],
 }
@@ -139,17 +145,23 @@ class Run:
     def doc(self) -> dict[str, Any]:
         return state_document(self.tracker)
 
-    async def call(self, args: Any, *, others: tuple[str, ...] = (), text: str = "", note: bool = True, services: dict | None = None) -> ToolResultData:
+    async def call(
+        self, args: Any, *, others: tuple[str, ...] = (), text: str = "", note: bool = True, services: dict | None = None
+    ) -> ToolResultData:
         self.n += 1
         step, call_id = f"step{self.n}", f"call{self.n}"
         raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        calls = [{"id": call_id, "name": "rp_commit_turn", "arguments": raw}] + [{"id": f"{call_id}_{o}", "name": o, "arguments": "{}"} for o in others]
+        calls = [{"id": call_id, "name": "rp_commit_turn", "arguments": raw}] + [
+            {"id": f"{call_id}_{o}", "name": o, "arguments": "{}"} for o in others
+        ]
         if note:
             self.session.note_response(step, [c["name"] for c in calls], text)
         self._log("assistant/message", {"messageId": f"m{self.n}", "content": [], "turnId": "turn1", "stepId": step, "toolCalls": calls})
         self._log("tool/call", {"callId": call_id, "name": "rp_commit_turn", "arguments": raw, "turnId": "turn1", "stepId": step})
         svc = {SERVICE_KEY: self.session} if services is None else services
-        result = await self.registry.execute(ToolCall(call_id, "rp_commit_turn", raw), ToolContext("ses1", "turn1", step, call_id, services=svc))
+        result = await self.registry.execute(
+            ToolCall(call_id, "rp_commit_turn", raw), ToolContext("ses1", "turn1", step, call_id, services=svc)
+        )
         self._log("tool/result", {**result.payload(), "turnId": "turn1", "stepId": step})
         return result
 
@@ -257,7 +269,9 @@ async def test_schema_failure_still_runs_the_domain_precheck() -> None:
         "references": {"writer": "call_other"},
         "summary": 42,
         "bogus": True,
-        "effects": [update(change("increment", AFF, "liyu-affection", by=3), change("set", "/characters/李钰/mood", "no-such-rule", value="x"))],
+        "effects": [
+            update(change("increment", AFF, "liyu-affection", by=3), change("set", "/characters/李钰/mood", "no-such-rule", value="x"))
+        ],
     }
     result = await run.call(args)
     assert result.error["code"] == "commit.invalid_arguments"  # type: ignore[index]
@@ -299,7 +313,9 @@ async def test_unknown_effect_kind_is_named_at_its_kind() -> None:
 
 def wrong_commit() -> dict[str, Any]:
     # Two independent mistakes: a delta outside the rule's bounds and a rule that does not exist.
-    return full([update(change("increment", AFF, "liyu-affection", by=50), change("set", "/characters/李钰/mood", "liyu-mod", value="安心"))])
+    return full(
+        [update(change("increment", AFF, "liyu-affection", by=50), change("set", "/characters/李钰/mood", "liyu-mod", value="安心"))]
+    )
 
 
 async def test_a_wrong_commit_is_repaired_with_one_retry_call() -> None:
@@ -367,7 +383,9 @@ async def test_refreshing_context_or_writer_clears_the_draft(refresh: str) -> No
     else:
         run.session.set_writer(writer(call_id="call_w2", prompt_hash="ph2"))
     assert run.session.draft_token is None
-    result = await run.call({"retry": {"token": token, "patches": [{"op": "replace", "path": "/effects/0/payload/changes/0/by", "value": 3}]}})
+    result = await run.call(
+        {"retry": {"token": token, "patches": [{"op": "replace", "path": "/effects/0/payload/changes/0/by", "value": 3}]}}
+    )
     assert result.error["code"] == "commit.retry.token_invalid"  # type: ignore[index]
     assert result.error["details"]["reason"] == "no-draft"  # type: ignore[index]
 
@@ -379,7 +397,14 @@ async def test_more_than_64_patches_is_its_own_error_and_keeps_the_draft() -> No
     result = await run.call({"retry": {"token": token, "patches": patches}})
     assert result.error["code"] == "commit.retry.too_many_patches"  # type: ignore[index]
     assert result.error["details"] == {"count": 65, "limit": 64}  # type: ignore[index]
-    fixed = await run.call({"retry": {"token": token, "patches": patches[:1] + [{"op": "replace", "path": "/effects/0/payload/changes/1/ruleId", "value": "liyu-mood"}]}})
+    fixed = await run.call(
+        {
+            "retry": {
+                "token": token,
+                "patches": patches[:1] + [{"op": "replace", "path": "/effects/0/payload/changes/1/ruleId", "value": "liyu-mood"}],
+            }
+        }
+    )
     assert fixed.ok
 
 
@@ -409,7 +434,10 @@ async def test_a_retry_may_not_carry_commit_material() -> None:
 async def test_a_patch_that_cannot_apply_names_itself() -> None:
     run = Run("chat")
     token = (await run.call(wrong_commit())).error["details"]["token"]  # type: ignore[index]
-    patches = [{"op": "replace", "path": "/effects/0/payload/changes/0/by", "value": 3}, {"op": "replace", "path": "/effects/9/kind", "value": "x"}]
+    patches = [
+        {"op": "replace", "path": "/effects/0/payload/changes/0/by", "value": 3},
+        {"op": "replace", "path": "/effects/9/kind", "value": "x"},
+    ]
     result = await run.call({"retry": {"token": token, "patches": patches}})
     assert result.error["code"] == "commit.retry.patch_failed"  # type: ignore[index]
     assert result.error["pointer"] == "/retry/patches/1"  # type: ignore[index]
@@ -584,7 +612,9 @@ async def test_state_diagnostics_travel_in_the_meta() -> None:
     every_turn = copy.deepcopy(DEFINITION)
     every_turn["rules"][0]["cadence"] = "every-turn"
     run = Run("chat")
-    run.session.refresh(CommitContext(**{**run.ctx.__dict__, "state": apply_bootstrap(empty_projection(), bootstrap_payload(every_turn, VALUE))}))
+    run.session.refresh(
+        CommitContext(**{**run.ctx.__dict__, "state": apply_bootstrap(empty_projection(), bootstrap_payload(every_turn, VALUE))})
+    )
     result = await run.call(full(effects=[]))
     assert result.ok
     assert [d["details"]["namespace"] for d in result.meta["diagnostics"]] == ["story"]
@@ -602,7 +632,12 @@ async def test_a_capability_registered_after_the_tool_was_built_is_accepted() ->
         return EffectCheck(effects=[{**item.effect, "qty": 1} for item in items])
 
     run = Run("chat")
-    schema = {"type": "object", "properties": {"kind": {"const": "inventory.add"}, "item": {"type": "string"}}, "required": ["kind", "item"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"kind": {"const": "inventory.add"}, "item": {"type": "string"}},
+        "required": ["kind", "item"],
+        "additionalProperties": False,
+    }
     run.effects.register(EffectCapability("inventory.add", schema, validate))
     result = await run.call(full([*good_effects(), {"kind": "inventory.add", "item": "剑"}]))
     assert result.ok, result.content

@@ -80,7 +80,10 @@ def test_patch_shape_limits() -> None:
     assert too_many is not None and too_many.code == "commit.retry.too_many_patches" and too_many.pointer == "/retry/patches"
     bad = patch_shape_problems([{"op": "copy", "from": "/a", "path": "/b"}, {"op": "add", "path": "/x", "value": 1}, {"path": "/y"}])
     assert bad is not None and bad.code == "commit.retry.bad_op"
-    assert [(p.pointer, p.details) for p in bad.problems] == [("/retry/patches/0/op", {"op": "copy"}), ("/retry/patches/2/op", {"op": None})]
+    assert [(p.pointer, p.details) for p in bad.problems] == [
+        ("/retry/patches/0/op", {"op": "copy"}),
+        ("/retry/patches/2/op", {"op": None}),
+    ]
     assert patch_shape_problems("not a list") is None  # left to the schema
 
 

@@ -68,7 +68,10 @@ def test_the_union_is_derived_from_the_registered_capabilities() -> None:
     registry.register(inventory())
     after = commit_schema(registry)
     assert registry.revision == revision + 1
-    assert [b["properties"]["kind"]["const"] for b in after["oneOf"][0]["properties"]["effects"]["items"]["oneOf"]] == ["state.update", "inventory.add"]
+    assert [b["properties"]["kind"]["const"] for b in after["oneOf"][0]["properties"]["effects"]["items"]["oneOf"]] == [
+        "state.update",
+        "inventory.add",
+    ]
     assert valid(after, {**FULL, "effects": [STATE_EFFECT, {"kind": "inventory.add", "item": "剑"}]})
 
 

@@ -91,25 +91,46 @@ def test_default_layout_keeps_fixed_slots_and_takes_source_tag_default() -> None
     sources = {CURRENT_INPUT: src(CURRENT_INPUT, "hi"), "rp.preset:a": src("rp.preset:a", default_section_tag=False)}
     slots = cb.default_layout(sources, {"rp.preset:a": "bottom"})
     assert [s.sources[0] for s in slots] == [
-        LORE_WORLD, CARD, PERSONA, PLAYER, LORE_CHARACTERS, STATE, LORE_RULES, SUMMARY, CONVERSATION, CURRENT_INPUT, "rp.preset:a",
+        LORE_WORLD,
+        CARD,
+        PERSONA,
+        PLAYER,
+        LORE_CHARACTERS,
+        STATE,
+        LORE_RULES,
+        SUMMARY,
+        CONVERSATION,
+        CURRENT_INPUT,
+        "rp.preset:a",
     ]
     assert slots[-1].section_tag is False and slots[0].section_tag is True
 
 
 def test_generated_slots_are_valid_profile_slots() -> None:
     odd = "rp.writing-style:lib.styles:" + "x" * 80
-    sources = {**full_sources(), odd: src(odd, title="T" * 200), "rp.writing-style:a:b": src("rp.writing-style:a:b"),
-               "rp.writing-style:a-b": src("rp.writing-style:a-b")}
+    sources = {
+        **full_sources(),
+        odd: src(odd, title="T" * 200),
+        "rp.writing-style:a:b": src("rp.writing-style:a:b"),
+        "rp.writing-style:a-b": src("rp.writing-style:a-b"),
+    }
     slots = cb.default_layout(sources, POSITIONS)
     assert all(re.fullmatch(LOCAL_ID_PATTERN, s.id) for s in slots)
     assert all(0 < len(s.name) <= 80 for s in slots)
     assert len({s.id for s in slots}) == len(slots)  # "a:b" and "a-b" do not collide
     assert [s.id for s in slots][2:5] == ["world", "character", "persona"]
     assert cb.default_layout(sources, POSITIONS) == slots
-    SessionProfile.model_validate({"contextBuild": {"slots": [
-        {"id": s.id, "name": s.name, "sources": list(s.sources), "sectionTag": s.section_tag, "idle": s.idle}
-        for s in cb.default_layout(full_sources(), POSITIONS) if not s.sources[0].startswith("rp.custom:")
-    ]}})
+    SessionProfile.model_validate(
+        {
+            "contextBuild": {
+                "slots": [
+                    {"id": s.id, "name": s.name, "sources": list(s.sources), "sectionTag": s.section_tag, "idle": s.idle}
+                    for s in cb.default_layout(full_sources(), POSITIONS)
+                    if not s.sources[0].startswith("rp.custom:")
+                ]
+            }
+        }
+    )
 
 
 def test_default_layout_rejects_bad_position() -> None:
@@ -140,9 +161,15 @@ def test_saved_layout_kept_and_new_sources_inserted_where_default_puts_them() ->
     # follow the card's slot; styles too, before the rules; the custom prompt after the rules;
     # the bottom preset after the current input.
     assert ids == [
-        "rp.preset:intro", "rp.preset:tone", LORE_WORLD,
+        "rp.preset:intro",
+        "rp.preset:tone",
+        LORE_WORLD,
         PERSONA,
-        PLAYER, LORE_CHARACTERS, STATE, "rp.writing-style:noir", "rp.writing-style:brisk",
+        PLAYER,
+        LORE_CHARACTERS,
+        STATE,
+        "rp.writing-style:noir",
+        "rp.writing-style:brisk",
         LORE_RULES,
         "rp.custom:c1",
         CONVERSATION,
@@ -348,7 +375,11 @@ def test_bindings_validated() -> None:
     with pytest.raises(ValidationError):
         cb.normalize_bindings({"personaId": 3})
     assert cb.normalize_bindings({"presetId": "p", "status": "x"}) == {
-        "characterId": None, "lorebookIds": [], "personaId": None, "presetId": "p", "writingStyleIds": [],
+        "characterId": None,
+        "lorebookIds": [],
+        "personaId": None,
+        "presetId": "p",
+        "writingStyleIds": [],
     }
 
 

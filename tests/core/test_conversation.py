@@ -29,14 +29,16 @@ def surface() -> list[dict[str, Any]]:
     return [
         assistant("open", "The ferry waits in the fog.", 1),
         user("u1", "I step aboard.", 2),
-        user("ctx1", "<roleplay_request mode=\"chat\">…</roleplay_request>", 3, source={"rpRunContext": True}),
+        user("ctx1", '<roleplay_request mode="chat">…</roleplay_request>', 3, source={"rpRunContext": True}),
         assistant("a-tools", "Let me write.", 4, toolCalls=CALL),
         {"id": "tool:c1", "role": "tool", "seq": 5, "toolCallId": "c1", "name": "rp_write_turn", "content": text("draft")},
         assistant("w1", "Alice pushes off from the pier.", 6, toolCalls=[{"id": "c2", "name": "rp_commit_turn", "arguments": "{}"}]),
         {"id": "tool:c2", "role": "tool", "seq": 7, "toolCallId": "c2", "name": "rp_commit_turn", "content": text("ok")},
         user("u2", "Wait, is Alice older than Bob?", 8),
         {
-            "id": "n1", "role": "assistant", "seq": 9,
+            "id": "n1",
+            "role": "assistant",
+            "seq": 9,
             "content": [{"type": "reasoning", "text": "SECRET THOUGHT"}, {"type": "text", "text": "Yes. Let's keep her 40."}],
         },
         user("u3", "OK, continue.", 10, content=[{"type": "image", "mediaType": "image/png", "data": "x"}, *text("OK, continue.")]),

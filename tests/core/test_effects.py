@@ -36,7 +36,15 @@ DEFINITION = {
         "required": ["a"],
         "additionalProperties": False,
     },
-    "rules": [{"id": "a-up", "target": "/a", "when": "w", "effect": {"op": "increment", "minimum": -2, "maximum": 2}, "cadence": "when-applicable"}],
+    "rules": [
+        {
+            "id": "a-up",
+            "target": "/a",
+            "when": "w",
+            "effect": {"op": "increment", "minimum": -2, "maximum": 2},
+            "cadence": "when-applicable",
+        }
+    ],
 }
 
 
@@ -71,9 +79,27 @@ def test_the_default_registry_holds_state_update_with_the_state_schema() -> None
     [
         (EffectCapability("", {"type": "object"}, lambda i, c: EffectCheck()), "effects.invalid_kind", "/kind"),
         (EffectCapability("x", {"type": "array"}, lambda i, c: EffectCheck()), "effects.invalid_schema", "/schema"),
-        (EffectCapability("x", {"type": "object", "properties": {"kind": {"const": "x"}}, "required": ["kind"], "minProperties": -1}, lambda i, c: EffectCheck()), "effects.invalid_schema", "/schema/minProperties"),
-        (EffectCapability("x", {"type": "object", "properties": {"kind": {"const": "y"}}, "required": ["kind"]}, lambda i, c: EffectCheck()), "effects.invalid_schema", "/schema/properties/kind/const"),
-        (EffectCapability("x", {"type": "object", "properties": {"kind": {"const": "x"}}}, lambda i, c: EffectCheck()), "effects.invalid_schema", "/schema/required"),
+        (
+            EffectCapability(
+                "x",
+                {"type": "object", "properties": {"kind": {"const": "x"}}, "required": ["kind"], "minProperties": -1},
+                lambda i, c: EffectCheck(),
+            ),
+            "effects.invalid_schema",
+            "/schema/minProperties",
+        ),
+        (
+            EffectCapability(
+                "x", {"type": "object", "properties": {"kind": {"const": "y"}}, "required": ["kind"]}, lambda i, c: EffectCheck()
+            ),
+            "effects.invalid_schema",
+            "/schema/properties/kind/const",
+        ),
+        (
+            EffectCapability("x", {"type": "object", "properties": {"kind": {"const": "x"}}}, lambda i, c: EffectCheck()),
+            "effects.invalid_schema",
+            "/schema/required",
+        ),
         (state_update_capability(), "effects.duplicate", "/kind"),
     ],
 )

@@ -111,7 +111,9 @@ async def test_delete_from_computes_targets_and_cas_on_one_head(store: EventStor
 
     async def late_message() -> None:
         text = [{"type": "text", "text": "（旁白）"}]
-        await rt.service.append(sid, [EventDraft("assistant/message", {"messageId": "msg_late", "content": text})], expected_seq=await store.head(sid))
+        await rt.service.append(
+            sid, [EventDraft("assistant/message", {"messageId": "msg_late", "content": text})], expected_seq=await store.head(sid)
+        )
 
     await _interleave(rt, monkeypatch, late_message)
     with pytest.raises(ConflictError) as exc:

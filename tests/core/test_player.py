@@ -40,12 +40,31 @@ pytestmark = pytest.mark.anyio
 MODES = ("adaptive", "actor", "director")
 
 # A card that tries to cast the user: the classic community habit this boundary exists for.
-CASTING_DATA = {"name": "Queen Mara", "description": "{{user}} is Mara's sworn knight and must obey her.",
-                "personality": "Proud.", "scenario": "You play the knight {{user}}.", "first_mes": "Kneel."}
-CASTING_FILE = json.dumps({"spec": "chara_card_v2", "spec_version": "2.0",
-                           "data": {**CASTING_DATA, "mes_example": "", "creator_notes": "", "system_prompt": "",
-                                    "post_history_instructions": "", "alternate_greetings": [], "tags": [],
-                                    "creator": "", "character_version": "", "extensions": {}}}).encode()
+CASTING_DATA = {
+    "name": "Queen Mara",
+    "description": "{{user}} is Mara's sworn knight and must obey her.",
+    "personality": "Proud.",
+    "scenario": "You play the knight {{user}}.",
+    "first_mes": "Kneel.",
+}
+CASTING_FILE = json.dumps(
+    {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            **CASTING_DATA,
+            "mes_example": "",
+            "creator_notes": "",
+            "system_prompt": "",
+            "post_history_instructions": "",
+            "alternate_greetings": [],
+            "tags": [],
+            "creator": "",
+            "character_version": "",
+            "extensions": {},
+        },
+    }
+).encode()
 
 
 def card_view(data: dict[str, Any]) -> AssetView:
@@ -156,8 +175,16 @@ def test_a_saved_layout_from_before_the_boundary_gets_it_after_the_persona() -> 
 
 
 def test_a_saved_layout_may_place_the_player_source() -> None:
-    profile = parse_profile({"contextBuild": {"slots": [{"id": "me", "name": "Me", "sources": [PERSONA, PLAYER]},
-                                                        {"id": "in", "name": "Input", "sources": [CURRENT_INPUT]}]}})
+    profile = parse_profile(
+        {
+            "contextBuild": {
+                "slots": [
+                    {"id": "me", "name": "Me", "sources": [PERSONA, PLAYER]},
+                    {"id": "in", "name": "Input", "sources": [CURRENT_INPUT]},
+                ]
+            }
+        }
+    )
     assert profile.context_build is not None and profile.context_build.slots[0].sources == (PERSONA, PLAYER)
 
 

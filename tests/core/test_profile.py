@@ -35,12 +35,14 @@ from roleplay.harness.projections import ProjectionRegistry
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.store import EventStore
 
-LAYOUT = {"slots": [
-    {"id": "top", "name": "设定", "sources": ["rp.card", "rp.persona", "rp.custom:tone"]},
-    {"id": "history", "name": "对话", "sources": ["rp.conversation-summary", "rp.conversation"]},
-    {"id": "extra", "name": "闲置", "sources": ["rp.preset:task", "rp.writing-style:ast_9"], "idle": True, "sectionTag": False},
-    {"id": "input", "name": "输入", "sources": ["rp.current-input"]},
-]}
+LAYOUT = {
+    "slots": [
+        {"id": "top", "name": "设定", "sources": ["rp.card", "rp.persona", "rp.custom:tone"]},
+        {"id": "history", "name": "对话", "sources": ["rp.conversation-summary", "rp.conversation"]},
+        {"id": "extra", "name": "闲置", "sources": ["rp.preset:task", "rp.writing-style:ast_9"], "idle": True, "sectionTag": False},
+        {"id": "input", "name": "输入", "sources": ["rp.current-input"]},
+    ]
+}
 
 
 def ctx(state: dict[str, Any] | None = None) -> CommandContext:
@@ -68,11 +70,14 @@ def test_defaults_and_camel_case_round_trip() -> None:
         "contextBuild": None,
         "customPrompts": [],
     }
-    full = {"participation": "director", "resources": {"card": "ast_1", "lorebooks": ["ast_2"], "persona": "ast_3",
-                                                        "preset": "ast_4", "writingStyles": ["ast_5", "ast_6"]},
-            "scene": {"openingSource": "card", "openingIndex": 2, "openingText": "门开了。"},
-            "runtime": {"executionMode": "agent", "writerRoute": {"provider": "openai", "model": "gpt-x", "reasoningEffort": "high"}},
-            "contextBuild": LAYOUT, "customPrompts": [{"id": "tone", "title": "语气", "text": "冷静。"}]}
+    full = {
+        "participation": "director",
+        "resources": {"card": "ast_1", "lorebooks": ["ast_2"], "persona": "ast_3", "preset": "ast_4", "writingStyles": ["ast_5", "ast_6"]},
+        "scene": {"openingSource": "card", "openingIndex": 2, "openingText": "门开了。"},
+        "runtime": {"executionMode": "agent", "writerRoute": {"provider": "openai", "model": "gpt-x", "reasoningEffort": "high"}},
+        "contextBuild": LAYOUT,
+        "customPrompts": [{"id": "tone", "title": "语气", "text": "冷静。"}],
+    }
     parsed = parse_profile(full)
     assert parsed.execution_mode == "agent"
     assert parse_profile(parsed.to_json_dict()) == parsed
@@ -82,21 +87,24 @@ def test_defaults_and_camel_case_round_trip() -> None:
     assert follow.to_json_dict()["runtime"]["writerRoute"] == {"followConversation": True}
 
 
-@pytest.mark.parametrize(("doc", "code", "pointer"), [
-    ({"runtime": {"executionMode": "turbo"}}, "profile.bad_value", "/runtime/executionMode"),
-    ({"participation": "narrator"}, "profile.bad_value", "/participation"),
-    ({"scene": {"openingIndex": -1}}, "profile.greater_than_equal", "/scene/openingIndex"),
-    ({"scene": {"openingIndex": True}}, "profile.wrong_type", "/scene/openingIndex"),
-    ({"resources": {"lorebooks": [f"ast_{i}" for i in range(33)]}}, "profile.too_many", "/resources/lorebooks"),
-    ({"resources": {"card": "bad id!"}}, "profile.bad_format", "/resources/card"),
-    ({"resources": {"writingStyles": ["ast_1", "ast_1"]}}, "profile.duplicate", "/resources/writingStyles/1"),
-    ({"runtime": {"writerRoute": {"provider": "openai"}}}, "profile.route_form", "/runtime/writerRoute"),
-    ({"runtime": {"writerRoute": {"followConversation": True, "model": "m"}}}, "profile.route_form", "/runtime/writerRoute"),
-    ({"runtime": {"writerRoute": {"followConversation": False}}}, "profile.route_form", "/runtime/writerRoute"),
-    ({"customPrompts": [{"id": "a", "title": "  "}]}, "profile.blank", "/customPrompts/0/title"),
-    ({"customPrompts": [{"id": "a", "title": "t", "text": "x" * 100_001}]}, "profile.too_long", "/customPrompts/0/text"),
-    ({"title": "no such field"}, "profile.unknown_key", "/title"),
-])
+@pytest.mark.parametrize(
+    ("doc", "code", "pointer"),
+    [
+        ({"runtime": {"executionMode": "turbo"}}, "profile.bad_value", "/runtime/executionMode"),
+        ({"participation": "narrator"}, "profile.bad_value", "/participation"),
+        ({"scene": {"openingIndex": -1}}, "profile.greater_than_equal", "/scene/openingIndex"),
+        ({"scene": {"openingIndex": True}}, "profile.wrong_type", "/scene/openingIndex"),
+        ({"resources": {"lorebooks": [f"ast_{i}" for i in range(33)]}}, "profile.too_many", "/resources/lorebooks"),
+        ({"resources": {"card": "bad id!"}}, "profile.bad_format", "/resources/card"),
+        ({"resources": {"writingStyles": ["ast_1", "ast_1"]}}, "profile.duplicate", "/resources/writingStyles/1"),
+        ({"runtime": {"writerRoute": {"provider": "openai"}}}, "profile.route_form", "/runtime/writerRoute"),
+        ({"runtime": {"writerRoute": {"followConversation": True, "model": "m"}}}, "profile.route_form", "/runtime/writerRoute"),
+        ({"runtime": {"writerRoute": {"followConversation": False}}}, "profile.route_form", "/runtime/writerRoute"),
+        ({"customPrompts": [{"id": "a", "title": "  "}]}, "profile.blank", "/customPrompts/0/title"),
+        ({"customPrompts": [{"id": "a", "title": "t", "text": "x" * 100_001}]}, "profile.too_long", "/customPrompts/0/text"),
+        ({"title": "no such field"}, "profile.unknown_key", "/title"),
+    ],
+)
 def test_bounds_are_reported_with_pointers(doc: dict[str, Any], code: str, pointer: str) -> None:
     with pytest.raises(ValidationError) as err:
         parse_profile(doc)
@@ -116,18 +124,22 @@ def test_merge_patch_merges_objects_replaces_lists_and_null_removes() -> None:
 
 def test_full_snapshot_result_carries_profile_base_revision_and_bootstrap() -> None:
     boot = {"namespaces": {"story": {"opaque": True}}}
-    result = session_apply_handler({"profile": {"resources": {"card": "ast_1"}}, "stateBootstrap": boot},
-                                   ctx({"assetExists": {("card", "ast_1")}}))
+    result = session_apply_handler(
+        {"profile": {"resources": {"card": "ast_1"}}, "stateBootstrap": boot}, ctx({"assetExists": {("card", "ast_1")}})
+    )
     assert result["baseRevision"] == 0 and result["stateBootstrap"] is boot
     assert result["profile"]["resources"]["card"] == "ast_1"
     assert result["profile"]["runtime"]["executionMode"] == "chat"
 
 
 def test_patch_merges_into_the_current_profile_and_writes_a_full_snapshot() -> None:
-    current = parse_profile({"resources": {"card": "ast_1"}, "runtime": {"executionMode": "agent",
-                            "writerRoute": {"provider": "p", "model": "m"}}}).to_json_dict()
-    result = session_apply_handler({"patch": {"runtime": {"writerRoute": None}, "scene": {"openingIndex": 1}}},
-                                   ctx({"rpSession": session_state(current, 3), "assetExists": set()}))
+    current = parse_profile(
+        {"resources": {"card": "ast_1"}, "runtime": {"executionMode": "agent", "writerRoute": {"provider": "p", "model": "m"}}}
+    ).to_json_dict()
+    result = session_apply_handler(
+        {"patch": {"runtime": {"writerRoute": None}, "scene": {"openingIndex": 1}}},
+        ctx({"rpSession": session_state(current, 3), "assetExists": set()}),
+    )
     assert result["baseRevision"] == 3
     profile = result["profile"]
     assert profile["runtime"] == {"executionMode": "agent"}  # override removed: the field is gone
@@ -147,8 +159,13 @@ def test_partial_binding_checks_only_what_it_changes_and_keeps_dangling_refs() -
     state = {"rpSession": session_state(current, 1), "assetExists": exists}
     result = session_apply_handler({"patch": {"resources": {"persona": "ast_p", "lorebooks": ["ast_lost", "ast_b"]}}}, ctx(state))
     assert sorted(looked_up) == [("lorebook", "ast_b"), ("persona", "ast_p")]
-    assert result["profile"]["resources"] == {"card": "ast_gone", "lorebooks": ["ast_lost", "ast_b"], "persona": "ast_p",
-                                              "preset": None, "writingStyles": []}
+    assert result["profile"]["resources"] == {
+        "card": "ast_gone",
+        "lorebooks": ["ast_lost", "ast_b"],
+        "persona": "ast_p",
+        "preset": None,
+        "writingStyles": [],
+    }
     # A full snapshot that re-sends the dangling card is accepted the same way.
     again = session_apply_handler({"profile": result["profile"]}, ctx({**state, "rpSession": session_state(result["profile"], 2)}))
     assert again["profile"] == result["profile"]
@@ -157,13 +174,16 @@ def test_partial_binding_checks_only_what_it_changes_and_keeps_dangling_refs() -
 def test_binding_a_missing_asset_fails_with_a_pointer_per_id() -> None:
     state = {"rpSession": session_state(None, 0), "assetExists": {("card", "ast_1")}}
     with pytest.raises(ValidationError) as err:
-        session_apply_handler({"patch": {"resources": {"card": "ast_1", "lorebooks": ["ast_1", "ast_x"],
-                                                       "writingStyles": ["ast_y"]}}}, ctx(state))
+        session_apply_handler(
+            {"patch": {"resources": {"card": "ast_1", "lorebooks": ["ast_1", "ast_x"], "writingStyles": ["ast_y"]}}}, ctx(state)
+        )
     assert err.value.code == "profile.asset_not_found"
     # ast_1 exists as a card, not as a lorebook: the kind is part of the check.
-    assert problems(err.value) == [("profile.asset_not_found", "/patch/resources/lorebooks/0"),
-                                   ("profile.asset_not_found", "/patch/resources/lorebooks/1"),
-                                   ("profile.asset_not_found", "/patch/resources/writingStyles/0")]
+    assert problems(err.value) == [
+        ("profile.asset_not_found", "/patch/resources/lorebooks/0"),
+        ("profile.asset_not_found", "/patch/resources/lorebooks/1"),
+        ("profile.asset_not_found", "/patch/resources/writingStyles/0"),
+    ]
     with pytest.raises(ValidationError) as err:
         session_apply_handler({"profile": {"resources": {"preset": "ast_z"}}}, ctx(state))
     assert problems(err.value) == [("profile.asset_not_found", "/profile/resources/preset")]
@@ -178,12 +198,15 @@ def test_expected_revision_is_a_cas_on_the_profile_revision() -> None:
     assert err.value.details == {"expectedRevision": 1, "currentRevision": 2}
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    ({"profile": {}, "patch": {}}, ("profile.args_conflict", "/patch")),
-    ({"patch": []}, ("profile.wrong_type", "/patch")),
-    ({"profile": {}, "extra": 1}, ("profile.args_unknown", "/extra")),
-    ({"profile": {}, "expectedRevision": "1"}, ("profile.bad_revision", "/expectedRevision")),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"profile": {}, "patch": {}}, ("profile.args_conflict", "/patch")),
+        ({"patch": []}, ("profile.wrong_type", "/patch")),
+        ({"profile": {}, "extra": 1}, ("profile.args_unknown", "/extra")),
+        ({"profile": {}, "expectedRevision": "1"}, ("profile.bad_revision", "/expectedRevision")),
+    ],
+)
 def test_malformed_args(args: dict[str, Any], expected: tuple[str, str]) -> None:
     with pytest.raises(ValidationError) as err:
         session_apply_handler(args, ctx())
@@ -198,20 +221,35 @@ def slot(id_: str, *sources: str, **kw: Any) -> dict[str, Any]:
     return {"id": id_, "name": id_, "sources": list(sources), **kw}
 
 
-@pytest.mark.parametrize(("doc", "expected"), [
-    (layout(slot("a", "rp.card"), slot("a", "rp.current-input")),
-     [("profile.context_build.duplicate_slot", "/profile/contextBuild/slots/1/id")]),
-    (layout(slot("a", "rp.bogus", "rp.preset:bad id", "rp.current-input")),
-     [("profile.context_build.unknown_source", "/profile/contextBuild/slots/0/sources/0"),
-      ("profile.context_build.unknown_source", "/profile/contextBuild/slots/0/sources/1")]),
-    (layout(slot("a", "rp.custom:missing", "rp.current-input")),
-     [("profile.context_build.unknown_source", "/profile/contextBuild/slots/0/sources/0")]),
-    (layout(slot("a", "rp.card"), slot("b", "rp.conversation", idle=True), slot("c", "rp.current-input")),
-     [("profile.context_build.idle_not_allowed", "/profile/contextBuild/slots/1")]),
-    (layout(slot("a", "rp.card")), [("profile.context_build.current_input_missing", "/profile/contextBuild/slots")]),
-    (layout(slot("a", "rp.current-input"), slot("b", "rp.current-input")),
-     [("profile.context_build.duplicate_source", "/profile/contextBuild/slots/1/sources/0")]),
-])
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (
+            layout(slot("a", "rp.card"), slot("a", "rp.current-input")),
+            [("profile.context_build.duplicate_slot", "/profile/contextBuild/slots/1/id")],
+        ),
+        (
+            layout(slot("a", "rp.bogus", "rp.preset:bad id", "rp.current-input")),
+            [
+                ("profile.context_build.unknown_source", "/profile/contextBuild/slots/0/sources/0"),
+                ("profile.context_build.unknown_source", "/profile/contextBuild/slots/0/sources/1"),
+            ],
+        ),
+        (
+            layout(slot("a", "rp.custom:missing", "rp.current-input")),
+            [("profile.context_build.unknown_source", "/profile/contextBuild/slots/0/sources/0")],
+        ),
+        (
+            layout(slot("a", "rp.card"), slot("b", "rp.conversation", idle=True), slot("c", "rp.current-input")),
+            [("profile.context_build.idle_not_allowed", "/profile/contextBuild/slots/1")],
+        ),
+        (layout(slot("a", "rp.card")), [("profile.context_build.current_input_missing", "/profile/contextBuild/slots")]),
+        (
+            layout(slot("a", "rp.current-input"), slot("b", "rp.current-input")),
+            [("profile.context_build.duplicate_source", "/profile/contextBuild/slots/1/sources/0")],
+        ),
+    ],
+)
 def test_context_build_rules(doc: dict[str, Any], expected: list[tuple[str, str]]) -> None:
     with pytest.raises(ValidationError) as err:
         session_apply_handler({"profile": doc}, ctx())
@@ -245,8 +283,7 @@ def test_registry_records_the_error_with_pointer_and_problem_list() -> None:
 
 
 def test_mentioned_references_tolerates_malformed_args() -> None:
-    args = {"patch": {"resources": {"card": "c", "lorebooks": ["b1", 3, "b1"], "writingStyles": "oops"}},
-            "profile": "nope"}
+    args = {"patch": {"resources": {"card": "c", "lorebooks": ["b1", 3, "b1"], "writingStyles": "oops"}}, "profile": "nope"}
     assert mentioned_references(args) == [("card", "c"), ("lorebook", "b1")]
     assert mentioned_references(["not", "a", "dict"]) == []
 
@@ -258,6 +295,7 @@ def test_without_an_existence_answer_no_lookup_happens() -> None:
 
 
 # -- on real stores ------------------------------------------------------------------------------------
+
 
 class DictReader:
     def __init__(self, views: dict[tuple[str, str], AssetView]) -> None:
@@ -298,9 +336,16 @@ async def test_profile_takes_effect_only_after_a_successful_done(store: EventSto
 
     # A run without its done (a crash in between) never counts.
     head = await store.head(sid)
-    await service.append(sid, [EventDraft("command/run", {"commandId": "cmd_crashed", "name": SESSION_APPLY,
-                                                           "args": {"patch": {"runtime": {"executionMode": "agent"}}}})],
-                         expected_seq=head)
+    await service.append(
+        sid,
+        [
+            EventDraft(
+                "command/run",
+                {"commandId": "cmd_crashed", "name": SESSION_APPLY, "args": {"patch": {"runtime": {"executionMode": "agent"}}}},
+            )
+        ],
+        expected_seq=head,
+    )
     loaded = await service.projection(sid, session_projection)
     assert loaded.state["revision"] == 1 and profile_of(loaded.state).execution_mode == "chat"
     assert "cmd_crashed" in loaded.state["pending"]
@@ -379,14 +424,22 @@ async def test_setup_command_checks_bindings_before_the_session_exists(store: Ev
 
 @pytest.mark.anyio
 async def test_resolve_bindings_keeps_dangling_ids_and_diagnoses_them() -> None:
-    profile = parse_profile({"resources": {"card": "c1", "lorebooks": ["b1", "b2"], "persona": "p1",
-                                           "writingStyles": ["s1", "s2"]}})
-    reader = DictReader({("card", "c1"): AssetView("c1", "card", 3, {"name": "A"}),
-                         ("lorebook", "b2"): AssetView("b2", "lorebook", 1, {}),
-                         ("writing-style", "s1"): AssetView("s1", "writing-style", 1, {})})
+    profile = parse_profile({"resources": {"card": "c1", "lorebooks": ["b1", "b2"], "persona": "p1", "writingStyles": ["s1", "s2"]}})
+    reader = DictReader(
+        {
+            ("card", "c1"): AssetView("c1", "card", 3, {"name": "A"}),
+            ("lorebook", "b2"): AssetView("b2", "lorebook", 1, {}),
+            ("writing-style", "s1"): AssetView("s1", "writing-style", 1, {}),
+        }
+    )
     bindings, diagnostics = await resolve_bindings(profile, reader)
-    assert bindings == {"characterId": "c1", "lorebookIds": ["b1", "b2"], "personaId": "p1", "presetId": None,
-                        "writingStyleIds": ["s1", "s2"]}
+    assert bindings == {
+        "characterId": "c1",
+        "lorebookIds": ["b1", "b2"],
+        "personaId": "p1",
+        "presetId": None,
+        "writingStyleIds": ["s1", "s2"],
+    }
     assert [(d.code, d.source_id, d.details["binding"]) for d in diagnostics] == [
         ("asset-unavailable", None, "/resources/lorebooks/0"),
         ("asset-unavailable", "rp.persona", "/resources/persona"),

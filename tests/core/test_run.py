@@ -74,7 +74,9 @@ async def check_turn(rt: RoleplayRuntime, result: RunResult, *, repaired_by_patc
         calls = [e for e in mine if e.type == "tool/call" and e.payload["name"] == "rp_commit_turn"]
         assert "retry" in json.loads(calls[-1].payload["arguments"])
     # The reply message is the Writer's draft, and the run context marks its own user message.
-    reply = [e for e in mine if e.type == "assistant/message" and any(c["name"] == "rp_commit_turn" for c in e.payload.get("toolCalls", []))][-1]
+    reply = [
+        e for e in mine if e.type == "assistant/message" and any(c["name"] == "rp_commit_turn" for c in e.payload.get("toolCalls", []))
+    ][-1]
     assert [b["text"] for b in reply.payload["content"] if b["type"] == "text"] == [result.writer.text]  # type: ignore[union-attr]
     contexts = [e for e in mine if e.type == "user/message" and RUN_CONTEXT in (e.payload.get("source") or {})]
     assert len(contexts) == 1 and "<roleplay_request" in contexts[0].payload["content"][0]["text"]
@@ -175,7 +177,9 @@ def wire_request(body: dict[str, Any]) -> ModelRequest:
         if isinstance(content, list):
             content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
         messages.append(ChatMessage(m["role"], content, tool_calls=calls, tool_call_id=m.get("tool_call_id")))
-    tools = [ToolSpec(t["function"]["name"], t["function"].get("description", ""), t["function"]["parameters"]) for t in body.get("tools") or []]
+    tools = [
+        ToolSpec(t["function"]["name"], t["function"].get("description", ""), t["function"]["parameters"]) for t in body.get("tools") or []
+    ]
     return ModelRequest(messages, tools)
 
 

@@ -267,8 +267,12 @@ async def _op(rt: RoleplayRuntime, sid: str, kind: str, n: int, i: int) -> str:
 
 
 # Interleavings are timing-driven, so a failure is reported as found rather than shrunk.
-@settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=5,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(ops=OPS, seed=st.integers(min_value=0, max_value=2**16))
 def test_concurrent_turns_and_message_actions_never_lose_a_commit(
     make_store: Callable[..., EventStore], ops: list[tuple[str, int]], seed: int

@@ -168,7 +168,9 @@ async def test_the_turn_images_reach_the_writer_after_its_prompt(store: EventSto
     user = next(e for e in child_events if e.type == "user/message")
     assert user.payload["content"] == [{"type": "text", "text": result.prepared.build.writer_prompt}, image]
     # The parent's own input message keeps the image too (it is part of the story's history).
-    turn_input = next(e for e in await rt.service.events(sid) if e.type == "user/message" and e.payload.get("turnId") == result.turn.turn_id)
+    turn_input = next(
+        e for e in await rt.service.events(sid) if e.type == "user/message" and e.payload.get("turnId") == result.turn.turn_id
+    )
     assert turn_input.payload["content"][1] == image
 
 

@@ -44,7 +44,12 @@ async def play(store: EventStore) -> tuple[SessionService, str]:
     sid = (await service.create("roleplay")).id
     model = ScriptedModel(
         [
-            {"tool_calls": [{"id": "c-bad", "name": "rp_commit_turn", "arguments": {"body": "bad"}}, {"id": "c-schema", "name": "rp_commit_turn", "arguments": {"body": 3}}]},
+            {
+                "tool_calls": [
+                    {"id": "c-bad", "name": "rp_commit_turn", "arguments": {"body": "bad"}},
+                    {"id": "c-schema", "name": "rp_commit_turn", "arguments": {"body": 3}},
+                ]
+            },
             {"tool_calls": [{"id": "c-ok", "name": "rp_commit_turn", "arguments": {"body": "good"}}]},
             "Story continues.",
         ]

@@ -37,28 +37,63 @@ NIGHT_RULE = 'state("story", "/night") == true'
 
 def card_file(**extra: Any) -> bytes:
     entries = [
-        {"id": 1, "keys": [], "constant": True, "content": "{{char}}'s city floats above the sea.", "enabled": True,
-         "insertion_order": 10, "extensions": {"position": 0}},
-        {"id": 2, "keys": ["sword"], "content": "Irene's silver sword hums near <USER>.", "enabled": True,
-         "insertion_order": 20, "extensions": {"position": 1, "sticky": 2}},
-        {"id": 3, "keys": [], "constant": True, "content": "At night nobody leaves the inn.", "enabled": True,
-         "insertion_order": 30, "extensions": {"position": 2, "stateCondition": NIGHT_RULE}},
+        {
+            "id": 1,
+            "keys": [],
+            "constant": True,
+            "content": "{{char}}'s city floats above the sea.",
+            "enabled": True,
+            "insertion_order": 10,
+            "extensions": {"position": 0},
+        },
+        {
+            "id": 2,
+            "keys": ["sword"],
+            "content": "Irene's silver sword hums near <USER>.",
+            "enabled": True,
+            "insertion_order": 20,
+            "extensions": {"position": 1, "sticky": 2},
+        },
+        {
+            "id": 3,
+            "keys": [],
+            "constant": True,
+            "content": "At night nobody leaves the inn.",
+            "enabled": True,
+            "insertion_order": 30,
+            "extensions": {"position": 2, "stateCondition": NIGHT_RULE},
+        },
     ]
     data = {
-        "name": "Irene", "nickname": "艾琳", "description": "{{char}} is a swordswoman who distrusts {{user}}.",
-        "personality": "Guarded.", "scenario": "A rainy inn.", "first_mes": "Hm?",
-        "mes_example": "<START>\n{{user}}: Hi\n{{char}}: ...Hi.", "creator_notes": "not for the prompt",
-        "system_prompt": "Always speak as {{char}}. {{original}}", "post_history_instructions": "Stay terse.",
-        "alternate_greetings": [], "tags": ["fantasy"], "creator": "", "character_version": "", "extensions": {},
-        "character_book": {"name": "Irene lore", "entries": entries}, **extra,
+        "name": "Irene",
+        "nickname": "艾琳",
+        "description": "{{char}} is a swordswoman who distrusts {{user}}.",
+        "personality": "Guarded.",
+        "scenario": "A rainy inn.",
+        "first_mes": "Hm?",
+        "mes_example": "<START>\n{{user}}: Hi\n{{char}}: ...Hi.",
+        "creator_notes": "not for the prompt",
+        "system_prompt": "Always speak as {{char}}. {{original}}",
+        "post_history_instructions": "Stay terse.",
+        "alternate_greetings": [],
+        "tags": ["fantasy"],
+        "creator": "",
+        "character_version": "",
+        "extensions": {},
+        "character_book": {"name": "Irene lore", "entries": entries},
+        **extra,
     }
     return json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": data}).encode()
 
 
 def state_view(night: bool) -> dict[str, Any]:
-    definition = {"title": "故事", "description": "主线状态", "updateMode": "schema-only", "rules": [],
-                  "schema": {"type": "object", "properties": {"night": {"type": "boolean"}}, "required": ["night"],
-                             "additionalProperties": False}}
+    definition = {
+        "title": "故事",
+        "description": "主线状态",
+        "updateMode": "schema-only",
+        "rules": [],
+        "schema": {"type": "object", "properties": {"night": {"type": "boolean"}}, "required": ["night"], "additionalProperties": False},
+    }
     return apply_bootstrap(empty_projection(), bootstrap_payload(definition, {"night": night}))
 
 
@@ -79,14 +114,20 @@ class World:
         return self
 
     def profile(self, **resources: Any) -> SessionProfile:
-        base = {"card": self.card, "lorebooks": [self.book], "persona": self.persona, "preset": self.preset,
-                "writingStyles": [self.style]}
-        return parse_profile({"resources": {**base, **resources},
-                              "customPrompts": [{"id": "tone", "title": "语气", "text": "{{user}} 说话时保持克制。"},
-                                                {"id": "blank", "title": "空", "text": "  "}]})
+        base = {"card": self.card, "lorebooks": [self.book], "persona": self.persona, "preset": self.preset, "writingStyles": [self.style]}
+        return parse_profile(
+            {
+                "resources": {**base, **resources},
+                "customPrompts": [
+                    {"id": "tone", "title": "语气", "text": "{{user}} 说话时保持克制。"},
+                    {"id": "blank", "title": "空", "text": "  "},
+                ],
+            }
+        )
 
-    async def collect(self, profile: SessionProfile | None, *, state: Any = None, run_id: str = "run_1",
-                      reader: Any = None, **kw: Any) -> SourceSet:
+    async def collect(
+        self, profile: SessionProfile | None, *, state: Any = None, run_id: str = "run_1", reader: Any = None, **kw: Any
+    ) -> SourceSet:
         reader = reader or StoreAssetReader(self.store)
         macros = await macro_context_for(profile, reader)
         return await collect_sources(SourceInputs(run_id=run_id, profile=profile, macros=macros, state=state, **kw), reader)
@@ -100,15 +141,34 @@ async def world(store: EventStore) -> World:
 async def test_every_source_of_a_fully_bound_session(world: World) -> None:
     profile = world.profile()
     view = state_view(night=True)
-    got = await world.collect(profile, state=view, conversation_text="旅人: 你好", summary_text="他们在客栈相遇。",
-                              current_input="拔剑", lore_messages=[ChatMessage("I draw my sword", "旅人")],
-                              lore_chat_length=3)
+    got = await world.collect(
+        profile,
+        state=view,
+        conversation_text="旅人: 你好",
+        summary_text="他们在客栈相遇。",
+        current_input="拔剑",
+        lore_messages=[ChatMessage("I draw my sword", "旅人")],
+        lore_chat_length=3,
+    )
     assert got.diagnostics == ()
     assert [s.id for s in got.sources] == [
-        "rp.preset:declaration", "rp.preset:task", "rp.lore.world-description", "rp.card",
-        "rp.lore.character-descriptions", "rp.persona", "rp.player", "rp.conversation-summary", "rp.conversation", "rp.state",
-        "rp.lore.important-rules", "rp.preset:writing-guidance", "rp.preset:reasoning-guidance", "rp.preset:format",
-        f"rp.writing-style:{world.style}", "rp.custom:tone", "rp.current-input",
+        "rp.preset:declaration",
+        "rp.preset:task",
+        "rp.lore.world-description",
+        "rp.card",
+        "rp.lore.character-descriptions",
+        "rp.persona",
+        "rp.player",
+        "rp.conversation-summary",
+        "rp.conversation",
+        "rp.state",
+        "rp.lore.important-rules",
+        "rp.preset:writing-guidance",
+        "rp.preset:reasoning-guidance",
+        "rp.preset:format",
+        f"rp.writing-style:{world.style}",
+        "rp.custom:tone",
+        "rp.current-input",
     ]
     src = got.by_id()
     card_rev = (await world.store.get(world.card)).revision
@@ -138,9 +198,13 @@ async def test_every_source_of_a_fully_bound_session(world: World) -> None:
     declaration = src["rp.preset:declaration"]
     assert declaration.text == preset_record.data["fields"][0]["content"]
     assert (declaration.title, declaration.source_class, declaration.default_section_tag) == ("声明", "instructional", True)
-    assert got.preset_positions == {"rp.preset:declaration": "top", "rp.preset:task": "top",
-                                    "rp.preset:writing-guidance": "bottom", "rp.preset:reasoning-guidance": "bottom",
-                                    "rp.preset:format": "bottom"}
+    assert got.preset_positions == {
+        "rp.preset:declaration": "top",
+        "rp.preset:task": "top",
+        "rp.preset:writing-guidance": "bottom",
+        "rp.preset:reasoning-guidance": "bottom",
+        "rp.preset:format": "bottom",
+    }
 
     style = src[f"rp.writing-style:{world.style}"]
     assert style.title == "通用叙事" and style.text.startswith("- 视角：") and style.source_class == "instructional"
@@ -151,8 +215,13 @@ async def test_every_source_of_a_fully_bound_session(world: World) -> None:
     assert src["rp.conversation-summary"].idle_allowed is False and src["rp.conversation"].idle_allowed is False
     assert (src["rp.current-input"].text, src["rp.current-input"].idle_allowed) == ("拔剑", False)
 
-    assert got.bindings == {"characterId": world.card, "lorebookIds": [world.book], "personaId": world.persona,
-                            "presetId": world.preset, "writingStyleIds": [world.style]}
+    assert got.bindings == {
+        "characterId": world.card,
+        "lorebookIds": [world.book],
+        "personaId": world.persona,
+        "presetId": world.preset,
+        "writingStyleIds": [world.style],
+    }
     assert set(got.live_revisions) == {world.card, world.book, world.persona, world.preset, world.style}
 
 
@@ -185,16 +254,19 @@ async def test_unavailable_shared_assets_are_skipped_and_diagnosed(world: World)
     await world.store.write(corrupt)
     await world.store.delete(world.style)
     style2 = (await world.store.create("writing-style", {"name": "冷峻", "requirements": "句子要短。"})).id
-    profile = world.profile(card="ast_badcard", preset="ast_badpreset", lorebooks=["ast_novelai", world.book, "ast_gone"],
-                            writingStyles=[world.style, style2])
+    profile = world.profile(
+        card="ast_badcard", preset="ast_badpreset", lorebooks=["ast_novelai", world.book, "ast_gone"], writingStyles=[world.style, style2]
+    )
     got = await world.collect(profile, state=state_view(night=True))
-    assert sorted((d.details["assetId"], d.details["reason"], d.source_id) for d in got.diagnostics) == sorted([
-        (world.style, "missing", f"rp.writing-style:{world.style}"),
-        ("ast_gone", "missing", None),
-        ("ast_badcard", "corrupt", "rp.card"),
-        ("ast_badpreset", "corrupt", None),
-        ("ast_novelai", "unsupported", None),
-    ])
+    assert sorted((d.details["assetId"], d.details["reason"], d.source_id) for d in got.diagnostics) == sorted(
+        [
+            (world.style, "missing", f"rp.writing-style:{world.style}"),
+            ("ast_gone", "missing", None),
+            ("ast_badcard", "corrupt", "rp.card"),
+            ("ast_badpreset", "corrupt", None),
+            ("ast_novelai", "unsupported", None),
+        ]
+    )
     assert {d.code for d in got.diagnostics} == {"asset-unavailable"}
     ids = [s.id for s in got.sources]
     assert "rp.card" not in ids and not any(i.startswith("rp.preset:") for i in ids)
@@ -230,8 +302,20 @@ async def test_one_run_sees_one_revision_per_asset(world: World) -> None:
 
 
 async def test_probability_is_seeded_by_the_run_id(world: World) -> None:
-    book = {"entries": {str(i): {"uid": i, "key": [], "constant": True, "content": f"fact {i}", "position": 0,
-                                 "useProbability": True, "probability": 50} for i in range(8)}}
+    book = {
+        "entries": {
+            str(i): {
+                "uid": i,
+                "key": [],
+                "constant": True,
+                "content": f"fact {i}",
+                "position": 0,
+                "useProbability": True,
+                "probability": 50,
+            }
+            for i in range(8)
+        }
+    }
     lore = (await world.store.create("lorebook", {"name": "coin", "book": book})).id
     profile = parse_profile({"resources": {"lorebooks": [lore]}})
 
@@ -247,21 +331,25 @@ async def test_probability_is_seeded_by_the_run_id(world: World) -> None:
 async def test_nothing_bound_gives_only_the_player_boundary_and_the_callers_texts(world: World) -> None:
     got = await world.collect(None, current_input="你好", conversation_text="  ", summary_text="")
     assert [s.id for s in got.sources] == ["rp.player", "rp.current-input"]  # the boundary needs no asset
-    assert got.bindings == {"characterId": None, "lorebookIds": [], "personaId": None, "presetId": None,
-                            "writingStyleIds": []}
+    assert got.bindings == {"characterId": None, "lorebookIds": [], "personaId": None, "presetId": None, "writingStyleIds": []}
     assert got.lore_activation is None and got.lore_timed_state == TimedState() and got.live_revisions == {}
 
 
 async def test_preset_fields_disabled_or_blank_give_no_source() -> None:
-    data = {"name": "p", "fields": [
-        {"id": "a", "title": "A", "content": "top text", "position": "bottom", "sectionTag": False},
-        {"id": "b", "title": "B", "content": "off", "enabled": False},
-        {"id": "c", "title": "C", "content": "   "},
-        {"id": "d", "title": "D", "content": "hi {{user}}"},
-    ]}
+    data = {
+        "name": "p",
+        "fields": [
+            {"id": "a", "title": "A", "content": "top text", "position": "bottom", "sectionTag": False},
+            {"id": "b", "title": "B", "content": "off", "enabled": False},
+            {"id": "c", "title": "C", "content": "   "},
+            {"id": "d", "title": "D", "content": "hi {{user}}"},
+        ],
+    }
     sources, positions = preset_sources(AssetView("ast_p", "preset", 4, data), MacroContext(None, "旅人"))
-    assert [(s.id, s.text, s.default_section_tag) for s in sources] == [("rp.preset:d", "hi 旅人", True),
-                                                                       ("rp.preset:a", "top text", False)]
+    assert [(s.id, s.text, s.default_section_tag) for s in sources] == [
+        ("rp.preset:d", "hi 旅人", True),
+        ("rp.preset:a", "top text", False),
+    ]
     assert positions == {"rp.preset:d": "top", "rp.preset:a": "bottom"}
     assert sources[0].revision == {"assetId": "ast_p", "revision": 4}
 
@@ -280,8 +368,9 @@ async def test_caches_reuse_compiled_books_and_views_until_the_revision_changes(
     profile = world.profile()
 
     async def run() -> SourceSet:
-        return await world.collect(profile, reader=StoreAssetReader(world.store, cache=views), lore_cache=lore,
-                                   current_input="拔剑", lore_messages=["sword"])
+        return await world.collect(
+            profile, reader=StoreAssetReader(world.store, cache=views), lore_cache=lore, current_input="拔剑", lore_messages=["sword"]
+        )
 
     first = await run()
     engine = next(iter(lore._engines.values()))

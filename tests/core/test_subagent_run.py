@@ -43,7 +43,9 @@ async def test_result_shape(store: EventStore) -> None:
     service = SessionService(store)
     parent = await service.create("roleplay")
     schema = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"], "additionalProperties": False}
-    result = await run_structured(service, parent.id, SubagentRequest("task", "Name it.", "Scene.", result_schema=schema), model=ScriptedModel(['{"title": "Night"}']))
+    result = await run_structured(
+        service, parent.id, SubagentRequest("task", "Name it.", "Scene.", result_schema=schema), model=ScriptedModel(['{"title": "Night"}'])
+    )
     assert result.data == {"title": "Night"} and result.outcome == "completed" and result.text == '{"title": "Night"}'
     ref = result_reference(result)
     assert ref == {"childSessionId": result.session_id, "outcome": "completed", "tools": [], "ignoredTools": []}
@@ -60,7 +62,9 @@ async def test_timeout_and_abort_name_the_child(store: EventStore) -> None:
     assert (await service.events(child))[-1].payload["outcome"] == "aborted"
 
     abort = asyncio.Event()
-    task = asyncio.ensure_future(run_structured(service, parent.id, SubagentRequest("t", "s", "u"), model=ScriptedModel(responder=slow), abort=abort))
+    task = asyncio.ensure_future(
+        run_structured(service, parent.id, SubagentRequest("t", "s", "u"), model=ScriptedModel(responder=slow), abort=abort)
+    )
     await asyncio.sleep(0.2)
     abort.set()
     with pytest.raises(RpError) as exc:

@@ -43,8 +43,13 @@ def test_unknown_and_malformed_names():
 def test_front_matter_validation():
     ok = "---\nname: g\ntitle: T\ndescription: D\n---\n正文\n"
     assert _parse("g", ok).body == "正文\n"
-    for text in ("正文", "---\nname: g\ntitle: T\n---\nx", "---\nname: h\ntitle: T\ndescription: D\n---\nx",
-                 "---\nname: g\ntitle: T\ndescription: D\nowner: me\n---\nx", "---\nname: g\n"):
+    for text in (
+        "正文",
+        "---\nname: g\ntitle: T\n---\nx",
+        "---\nname: h\ntitle: T\ndescription: D\n---\nx",
+        "---\nname: g\ntitle: T\ndescription: D\nowner: me\n---\nx",
+        "---\nname: g\n",
+    ):
         with pytest.raises(ValidationError) as err:
             _parse("g", text)
         assert err.value.code == "guide.invalid"
@@ -52,14 +57,29 @@ def test_front_matter_validation():
 
 def test_preset_guide_matches_the_model():
     body = load_guide("rp-guide-preset").body
-    for term in ("`top`", "`bottom`", "`sectionTag`", "rp.preset:<field-id>", "contextBuild", "rp-guide-preset-sillytavern",
-                 "`prompts`", "`prompt_order`", f"≤ {MAX_FIELDS}", f"≤ {MAX_TOTAL_CONTENT}"):
+    for term in (
+        "`top`",
+        "`bottom`",
+        "`sectionTag`",
+        "rp.preset:<field-id>",
+        "contextBuild",
+        "rp-guide-preset-sillytavern",
+        "`prompts`",
+        "`prompt_order`",
+        f"≤ {MAX_FIELDS}",
+        f"≤ {MAX_TOTAL_CONTENT}",
+    ):
         assert term in body, term
     # the seed table in the guide lists the real seed field ids and positions
     for f in EXAMPLE_PRESET_SEED.content["fields"]:
         assert f"| {f['title']} | `{f['id']}` | {f['position']} |" in body
-    for code in ("preset.field_id_immutable", "preset.reorder_mismatch", "preset.index_out_of_range",
-                 "preset.duplicate_field_id", "preset.field_not_found"):
+    for code in (
+        "preset.field_id_immutable",
+        "preset.reorder_mismatch",
+        "preset.index_out_of_range",
+        "preset.duplicate_field_id",
+        "preset.field_not_found",
+    ):
         assert code in body
 
 

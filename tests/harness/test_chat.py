@@ -89,15 +89,18 @@ RP = [sys.executable, "-c", "from roleplay.cli import main; main()"]
 @pytest.mark.parametrize("stdin_encoding", ["utf-8:strict", "utf-8:surrogateescape"])
 def test_chat_refuses_an_input_line_that_is_not_utf8_and_chats_on(tmp_path: Path, stdin_encoding: str) -> None:
     env = {**os.environ, "RP_HOME": str(tmp_path), "RP_DATABASE_URL": "", "PYTHONIOENCODING": stdin_encoding}
-    proc = subprocess.run([*RP, "chat", "--model", "demo", "--json"], input=b"\xff\nhello there\ncaf\xe9\n",
-                          capture_output=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [*RP, "chat", "--model", "demo", "--json"], input=b"\xff\nhello there\ncaf\xe9\n", capture_output=True, env=env, timeout=120
+    )
     err = proc.stderr.decode()
     assert proc.returncode == 0 and "Traceback" not in err, err
     assert err.count("error [cli.input.invalid_utf8]") == 2
     summary = json.loads(proc.stdout)
     assert [t["outcome"] for t in summary["turns"]] == ["completed"] and "hello there" in summary["turns"][0]["text"]
     assert [(e["code"], e["details"]["line"]) for e in summary["inputErrors"]] == [
-        ("cli.input.invalid_utf8", 1), ("cli.input.invalid_utf8", 3)]
+        ("cli.input.invalid_utf8", 1),
+        ("cli.input.invalid_utf8", 3),
+    ]
 
 
 def test_chat_replies_print_terminal_escapes_inert(tmp_path: Path) -> None:

@@ -126,9 +126,13 @@ def test_titles_and_messages_print_inert(env: dict[str, str], store_url: str) ->
         store = open_store(store_url)
         await store.migrate()
         try:
-            rec = await store.create_session(preset="roleplay", title=f"Tea {hostile} 茶会 👩\u200d💻", events=[
-                EventDraft("user/message", {"messageId": "u1", "content": [{"type": "text", "text": f"Hi {hostile}"}]}),
-            ])
+            rec = await store.create_session(
+                preset="roleplay",
+                title=f"Tea {hostile} 茶会 👩\u200d💻",
+                events=[
+                    EventDraft("user/message", {"messageId": "u1", "content": [{"type": "text", "text": f"Hi {hostile}"}]}),
+                ],
+            )
             return rec.id
         finally:
             await store.close()

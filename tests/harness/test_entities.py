@@ -166,7 +166,12 @@ def test_incremental_state_prunes_to_what_can_still_matter() -> None:
 
 @st.composite
 def scripts(draw: st.DrawFn) -> list[tuple[str, int]]:
-    steps = draw(st.lists(st.tuples(st.sampled_from(["turn", "turn", "plain", "edit", "delete", "empty", "regen", "compact"]), st.integers(0, 50)), max_size=25))
+    steps = draw(
+        st.lists(
+            st.tuples(st.sampled_from(["turn", "turn", "plain", "edit", "delete", "empty", "regen", "compact"]), st.integers(0, 50)),
+            max_size=25,
+        )
+    )
     return steps
 
 
@@ -223,6 +228,7 @@ def test_incremental_folder_equals_batch_on_random_logs(script: list[tuple[str, 
 
 
 # -- a real store ---------------------------------------------------------------------------------
+
 
 @pytest.mark.anyio
 async def test_stamped_source_seqs_from_the_store_drive_the_same_decisions(store: EventStore) -> None:

@@ -31,7 +31,12 @@ def add_tool() -> Tool:
     return Tool(
         "add",
         "Add two integers.",
-        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"], "additionalProperties": False},
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+            "additionalProperties": False,
+        },
         lambda args, ctx: ToolOutput(str(args["a"] + args["b"]), meta={"kind": "test/sum"}),
         guidance="Use add for arithmetic.",
     )
@@ -64,7 +69,15 @@ async def test_plain_turn_logs_the_full_lifecycle(service: SessionService) -> No
     sid = (await service.create("chat")).id
     result = await AgentLoop(service, model, spec()).run_turn(sid, "Hello")
     assert (result.outcome, result.text, result.steps) == ("completed", "Hello back.", 1)
-    assert await types(service, sid) == ["turn/start", "user/message", "step/start", "model/request", "assistant/message", "step/end", "turn/end"]
+    assert await types(service, sid) == [
+        "turn/start",
+        "user/message",
+        "step/start",
+        "model/request",
+        "assistant/message",
+        "step/end",
+        "turn/end",
+    ]
     events = await service.events(sid)
     req = events[3].payload
     assert req["sections"] == ["identity", "tool:add"] and len(req["hash"]) == 64 and req["tools"] == ["add", "slow"]
@@ -77,7 +90,10 @@ async def test_plain_turn_logs_the_full_lifecycle(service: SessionService) -> No
 async def test_tool_calls_run_in_order_and_fold_back_to_the_surface(service: SessionService) -> None:
     model = ScriptedModel(
         [
-            {"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}, {"name": "add", "arguments": {"a": 1, "b": "x"}}], "reasoning": "need sums"},
+            {
+                "tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}, {"name": "add", "arguments": {"a": 1, "b": "x"}}],
+                "reasoning": "need sums",
+            },
             "The sum is 5.",
         ]
     )
@@ -184,7 +200,9 @@ async def test_crash_leaves_an_open_turn_that_the_next_start_closes(service: Ses
         [
             EventDraft("turn/start", {"turnId": "t0"}),
             EventDraft("user/message", {"messageId": "u0", "content": [{"type": "text", "text": "hi"}]}),
-            EventDraft("assistant/message", {"messageId": "a0", "content": [], "toolCalls": [{"id": "c0", "name": "add", "arguments": "{}"}]}),
+            EventDraft(
+                "assistant/message", {"messageId": "a0", "content": [], "toolCalls": [{"id": "c0", "name": "add", "arguments": "{}"}]}
+            ),
             EventDraft("tool/call", {"callId": "c0", "name": "add", "arguments": "{}"}),
         ],
         expected_seq=0,
@@ -208,7 +226,9 @@ async def crashed_inside_a_child(service: SessionService) -> tuple[str, str]:
         [
             EventDraft("turn/start", {"turnId": "t0"}),
             EventDraft("user/message", {"messageId": "u0", "content": [{"type": "text", "text": "hi"}], "turnId": "t0"}),
-            EventDraft("assistant/message", {"messageId": "a0", "content": [], "toolCalls": [{"id": "c0", "name": "write", "arguments": "{}"}]}),
+            EventDraft(
+                "assistant/message", {"messageId": "a0", "content": [], "toolCalls": [{"id": "c0", "name": "write", "arguments": "{}"}]}
+            ),
             EventDraft("tool/call", {"callId": "c0", "name": "write", "arguments": "{}", "turnId": "t0"}),
         ],
         expected_seq=0,
@@ -230,7 +250,9 @@ async def test_closing_a_crashed_turn_closes_the_child_turn_it_left_open(service
     """Issue 18.2: a run killed inside the Writer left the Writer's turn open forever."""
     sid, child = await crashed_inside_a_child(service)
     done = (await service.create("rp-writer", parent_id=sid)).id  # a finished child stays untouched
-    await service.append(done, [EventDraft("turn/start", {"turnId": "d0"}), EventDraft("turn/end", {"turnId": "d0", "outcome": "completed"})], expected_seq=0)
+    await service.append(
+        done, [EventDraft("turn/start", {"turnId": "d0"}), EventDraft("turn/end", {"turnId": "d0", "outcome": "completed"})], expected_seq=0
+    )
     result = await AgentLoop(service, ScriptedModel(["recovered"]), spec()).run_turn(sid, "again")
     assert result.outcome == "completed"
     child_events = await service.events(child)
@@ -298,7 +320,10 @@ async def test_chunks_stream_to_subscribers(service: SessionService, store: Even
 async def test_openai_provider_end_to_end_with_parallel_tool_calls(service: SessionService) -> None:
     with serve_fake_openai(flavor="openai", strict=True) as fake:
         fake.enqueue(
-            FakeReply(tool_calls=[{"name": "add", "arguments": {"a": 20, "b": 22}}, {"name": "add", "arguments": {"a": 1, "b": 1}}], interleave_tool_calls=True),
+            FakeReply(
+                tool_calls=[{"name": "add", "arguments": {"a": 20, "b": 22}}, {"name": "add", "arguments": {"a": 1, "b": 1}}],
+                interleave_tool_calls=True,
+            ),
             FakeError.rate_limited(),
             FakeReply(text="Answers: 42 and 2."),
         )
@@ -361,7 +386,16 @@ async def test_hooks_add_input_events_rewrite_the_reply_and_finish_after_a_tool(
         publish_deltas = False
 
         def input_events(self, turn_id: str) -> list[EventDraft]:
-            return [EventDraft("user/message", {"messageId": f"ctx-{turn_id}", "content": [{"type": "text", "text": "<ready/>"}], "source": {"rpRunContext": {"v": 1}}})]
+            return [
+                EventDraft(
+                    "user/message",
+                    {
+                        "messageId": f"ctx-{turn_id}",
+                        "content": [{"type": "text", "text": "<ready/>"}],
+                        "source": {"rpRunContext": {"v": 1}},
+                    },
+                )
+            ]
 
         async def on_response(self, session_id: str, turn_id: str, step_id: str, response: ModelResponse) -> ModelResponse:
             if response.tool_calls:
@@ -372,7 +406,9 @@ async def test_hooks_add_input_events_rewrite_the_reply_and_finish_after_a_tool(
         def finished(self, results: list) -> bool:  # type: ignore[override]
             return any(r.ok and r.name == "add" for r in results)
 
-    model = ScriptedModel([{"text": "parent chatter", "reasoning": "secret", "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}])
+    model = ScriptedModel(
+        [{"text": "parent chatter", "reasoning": "secret", "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}]
+    )
     sid = (await service.create("chat")).id
     async with store.subscribe(sid) as sub:
         result = await AgentLoop(service, model, spec(hooks=Hooks())).run_turn(sid, "go")

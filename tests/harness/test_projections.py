@@ -133,7 +133,6 @@ def test_store_backed_loading_equals_rebuild_with_snapshots_and_forks(log: list[
 # -- loader behaviour -------------------------------------------------------------------------------
 
 
-
 def counter_projection(version: int = 1) -> Projection:
     def apply(state: dict[str, Any], ev: Event) -> dict[str, Any]:
         state["n"] += 1
@@ -215,7 +214,13 @@ async def test_validation_never_mutates_the_cached_surface(store: EventStore) ->
         # The first draft is valid and is applied to the validation copy; the second fails.
         await service.append(
             rec.id,
-            [user("u3"), EventDraft("assistant/message", {"messageId": "x", "content": [], "surfaceOp": {"op": "replace", "range": "suffix", "targetMessageId": "ghost"}})],
+            [
+                user("u3"),
+                EventDraft(
+                    "assistant/message",
+                    {"messageId": "x", "content": [], "surfaceOp": {"op": "replace", "range": "suffix", "targetMessageId": "ghost"}},
+                ),
+            ],
             expected_seq=2,
         )
     assert roundtrip((await service.projection(rec.id, "harness/surface")).state) == before

@@ -66,7 +66,9 @@ async def test_unknown_setup_command_creates_nothing(service: SessionService, st
 async def test_command_counts_only_after_success_done(service: SessionService) -> None:
     rec = await service.create("p")
     # A run whose done never came (crash) and a done without a run do not count.
-    await service.append(rec.id, [EventDraft("command/run", {"commandId": "c1", "name": "demo-set-title", "args": {"title": "x"}})], expected_seq=0)
+    await service.append(
+        rec.id, [EventDraft("command/run", {"commandId": "c1", "name": "demo-set-title", "args": {"title": "x"}})], expected_seq=0
+    )
     await service.append(rec.id, [EventDraft("command/done", {"commandId": "c9", "kind": "success", "result": 1})], expected_seq=1)
     assert successful_commands(await service.events(rec.id)) == []
     outcome = await service.run_command(rec.id, "demo-set-title", {"title": "ok"})
@@ -89,10 +91,17 @@ async def test_run_command_with_stale_expected_seq_writes_nothing(service: Sessi
 
 
 async def test_replacement_is_stamped_with_source_event_seqs(service: SessionService) -> None:
-    rec = await service.create("p", seed=[text_msg("user", "u1", "a"), text_msg("assistant", "a1", "b"), text_msg("user", "u2", "c"), text_msg("assistant", "a2", "d")])
-    (edit,) = await service.append(rec.id, [text_msg("assistant", "e1", "B", {"op": "replace", "range": "node", "targetMessageId": "a1"})], expected_seq=4)
+    rec = await service.create(
+        "p",
+        seed=[text_msg("user", "u1", "a"), text_msg("assistant", "a1", "b"), text_msg("user", "u2", "c"), text_msg("assistant", "a2", "d")],
+    )
+    (edit,) = await service.append(
+        rec.id, [text_msg("assistant", "e1", "B", {"op": "replace", "range": "node", "targetMessageId": "a1"})], expected_seq=4
+    )
     assert edit.payload["surfaceOp"]["sourceEventSeqs"] == [2]
-    (delete,) = await service.append(rec.id, [text_msg("assistant", "d1", "", {"op": "replace", "range": "suffix", "targetMessageId": "a1"})], expected_seq=5)
+    (delete,) = await service.append(
+        rec.id, [text_msg("assistant", "d1", "", {"op": "replace", "range": "suffix", "targetMessageId": "a1"})], expected_seq=5
+    )
     assert delete.payload["surfaceOp"]["sourceEventSeqs"] == [2, 3, 4, 5]
     surface = await service.surface(rec.id)
     assert [n["id"] for n in surface["nodes"]] == ["u1"]
@@ -102,7 +111,9 @@ async def test_replacement_of_a_message_not_on_the_surface_is_rejected(service: 
     rec = await service.create("p", seed=[text_msg("user", "u1", "a")])
     before = await store.dump()
     with pytest.raises(ValidationError) as exc:
-        await service.append(rec.id, [text_msg("assistant", "x", "y", {"op": "replace", "range": "suffix", "targetMessageId": "ghost"})], expected_seq=1)
+        await service.append(
+            rec.id, [text_msg("assistant", "x", "y", {"op": "replace", "range": "suffix", "targetMessageId": "ghost"})], expected_seq=1
+        )
     assert exc.value.code == "surface.target_not_found" and exc.value.pointer == "/payload/surfaceOp/targetMessageId"
     with pytest.raises(ValidationError) as exc:
         await service.append(rec.id, [text_msg("user", "u1", "dup")], expected_seq=1)
@@ -123,7 +134,10 @@ async def test_replacement_may_target_a_message_earlier_in_the_same_batch(servic
     rec = await service.create("p", seed=[text_msg("user", "u1", "a")])
     events = await service.append(
         rec.id,
-        [text_msg("assistant", "a1", "draft"), text_msg("assistant", "a1e", "final", {"op": "replace", "range": "node", "targetMessageId": "a1"})],
+        [
+            text_msg("assistant", "a1", "draft"),
+            text_msg("assistant", "a1e", "final", {"op": "replace", "range": "node", "targetMessageId": "a1"}),
+        ],
         expected_seq=1,
     )
     assert events[1].payload["surfaceOp"]["sourceEventSeqs"] == [2]
@@ -131,10 +145,14 @@ async def test_replacement_may_target_a_message_earlier_in_the_same_batch(servic
 
 
 async def test_compaction_summary_cannot_be_replaced(service: SessionService, store: EventStore) -> None:
-    rec = await service.create("p", seed=[text_msg("user", "u1", "a"), EventDraft("compaction/checkpoint", {"checkpointId": "cp", "summary": "s"})])
+    rec = await service.create(
+        "p", seed=[text_msg("user", "u1", "a"), EventDraft("compaction/checkpoint", {"checkpointId": "cp", "summary": "s"})]
+    )
     before = await store.dump()
     with pytest.raises(ValidationError) as exc:
-        await service.append(rec.id, [text_msg("assistant", "d", "", {"op": "replace", "range": "suffix", "targetMessageId": "cp"})], expected_seq=2)
+        await service.append(
+            rec.id, [text_msg("assistant", "d", "", {"op": "replace", "range": "suffix", "targetMessageId": "cp"})], expected_seq=2
+        )
     assert exc.value.code == "surface.target_not_replaceable"
     assert await store.dump() == before
 

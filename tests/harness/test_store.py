@@ -86,7 +86,11 @@ async def test_stale_append_conflicts_and_writes_nothing(store: EventStore) -> N
     [
         (EventDraft("no/such", {}), "event.unknown_type", "/type"),
         (EventDraft("user/message", {"messageId": "m"}), "event.invalid_payload", "/payload/content"),
-        (EventDraft("user/message", {"messageId": "m", "content": [{"type": "text"}]}), "event.invalid_payload", "/payload/content/0/text/text"),
+        (
+            EventDraft("user/message", {"messageId": "m", "content": [{"type": "text"}]}),
+            "event.invalid_payload",
+            "/payload/content/0/text/text",
+        ),
         (EventDraft("user/message", {"messageId": "m", "content": [], "bogus": 1}), "event.invalid_payload", "/payload/bogus"),
         (EventDraft("turn/end", {"turnId": "t", "outcome": "exploded"}), "event.invalid_payload", "/payload/outcome"),
         (EventDraft("command/done", {"commandId": "c", "kind": "maybe"}), "event.invalid_payload", "/payload/kind"),
@@ -226,7 +230,7 @@ async def test_snapshots_keep_the_newest(store: EventStore) -> None:
 
 
 async def test_unicode_and_nested_payload_round_trip(store: EventStore) -> None:
-    text = "你好，世界 🌸 \"quoted\" \\ back\nslash \u2028"
+    text = '你好，世界 🌸 "quoted" \\ back\nslash \u2028'
     rec = await store.create_session(preset="p")
     await store.append(rec.id, 0, [EventDraft("command/run", {"commandId": "c1", "name": "x", "args": {"t": text, "n": [1, {"a": None}]}})])
     (ev,) = await store.read(rec.id)
@@ -311,9 +315,7 @@ async def test_append_at_head_queues_writers_instead_of_conflicting(store: Event
     rec = await store.create_session(preset="p", events=[user("m0")])
     others = [make_store() for _ in range(4)]
     try:
-        await asyncio.gather(
-            *(s.append_at_head(rec.id, [user(f"w{w}-{i}")]) for i in range(10) for w, s in enumerate(others))
-        )
+        await asyncio.gather(*(s.append_at_head(rec.id, [user(f"w{w}-{i}")]) for i in range(10) for w, s in enumerate(others)))
     finally:
         for s in others:
             await s.close()

@@ -261,7 +261,11 @@ async def test_store_maps_a_full_database_and_keeps_the_log(tmp_path: Path) -> N
     pages = await store.execute_read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
     await store.execute_write(lambda c: c.execute(f"PRAGMA max_page_count={pages}"))
     with pytest.raises(RpError) as exc:
-        await store.append(rec.id, 1, [EventDraft("user/message", {"messageId": f"m{i}", "content": [{"type": "text", "text": "y" * 4000}]}) for i in range(1, 40)])
+        await store.append(
+            rec.id,
+            1,
+            [EventDraft("user/message", {"messageId": f"m{i}", "content": [{"type": "text", "text": "y" * 4000}]}) for i in range(1, 40)],
+        )
     assert exc.value.code == "store.disk_full"
     assert (await store.get_session(rec.id)).head_seq == 1
     [ev] = await store.append(rec.id, 1, [user("m1")])  # the writer survives the fault

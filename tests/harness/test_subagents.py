@@ -23,7 +23,12 @@ PNG = {"type": "image", "mediaType": "image/png", "data": "iVBORw0KGgo="}
 def registry() -> ToolRegistry:
     return ToolRegistry(
         [
-            Tool("lookup", "Look a word up.", {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}, lambda a, c: f"{a['q']}: a word"),
+            Tool(
+                "lookup",
+                "Look a word up.",
+                {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+                lambda a, c: f"{a['q']}: a word",
+            ),
             Tool("spawn", "Start a sub-agent.", {"type": "object"}, lambda a, c: "never", spawns_subagent=True),
         ]
     )
@@ -37,7 +42,9 @@ def service(store: EventStore) -> SessionService:
 async def test_child_session_gets_its_own_prompt_one_message_and_no_parent_history(service: SessionService) -> None:
     parent = await service.create("roleplay")
     model = ScriptedModel(["A moonlit garden."])
-    req = SubagentRequest(preset="writer", system_prompt="You are the Writer.", user_text="Write the scene.", images=[PNG], title="writer run")
+    req = SubagentRequest(
+        preset="writer", system_prompt="You are the Writer.", user_text="Write the scene.", images=[PNG], title="writer run"
+    )
     result = await run_subagent(service, parent.id, req, model=model)
     assert (result.outcome, result.text, result.tools) == ("completed", "A moonlit garden.", [])
     sent = model.requests[0]
@@ -71,11 +78,22 @@ async def test_no_recursion(service: SessionService) -> None:
 
 async def test_structured_result_validated_against_schema(service: SessionService) -> None:
     parent = await service.create("roleplay")
-    schema = {"type": "object", "properties": {"options": {"type": "array", "items": {"type": "string"}, "minItems": 2}}, "required": ["options"]}
-    ok = await run_subagent(service, parent.id, SubagentRequest("t", "s", "u", result_schema=schema), model=ScriptedModel(['```json\n{"options": ["a", "b"]}\n```']))
+    schema = {
+        "type": "object",
+        "properties": {"options": {"type": "array", "items": {"type": "string"}, "minItems": 2}},
+        "required": ["options"],
+    }
+    ok = await run_subagent(
+        service,
+        parent.id,
+        SubagentRequest("t", "s", "u", result_schema=schema),
+        model=ScriptedModel(['```json\n{"options": ["a", "b"]}\n```']),
+    )
     assert ok.data == {"options": ["a", "b"]}
     with pytest.raises(RpError) as exc:
-        await run_subagent(service, parent.id, SubagentRequest("t", "s", "u", result_schema=schema), model=ScriptedModel(['{"options": ["a"]}']))
+        await run_subagent(
+            service, parent.id, SubagentRequest("t", "s", "u", result_schema=schema), model=ScriptedModel(['{"options": ["a"]}'])
+        )
     assert exc.value.code == "subagent.invalid_result" and exc.value.pointer == "/options"
     assert exc.value.details["childSessionId"]
 
@@ -100,7 +118,9 @@ async def test_parent_abort_propagates(service: SessionService) -> None:
 
     parent = await service.create("roleplay")
     abort = asyncio.Event()
-    task = asyncio.ensure_future(run_subagent(service, parent.id, SubagentRequest("t", "s", "u"), model=ScriptedModel(responder=slow), abort=abort))
+    task = asyncio.ensure_future(
+        run_subagent(service, parent.id, SubagentRequest("t", "s", "u"), model=ScriptedModel(responder=slow), abort=abort)
+    )
     await asyncio.sleep(0.2)
     abort.set()
     with pytest.raises(RpError) as exc:
@@ -117,7 +137,9 @@ async def test_failures_and_bad_requests(service: SessionService) -> None:
         await run_subagent(service, parent.id, SubagentRequest("t", "  ", "u"), model=ScriptedModel(["x"]))
     assert exc.value.pointer == "/systemPrompt"
     with pytest.raises(ValidationError) as exc:
-        await run_subagent(service, parent.id, SubagentRequest("t", "s", "u", images=[{"type": "text", "text": "x"}]), model=ScriptedModel(["x"]))
+        await run_subagent(
+            service, parent.id, SubagentRequest("t", "s", "u", images=[{"type": "text", "text": "x"}]), model=ScriptedModel(["x"])
+        )
     assert exc.value.pointer == "/images/0"
     with pytest.raises(ValidationError) as exc:
         await run_subagent(service, parent.id, SubagentRequest("t", "s", "u", result_schema={"type": 5}), model=ScriptedModel(["x"]))

@@ -95,7 +95,9 @@ def test_replacement_of_a_missing_target_is_counted_not_applied() -> None:
 
 
 def test_replaced_seqs_names_what_an_op_would_replace() -> None:
-    state = fold(surface_projection, BASE + [msg(5, "assistant", "e", "edit", op={"op": "replace", "range": "node", "targetMessageId": "a1"})])
+    state = fold(
+        surface_projection, BASE + [msg(5, "assistant", "e", "edit", op={"op": "replace", "range": "node", "targetMessageId": "a1"})]
+    )
     assert replaced_seqs(state, {"range": "node", "targetMessageId": "a1"}) == [2, 5]
     assert replaced_seqs(state, {"range": "suffix", "targetMessageId": "u2"}) == [3, 4]
     assert replaced_seqs(state, {"range": "suffix", "targetMessageId": "a1"}) == [2, 3, 4, 5]

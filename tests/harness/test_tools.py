@@ -118,7 +118,9 @@ async def test_oversized_results_are_trimmed_with_a_marker() -> None:
 
 def test_trim_blocks_and_short_text() -> None:
     assert trim("short", 10) == ("short", 0)
-    blocks, cut = trim([{"type": "text", "text": "a" * 8}, {"type": "image", "mediaType": "image/png", "data": ""}, {"type": "text", "text": "b" * 8}], 10)
+    blocks, cut = trim(
+        [{"type": "text", "text": "a" * 8}, {"type": "image", "mediaType": "image/png", "data": ""}, {"type": "text", "text": "b" * 8}], 10
+    )
     assert cut == 6 and blocks[0]["text"] == "a" * 8 and blocks[1]["type"] == "image" and blocks[2]["text"].startswith("bb")
 
 

@@ -63,7 +63,10 @@ def test_definition_errors_are_all_listed_with_pointers(files, make):
 def test_update_errors_point_into_the_update_file(files, make):
     definition = files("def.json", make.definition())
     value = files("value.json", make.value())
-    bad = files("bad.json", make.effect([{"op": "merge", "path": "", "value": {}}, make.change("increment", AFF, by=float("nan"), rule="liyu-affection")]))
+    bad = files(
+        "bad.json",
+        make.effect([{"op": "merge", "path": "", "value": {}}, make.change("increment", AFF, by=float("nan"), rule="liyu-affection")]),
+    )
     code, out = run(definition, "--value", value, "--update", bad)
     assert code == 1
     assert [(e["code"], e["pointer"]) for e in out["errors"]] == [

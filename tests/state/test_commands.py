@@ -71,14 +71,18 @@ async def test_run_command_records_run_and_done_and_a_rejection_changes_nothing(
     sid = (await service.create("roleplay")).id
     before = canonical_json((await load(store, sid, state_projection)).state)
 
-    bad = await service.run_command(sid, "rp-state-configure", configure_args({"action": "reset", "expectedRevision": 3}, {}, OWNER), state={"rpState": projection})
+    bad = await service.run_command(
+        sid, "rp-state-configure", configure_args({"action": "reset", "expectedRevision": 3}, {}, OWNER), state={"rpState": projection}
+    )
     assert not bad.ok and bad.error is not None
     assert (bad.error["code"], bad.error["pointer"]) == ("state.config.rejected", "/input/expectedRevision")
     assert [e.type for e in bad.events] == ["command/run", "command/done"] and bad.events[1].payload["kind"] == "error"
 
     # A success whose owner is not in this log (no assistant message made call c1) is recorded
     # as a command but forms no configuration entity: the fold checks the owner against the log.
-    good = await service.run_command(sid, "rp-state-configure", configure_args(RESET, plan_config(projection, RESET), OWNER), state={"rpState": projection})
+    good = await service.run_command(
+        sid, "rp-state-configure", configure_args(RESET, plan_config(projection, RESET), OWNER), state={"rpState": projection}
+    )
     assert good.ok and good.result == {"action": "reset", "namespace": "story", "revision": 2}
     tracker = (await load(store, sid, state_projection)).state
     assert canonical_json(state_document(tracker)) == canonical_json(state_document(json.loads(before)))

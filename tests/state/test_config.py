@@ -51,7 +51,10 @@ def test_create_validates_definition_and_initial_value_with_pointers(make):
         ("x", [("state.config.command_invalid", "")]),
         ({"action": "drop"}, [("state.config.action_invalid", "/action")]),
         ({"action": "reset"}, [("state.config.field_missing", "/expectedRevision")]),
-        ({"action": "reset", "expectedRevision": 1, "value": 3}, [("state.config.field_unknown", "/value"), ("state.config.namespace_unknown", "/namespace")]),
+        (
+            {"action": "reset", "expectedRevision": 1, "value": 3},
+            [("state.config.field_unknown", "/value"), ("state.config.namespace_unknown", "/namespace")],
+        ),
         ({"action": "delete", "expectedRevision": True}, [("state.config.revision_invalid", "/expectedRevision")]),
         ({"action": "delete", "expectedRevision": 0, "namespace": "李钰"}, [("state.namespace.name_invalid", "/namespace")]),
     ],
@@ -126,13 +129,17 @@ def test_delete_removes_the_namespace(make):
 def test_setup_diagnostics_carry_definition_warnings(make):
     definition = make.definition()
     definition["rules"] = []
-    result = plan_config(empty_projection(), {"action": "create", "expectedRevision": 0, "definition": definition, "initialValue": make.value()})
+    result = plan_config(
+        empty_projection(), {"action": "create", "expectedRevision": 0, "definition": definition, "initialValue": make.value()}
+    )
     assert [d["code"] for d in result["entry"]["diagnostics"]["setup"]] == ["state.definition.no_rules"]
 
 
 def test_results_are_canonical_copies(make):
     definition = make.definition()
-    result = plan_config(empty_projection(), {"action": "create", "expectedRevision": 0, "definition": definition, "initialValue": make.value()})
+    result = plan_config(
+        empty_projection(), {"action": "create", "expectedRevision": 0, "definition": definition, "initialValue": make.value()}
+    )
     definition["title"] = "changed later"
     assert result["entry"]["definition"]["title"] == "故事"
     assert canonical_json(result)  # plain JSON throughout
@@ -141,7 +148,24 @@ def test_results_are_canonical_copies(make):
 def test_namespace_count_is_bounded(make):
     projection = empty_projection()
     for i in range(limits.MAX_NAMESPACES):
-        projection = apply_config(projection, plan_config(projection, {
-            "action": "create", "namespace": f"n{i}", "expectedRevision": 0, "definition": make.definition("schema-only"), "initialValue": make.value()}))
-    command = {"action": "create", "namespace": "extra", "expectedRevision": 0, "definition": make.definition(), "initialValue": make.value()}
+        projection = apply_config(
+            projection,
+            plan_config(
+                projection,
+                {
+                    "action": "create",
+                    "namespace": f"n{i}",
+                    "expectedRevision": 0,
+                    "definition": make.definition("schema-only"),
+                    "initialValue": make.value(),
+                },
+            ),
+        )
+    command = {
+        "action": "create",
+        "namespace": "extra",
+        "expectedRevision": 0,
+        "definition": make.definition(),
+        "initialValue": make.value(),
+    }
     assert fails(projection, command) == [("state.config.too_many_namespaces", "/namespace")]

@@ -61,9 +61,7 @@ def test_schema_problems_suppress_follow_on_rule_noise(definition):
 
 def test_rules_are_checked_against_the_schema(definition):
     definition["rules"][0]["target"] = "/characters/李钰/nickname"
-    assert [(p.code, p.pointer) for p in validate_definition(definition)] == [
-        ("state.rule.target_not_in_schema", "/rules/0/target")
-    ]
+    assert [(p.code, p.pointer) for p in validate_definition(definition)] == [("state.rule.target_not_in_schema", "/rules/0/target")]
 
 
 def test_not_an_object():

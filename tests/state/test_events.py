@@ -82,7 +82,9 @@ class StoryLog:
 
     def command(self, name: str, args: dict[str, Any], ok: bool = True) -> list[EventDraft]:
         cid = f"cmd{self.next_id()}"
-        done: dict[str, Any] = {"commandId": cid, "kind": "success"} if ok else {"commandId": cid, "kind": "error", "error": {"code": "x", "message": "no"}}
+        done: dict[str, Any] = (
+            {"commandId": cid, "kind": "success"} if ok else {"commandId": cid, "kind": "error", "error": {"code": "x", "message": "no"}}
+        )
         return [EventDraft("command/run", {"commandId": cid, "name": name, "args": args}), EventDraft("command/done", done)]
 
     @property
@@ -105,11 +107,15 @@ class StoryLog:
         reply = {"owner": f"a{i}", "user": f"u{i}", "turn": turn, "step": step, "call": call, "retracted": False, "drafts": []}
         reply["drafts"] += self.add(*drafts)
         if tool:
-            reply["drafts"] += self.add(EventDraft("tool/call", {"callId": call, "name": tool, "arguments": "{}", "turnId": turn, "stepId": step}))
+            reply["drafts"] += self.add(
+                EventDraft("tool/call", {"callId": call, "name": tool, "arguments": "{}", "turnId": turn, "stepId": step})
+            )
             reply["drafts"] += self.add(*(middle(reply) if callable(middle) else middle or []))
             res = {"callId": call, "name": tool, "ok": True, "content": "ok", "turnId": turn, "stepId": step, **(result or {})}
             reply["drafts"] += self.add(EventDraft("tool/result", res))
-        reply["drafts"] += self.add(EventDraft("assistant/message", {"messageId": f"f{i}", "content": text("故事继续。"), "turnId": turn, "stepId": step}))
+        reply["drafts"] += self.add(
+            EventDraft("assistant/message", {"messageId": f"f{i}", "content": text("故事继续。"), "turnId": turn, "stepId": step})
+        )
         self.replies.append(reply)
         return reply
 
@@ -121,7 +127,13 @@ class StoryLog:
         result = plan_config(self.doc, command)
 
         def middle(reply: dict[str, Any]) -> list[EventDraft]:
-            owner = {"messageId": reply["owner"], "toolCallId": reply["call"], "turnId": reply["turn"], "stepId": reply["step"], "tool": "rp_state"}
+            owner = {
+                "messageId": reply["owner"],
+                "toolCallId": reply["call"],
+                "turnId": reply["turn"],
+                "stepId": reply["step"],
+                "tool": "rp_state",
+            }
             return self.command("rp-state-configure", {"v": 3, "input": command, "result": result, "owner": owner}, ok=ok)
 
         return self.reply("rp_state", middle)
@@ -155,7 +167,11 @@ class StoryLog:
         self.add(EventDraft("compaction/checkpoint", {"checkpointId": f"cp{self.next_id()}", "summary": "前情提要"}))
 
     def live_ids(self, role: str | None = None) -> list[str]:
-        return [n["id"] for n in self.surface["nodes"] if n.get("kind") != "compaction/summary" and n["role"] != "tool" and (role is None or n["role"] == role)]
+        return [
+            n["id"]
+            for n in self.surface["nodes"]
+            if n.get("kind") != "compaction/summary" and n["role"] != "tool" and (role is None or n["role"] == role)
+        ]
 
     def without_retracted(self) -> list[EventDraft]:
         """The log as if the retracted replies had never happened (no deletes, edits, checkpoints)."""
@@ -175,7 +191,20 @@ def fold_drafts(drafts: list[EventDraft]) -> dict[str, Any]:
 
 # -- random stories ---------------------------------------------------------------------------------
 
-OPS = ["commit", "commit", "empty-commit", "failed-commit", "config", "failed-config", "plain", "edit", "delete", "delete-node", "regen", "compact"]
+OPS = [
+    "commit",
+    "commit",
+    "empty-commit",
+    "failed-commit",
+    "config",
+    "failed-config",
+    "plain",
+    "edit",
+    "delete",
+    "delete-node",
+    "regen",
+    "compact",
+]
 
 
 def play(log: StoryLog, script: list[tuple[str, int]]) -> StoryLog:
@@ -193,9 +222,19 @@ def play(log: StoryLog, script: list[tuple[str, int]]) -> StoryLog:
             elif pick % 3 == 0:
                 command = {"action": "reset", "expectedRevision": log.revision()}
             elif pick % 3 == 1:
-                command = {"action": "update", "expectedRevision": log.revision(), "definition": log.make.definition(["schema-only", "rules-required"][pick % 2])}
+                command = {
+                    "action": "update",
+                    "expectedRevision": log.revision(),
+                    "definition": log.make.definition(["schema-only", "rules-required"][pick % 2]),
+                }
             else:
-                command = {"action": "create", "namespace": "extra", "expectedRevision": 0, "definition": EXTRA_DEF, "initialValue": {"n": pick}}
+                command = {
+                    "action": "create",
+                    "namespace": "extra",
+                    "expectedRevision": 0,
+                    "definition": EXTRA_DEF,
+                    "initialValue": {"n": pick},
+                }
             log.configure(command, ok=kind == "config")
         elif kind == "plain" or not live:
             log.reply(None)
@@ -223,7 +262,9 @@ scripts = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 30)), max_size
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(script=scripts, cuts=st.lists(st.integers(1, 150), max_size=4))
-def test_fold_after_delete_or_regenerate_equals_the_log_without_those_replies(make: Any, script: list[tuple[str, int]], cuts: list[int]) -> None:
+def test_fold_after_delete_or_regenerate_equals_the_log_without_those_replies(
+    make: Any, script: list[tuple[str, int]], cuts: list[int]
+) -> None:
     log = play(StoryLog(make), script)
     clean = fold_drafts(log.without_retracted())
     assert canonical_json(log.tracker["view"]) == canonical_json(clean["view"])
@@ -336,14 +377,26 @@ def test_inconsistent_owner_forms_no_entity(make: Any) -> None:
 
     def bad(field: str, value: str):  # noqa: ANN202
         def middle(reply: dict[str, Any]) -> list[EventDraft]:
-            owner = {"messageId": reply["owner"], "toolCallId": reply["call"], "turnId": reply["turn"], "stepId": reply["step"], "tool": "rp_state", field: value}
+            owner = {
+                "messageId": reply["owner"],
+                "toolCallId": reply["call"],
+                "turnId": reply["turn"],
+                "stepId": reply["step"],
+                "tool": "rp_state",
+                field: value,
+            }
             return log.command("rp-state-configure", {"v": 3, "input": command, "result": result, "owner": owner})
 
         return middle
 
     log.valid_commit(5)
     changed = canonical_json(log.doc)
-    for field, value, pointer in [("stepId", "other", "/args/owner/stepId"), ("messageId", "f1", "/args/owner/messageId"), ("toolCallId", "nope", "/args/owner/toolCallId"), ("tool", "rp_commit_turn", "/args/owner/tool")]:
+    for field, value, pointer in [
+        ("stepId", "other", "/args/owner/stepId"),
+        ("messageId", "f1", "/args/owner/messageId"),
+        ("toolCallId", "nope", "/args/owner/toolCallId"),
+        ("tool", "rp_commit_turn", "/args/owner/tool"),
+    ]:
         log.reply("rp_state", bad(field, value))
         assert log.tracker["diagnostics"][-1]["pointer"] == pointer
     assert canonical_json(log.doc) == changed
@@ -392,7 +445,9 @@ async def test_projections_load_from_the_store_with_snapshots_and_forks(store: E
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(script=scripts)
 @pytest.mark.anyio
-async def test_store_backed_fold_equals_the_log_without_retracted_replies(store: EventStore, make: Any, script: list[tuple[str, int]]) -> None:
+async def test_store_backed_fold_equals_the_log_without_retracted_replies(
+    store: EventStore, make: Any, script: list[tuple[str, int]]
+) -> None:
     log = play(StoryLog(make), script)
     service = SessionService(store)
     full = (await service.create("roleplay")).id

@@ -67,10 +67,12 @@ def test_invalid_bootstraps_are_rejected_at_write_time_with_pointers(make):
         prepare_bootstrap({"namespaces": {"story": {"definition": make.definition(), "initialValue": bad}}})
     assert [(p.code, p.pointer) for p in caught.value.problems] == [("state.value.schema_violation", "/namespaces/story/initialValue/day")]
     assert validate_bootstrap({"ns": {}})[0].code == "state.bootstrap.invalid"
-    assert [p.code for p in validate_bootstrap({"namespaces": {"a b": {"definition": make.definition(), "initialValue": make.value()}}})] == [
-        "state.namespace.name_invalid"
+    assert [
+        p.code for p in validate_bootstrap({"namespaces": {"a b": {"definition": make.definition(), "initialValue": make.value()}}})
+    ] == ["state.namespace.name_invalid"]
+    assert [p.code for p in validate_bootstrap({"namespaces": {"s": {"definition": make.definition()}}})] == [
+        "state.bootstrap.field_missing"
     ]
-    assert [p.code for p in validate_bootstrap({"namespaces": {"s": {"definition": make.definition()}}})] == ["state.bootstrap.field_missing"]
 
 
 def test_a_namespace_that_fails_bootstrap_is_kept_read_only_with_diagnostics(make):
@@ -133,7 +135,9 @@ def test_a_reply_without_updates_still_reports_every_turn_expectations(make):
 
 def test_config_takes_effect_immediately_and_clears_last_commit(make):
     projection = make.bootstrapped()
-    projection = apply_commit(projection, commit(projection, [{"op": "set", "path": "/weather", "value": "雨", "ruleId": "weather", "reason": "r"}]))
+    projection = apply_commit(
+        projection, commit(projection, [{"op": "set", "path": "/weather", "value": "雨", "ruleId": "weather", "reason": "r"}])
+    )
     result = plan_config(projection, {"action": "reset", "expectedRevision": 2})
     after = apply_config(projection, result)
     assert after["namespaces"]["story"]["value"] == make.value()
@@ -217,11 +221,13 @@ def test_a_commit_that_no_longer_applies_on_replay_is_skipped(make):
 
 def test_activity_shows_the_latest_successful_reply(make):
     log, live = entities(make)
-    assert live["activity"] == {"namespaces": {"story": [
-        {"changeIndex": 0, "op": "set", "path": "/weather", "reason": "r", "after": "雪"}
-    ]}}
+    assert live["activity"] == {
+        "namespaces": {"story": [{"changeIndex": 0, "op": "set", "path": "/weather", "reason": "r", "after": "雪"}]}
+    }
     after_first_commit = replay(log[:2])["activity"]["namespaces"]["story"]
-    assert after_first_commit == [{"changeIndex": 0, "op": "increment", "path": AFF, "reason": "r", "ruleId": "liyu-affection", "before": 10, "after": 12}]
+    assert after_first_commit == [
+        {"changeIndex": 0, "op": "increment", "path": AFF, "reason": "r", "ruleId": "liyu-affection", "before": 10, "after": 12}
+    ]
 
 
 def test_a_reply_with_no_updates_clears_the_activity(make):

@@ -13,7 +13,13 @@ from roleplay.state.shape import empty_projection
 
 
 def with_namespace(projection, name, mode, make):
-    command = {"action": "create", "namespace": name, "expectedRevision": 0, "definition": make.definition(mode), "initialValue": make.value()}
+    command = {
+        "action": "create",
+        "namespace": name,
+        "expectedRevision": 0,
+        "definition": make.definition(mode),
+        "initialValue": make.value(),
+    }
     return apply_config(projection, plan_config(projection, command))
 
 
@@ -78,15 +84,21 @@ def test_schema_only_carries_only_the_root_schema(schema_only):
 def test_schema_only_without_rules_lists_none(make):
     definition = make.definition("schema-only")
     definition["rules"] = []
-    projection = apply_config(empty_projection(), plan_config(empty_projection(), {
-        "action": "create", "expectedRevision": 0, "definition": definition, "initialValue": make.value()}))
+    projection = apply_config(
+        empty_projection(),
+        plan_config(
+            empty_projection(), {"action": "create", "expectedRevision": 0, "definition": definition, "initialValue": make.value()}
+        ),
+    )
     assert set(state_commit_contract(projection)["namespaces"]["story"]) == {"expectedRevision", "updateMode", "currentValue", "schema"}
 
 
 def test_disabled_namespaces_carry_no_schema_or_rules(make):
     projection = make.bootstrapped("disabled")
     assert state_commit_contract(projection)["namespaces"]["story"] == {
-        "expectedRevision": 1, "updateMode": "disabled", "currentValue": make.value()
+        "expectedRevision": 1,
+        "updateMode": "disabled",
+        "currentValue": make.value(),
     }
 
 

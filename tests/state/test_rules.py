@@ -131,7 +131,9 @@ def test_every_turn_rules_missing_from_a_commit_are_diagnosed():
 
 def test_every_turn_rules_are_satisfied_by_rule_id_or_unattributed_target():
     values = {"ns": {"n": 9}}
-    by_id = every_turn_diagnostics("ns", every_turn_definition(), [{"ruleId": "tick", "path": "/n"}, {"ruleId": "gated", "path": "/s"}], values)
+    by_id = every_turn_diagnostics(
+        "ns", every_turn_definition(), [{"ruleId": "tick", "path": "/n"}, {"ruleId": "gated", "path": "/s"}], values
+    )
     assert [p.code for p in by_id] == ["state.condition.path_missing"]
     by_path = every_turn_diagnostics("ns", every_turn_definition("schema-only"), [{"path": "/n"}, {"path": "/s"}], values)
     assert [p.code for p in by_path] == ["state.condition.path_missing"]

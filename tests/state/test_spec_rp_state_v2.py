@@ -147,17 +147,36 @@ def test_r6_only_condition_is_evaluated(make):
 def test_c1_reference_example_applies(make):
     value = make.value()
     definition = make.definition()
-    definition["rules"].append({"id": "liyu-affection-normal-positive", "target": AFF, "when": "信任增加",
-                                "effect": {"op": "increment", "minimum": 1, "maximum": 3}, "cadence": "when-applicable"})
+    definition["rules"].append(
+        {
+            "id": "liyu-affection-normal-positive",
+            "target": AFF,
+            "when": "信任增加",
+            "effect": {"op": "increment", "minimum": 1, "maximum": 3},
+            "cadence": "when-applicable",
+        }
+    )
     projection = apply_bootstrap(empty_projection(), bootstrap_payload(definition, value))
     for revision in (1, 2, 3):  # bring the namespace to revision 4 as in the reference
-        projection = apply_commit(projection, prepare_commit(projection, [make.effect([make.change("set", "/weather", value="晴", rule="weather")], revision=revision)]))
+        projection = apply_commit(
+            projection,
+            prepare_commit(projection, [make.effect([make.change("set", "/weather", value="晴", rule="weather")], revision=revision)]),
+        )
     example = {
         "kind": "state.update",
         "namespace": "story",
         "expectedRevision": 4,
-        "payload": {"changes": [{"op": "increment", "path": "/characters/李钰/好感度", "by": 2,
-                                 "ruleId": "liyu-affection-normal-positive", "reason": "李钰主动分享了此前隐瞒的经历，信任有所增加"}]},
+        "payload": {
+            "changes": [
+                {
+                    "op": "increment",
+                    "path": "/characters/李钰/好感度",
+                    "by": 2,
+                    "ruleId": "liyu-affection-normal-positive",
+                    "reason": "李钰主动分享了此前隐瞒的经历，信任有所增加",
+                }
+            ]
+        },
     }
     after = apply_commit(projection, prepare_commit(projection, [example]))
     assert after["namespaces"]["story"]["value"]["characters"]["李钰"]["好感度"] == 12

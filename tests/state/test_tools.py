@@ -59,7 +59,13 @@ async def test_read_views(store: EventStore, make: Any) -> None:
     }
     assert (await read(registry, sid, {"view": "values"}))["values"] == {"story": make.value()}
     assert (await read(registry, sid, {"view": "definitions", "namespace": "story"}))["definitions"]["story"] == make.definition()
-    assert await read(registry, sid, {"pointer": AFF}) == {"revision": 1, "namespace": "story", "namespaceRevision": 1, "pointer": AFF, "value": 10}
+    assert await read(registry, sid, {"pointer": AFF}) == {
+        "revision": 1,
+        "namespace": "story",
+        "namespaceRevision": 1,
+        "pointer": AFF,
+        "value": 10,
+    }
     assert (await read(registry, sid, {"view": "value"}))["value"] == make.value()
     for args, code, pointer in [
         ({"namespace": "nope"}, "state.read.namespace_unknown", "/namespace"),
@@ -95,12 +101,18 @@ async def test_rp_state_configures_for_the_calling_reply_edit_keeps_delete_retra
 
     head = await store.head(sid)
     edit = {"op": "replace", "range": "node", "targetMessageId": owner_msg.payload["messageId"]}
-    await service.append(sid, [EventDraft("assistant/message", {"messageId": "e1", "content": [{"type": "text", "text": "(edited)"}], "surfaceOp": edit})], expected_seq=head)
+    await service.append(
+        sid,
+        [EventDraft("assistant/message", {"messageId": "e1", "content": [{"type": "text", "text": "(edited)"}], "surfaceOp": edit})],
+        expected_seq=head,
+    )
     assert (await doc(service, sid))["namespaces"]["story"]["definition"]["updateMode"] == "schema-only"
 
     user = next(e for e in events if e.type == "user/message")
     delete = {"op": "replace", "range": "suffix", "targetMessageId": user.payload["messageId"]}
-    await service.append(sid, [EventDraft("assistant/message", {"messageId": "d1", "content": [], "surfaceOp": delete})], expected_seq=head + 1)
+    await service.append(
+        sid, [EventDraft("assistant/message", {"messageId": "d1", "content": [], "surfaceOp": delete})], expected_seq=head + 1
+    )
     after = await doc(service, sid)
     assert after["namespaces"]["story"]["definition"]["updateMode"] == "rules-required" and after["namespaces"]["story"]["revision"] == 1
 
@@ -138,10 +150,26 @@ async def test_rp_state_needs_an_owning_reply(store: EventStore, make: Any) -> N
     unknown = await registry.execute(call, ToolContext(sid, "t", "s", "c9"))
     assert unknown.error is not None and unknown.error["code"] == "state.config.no_owner"
     # A message that made the call but under another step is not a consistent owner.
-    msg = {"messageId": "a1", "content": [], "toolCalls": [{"id": "c9", "name": "rp_state", "arguments": "{}"}], "turnId": "t", "stepId": "s"}
-    await service.append(sid, [EventDraft("assistant/message", msg), EventDraft("tool/call", {"callId": "c9", "name": "rp_state", "arguments": "{}", "turnId": "t", "stepId": "s"})], expected_seq=2)
+    msg = {
+        "messageId": "a1",
+        "content": [],
+        "toolCalls": [{"id": "c9", "name": "rp_state", "arguments": "{}"}],
+        "turnId": "t",
+        "stepId": "s",
+    }
+    await service.append(
+        sid,
+        [
+            EventDraft("assistant/message", msg),
+            EventDraft("tool/call", {"callId": "c9", "name": "rp_state", "arguments": "{}", "turnId": "t", "stepId": "s"}),
+        ],
+        expected_seq=2,
+    )
     wrong = await registry.execute(call, ToolContext(sid, "t", "other", "c9"))
-    assert wrong.error is not None and (wrong.error["code"], wrong.error["pointer"]) == ("state.config.owner_inconsistent", "/args/owner/stepId")
+    assert wrong.error is not None and (wrong.error["code"], wrong.error["pointer"]) == (
+        "state.config.owner_inconsistent",
+        "/args/owner/stepId",
+    )
     ok = await registry.execute(call, ToolContext(sid, "t", "s", "c9"))
     assert ok.ok and ok.meta is not None and ok.meta["kind"] == "rp-state/configure" and ok.meta["revision"] == 2
 

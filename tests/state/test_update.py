@@ -38,8 +38,16 @@ def test_the_reference_commit_shape_applies(projection, make):
     outcome = execute_updates(projection, [make.effect([make.change("increment", AFF, by=2, rule="liyu-affection")])])
     assert outcome.values["story"]["characters"]["李钰"]["好感度"] == 12
     assert outcome.records == [
-        {"namespace": "story", "changeIndex": 0, "op": "increment", "path": AFF, "reason": "剧情需要",
-         "ruleId": "liyu-affection", "before": 10, "after": 12}
+        {
+            "namespace": "story",
+            "changeIndex": 0,
+            "op": "increment",
+            "path": AFF,
+            "reason": "剧情需要",
+            "ruleId": "liyu-affection",
+            "before": 10,
+            "after": 12,
+        }
     ]
     assert outcome.diagnostics == {"story": []}
     assert projection["namespaces"]["story"]["value"]["characters"]["李钰"]["好感度"] == 10
@@ -79,12 +87,30 @@ def test_integral_float_delta_keeps_integers(projection, make):
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"op": "set", "path": "/weather", "reason": "r", "ruleId": "weather"}, ("state.update.field_missing", "/effects/0/payload/changes/0/value")),
-        ({"op": "append", "path": "/characters/李钰/items", "reason": "r", "ruleId": "liyu-items"}, ("state.update.field_missing", "/effects/0/payload/changes/0/value")),
-        ({"op": "increment", "path": AFF, "reason": "r", "ruleId": "liyu-affection"}, ("state.update.field_missing", "/effects/0/payload/changes/0/by")),
-        ({"op": "increment", "path": AFF, "value": 1, "by": 1, "reason": "r", "ruleId": "liyu-affection"}, ("state.update.field_unknown", "/effects/0/payload/changes/0/value")),
-        ({"op": "remove", "path": "/characters/李钰/secret", "value": None, "reason": "r", "ruleId": "liyu-secret-clear"}, ("state.update.field_unknown", "/effects/0/payload/changes/0/value")),
-        ({"op": "set", "path": "/weather", "value": "雨", "by": 1, "reason": "r", "ruleId": "weather"}, ("state.update.field_unknown", "/effects/0/payload/changes/0/by")),
+        (
+            {"op": "set", "path": "/weather", "reason": "r", "ruleId": "weather"},
+            ("state.update.field_missing", "/effects/0/payload/changes/0/value"),
+        ),
+        (
+            {"op": "append", "path": "/characters/李钰/items", "reason": "r", "ruleId": "liyu-items"},
+            ("state.update.field_missing", "/effects/0/payload/changes/0/value"),
+        ),
+        (
+            {"op": "increment", "path": AFF, "reason": "r", "ruleId": "liyu-affection"},
+            ("state.update.field_missing", "/effects/0/payload/changes/0/by"),
+        ),
+        (
+            {"op": "increment", "path": AFF, "value": 1, "by": 1, "reason": "r", "ruleId": "liyu-affection"},
+            ("state.update.field_unknown", "/effects/0/payload/changes/0/value"),
+        ),
+        (
+            {"op": "remove", "path": "/characters/李钰/secret", "value": None, "reason": "r", "ruleId": "liyu-secret-clear"},
+            ("state.update.field_unknown", "/effects/0/payload/changes/0/value"),
+        ),
+        (
+            {"op": "set", "path": "/weather", "value": "雨", "by": 1, "reason": "r", "ruleId": "weather"},
+            ("state.update.field_unknown", "/effects/0/payload/changes/0/by"),
+        ),
     ],
 )
 def test_operand_fields_per_operation(projection, make, change, expected):
@@ -143,9 +169,7 @@ LIYU = {"好感度": 1, "items": []}
     ],
 )
 def test_ancestor_descendant_conflicts_are_invalid(schema_only, make, first, second):
-    changes = [
-        make.change(op, path) if op == "remove" else make.change(op, path, value=value) for op, path, value in (first, second)
-    ]
+    changes = [make.change(op, path) if op == "remove" else make.change(op, path, value=value) for op, path, value in (first, second)]
     codes, _ = rejected(schema_only, [make.effect(changes)])
     assert codes == [("state.update.path_conflict", "/effects/0/payload/changes/1/path")]
 
@@ -209,10 +233,25 @@ def test_envelope_problems_are_collected_together(projection, make):
         ("nope", [("state.update.effects_invalid", "/effects")]),
         ([3], [("state.update.effect_invalid", "/effects/0")]),
         ([{}], [("state.update.field_missing", f"/effects/0/{k}") for k in ("kind", "namespace", "expectedRevision", "payload")]),
-        ([{"kind": "state.update", "namespace": "ghost", "expectedRevision": 1, "payload": {"changes": [{"op": "set", "path": "/a", "value": 1, "reason": "r"}]}}],
-         [("state.update.namespace_unknown", "/effects/0/namespace")]),
-        ([{"kind": "state.update", "namespace": "story", "expectedRevision": 1, "payload": []}], [("state.update.payload_invalid", "/effects/0/payload")]),
-        ([{"kind": "state.update", "namespace": "story", "expectedRevision": 1, "payload": {}}], [("state.update.field_missing", "/effects/0/payload/changes")]),
+        (
+            [
+                {
+                    "kind": "state.update",
+                    "namespace": "ghost",
+                    "expectedRevision": 1,
+                    "payload": {"changes": [{"op": "set", "path": "/a", "value": 1, "reason": "r"}]},
+                }
+            ],
+            [("state.update.namespace_unknown", "/effects/0/namespace")],
+        ),
+        (
+            [{"kind": "state.update", "namespace": "story", "expectedRevision": 1, "payload": []}],
+            [("state.update.payload_invalid", "/effects/0/payload")],
+        ),
+        (
+            [{"kind": "state.update", "namespace": "story", "expectedRevision": 1, "payload": {}}],
+            [("state.update.field_missing", "/effects/0/payload/changes")],
+        ),
     ],
 )
 def test_envelope_shapes(projection, effects, expected):
@@ -278,9 +317,30 @@ def gated_definition():
         "schema": {"type": "object", "properties": {"day": {"type": "integer"}, "phase": {"type": "string"}, "other": {"type": "string"}}},
         "rules": [
             {"id": "tick", "target": "/day", "when": "w", "effect": {"op": "increment"}, "cadence": "when-applicable"},
-            {"id": "night", "target": "/phase", "when": "w", "condition": 'state("story", "/day") >= 2', "effect": {"op": "set"}, "cadence": "when-applicable"},
-            {"id": "x", "target": "/other", "when": "w", "condition": 'state("world", "/open") == true', "effect": {"op": "set"}, "cadence": "when-applicable"},
-            {"id": "broken", "target": "/other", "when": "w", "condition": 'state("story", "/missing") == 1', "effect": {"op": "set"}, "cadence": "when-applicable"},
+            {
+                "id": "night",
+                "target": "/phase",
+                "when": "w",
+                "condition": 'state("story", "/day") >= 2',
+                "effect": {"op": "set"},
+                "cadence": "when-applicable",
+            },
+            {
+                "id": "x",
+                "target": "/other",
+                "when": "w",
+                "condition": 'state("world", "/open") == true',
+                "effect": {"op": "set"},
+                "cadence": "when-applicable",
+            },
+            {
+                "id": "broken",
+                "target": "/other",
+                "when": "w",
+                "condition": 'state("story", "/missing") == 1',
+                "effect": {"op": "set"},
+                "cadence": "when-applicable",
+            },
         ],
     }
 
@@ -449,9 +509,7 @@ def test_inputs_are_not_mutated(projection, make):
 
 # --- properties -------------------------------------------------------------------------------------
 
-VALID_INTENTS = st.lists(
-    st.sampled_from(["affection", "mood", "item", "secret", "day", "weather", "newcomer"]), unique=True, min_size=1
-)
+VALID_INTENTS = st.lists(st.sampled_from(["affection", "mood", "item", "secret", "day", "weather", "newcomer"]), unique=True, min_size=1)
 
 
 def valid_changes(value, intents, data):
@@ -463,15 +521,39 @@ def valid_changes(value, intents, data):
             low, high = max(-5, -liyu["好感度"]), min(5, 100 - liyu["好感度"])
             out.append({"op": "increment", "path": AFF, "by": data.draw(st.integers(low, high)), "ruleId": "liyu-affection", "reason": "r"})
         elif intent == "mood":
-            out.append({"op": "set", "path": "/characters/李钰/mood", "value": data.draw(st.text(min_size=1, max_size=20)), "ruleId": "liyu-mood", "reason": "r"})
+            out.append(
+                {
+                    "op": "set",
+                    "path": "/characters/李钰/mood",
+                    "value": data.draw(st.text(min_size=1, max_size=20)),
+                    "ruleId": "liyu-mood",
+                    "reason": "r",
+                }
+            )
         elif intent == "item" and len(liyu["items"]) < 3:
-            out.append({"op": "append", "path": "/characters/李钰/items", "value": data.draw(st.text(max_size=5)), "ruleId": "liyu-items", "reason": "r"})
+            out.append(
+                {
+                    "op": "append",
+                    "path": "/characters/李钰/items",
+                    "value": data.draw(st.text(max_size=5)),
+                    "ruleId": "liyu-items",
+                    "reason": "r",
+                }
+            )
         elif intent == "secret" and "secret" in liyu:
             out.append({"op": "remove", "path": "/characters/李钰/secret", "ruleId": "liyu-secret-clear", "reason": "r"})
         elif intent == "day":
             out.append({"op": "increment", "path": "/day", "by": 1, "ruleId": "next-day", "reason": "r"})
         elif intent == "weather":
-            out.append({"op": "set", "path": "/weather", "value": data.draw(st.sampled_from(["晴", "雨", "雪"])), "ruleId": "weather", "reason": "r"})
+            out.append(
+                {
+                    "op": "set",
+                    "path": "/weather",
+                    "value": data.draw(st.sampled_from(["晴", "雨", "雪"])),
+                    "ruleId": "weather",
+                    "reason": "r",
+                }
+            )
     return out
 
 
@@ -493,13 +575,34 @@ def test_property_random_valid_updates_keep_the_value_schema_valid(make, data):
 
 
 JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-200, 200), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6))
-JSON_ANY = st.recursive(JSON_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4)), max_leaves=12)
-PATHS = st.sampled_from(["", "/day", "/weather", AFF, "/characters", "/characters/李钰", "/characters/李钰/items", "/characters/李钰/items/0",
-                         "/characters/李钰/items/-", "/characters/李钰/secret", "/characters/王五", "/nope", "bad", "/day/x"])
+JSON_ANY = st.recursive(
+    JSON_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4)), max_leaves=12
+)
+PATHS = st.sampled_from(
+    [
+        "",
+        "/day",
+        "/weather",
+        AFF,
+        "/characters",
+        "/characters/李钰",
+        "/characters/李钰/items",
+        "/characters/李钰/items/0",
+        "/characters/李钰/items/-",
+        "/characters/李钰/secret",
+        "/characters/王五",
+        "/nope",
+        "bad",
+        "/day/x",
+    ]
+)
 RANDOM_CHANGE = st.fixed_dictionaries(
     {"op": st.sampled_from(["set", "increment", "append", "remove", "merge"]), "path": PATHS, "reason": st.sampled_from(["r", ""])},
-    optional={"value": JSON_ANY, "by": st.one_of(st.integers(-10, 10), st.floats()), "ruleId": st.sampled_from(
-        ["liyu-affection", "liyu-items", "liyu-mood", "liyu-secret-clear", "next-day", "weather", "nope"])},
+    optional={
+        "value": JSON_ANY,
+        "by": st.one_of(st.integers(-10, 10), st.floats()),
+        "ruleId": st.sampled_from(["liyu-affection", "liyu-items", "liyu-mood", "liyu-secret-clear", "next-day", "weather", "nope"]),
+    },
 )
 
 
@@ -523,7 +626,16 @@ GARBAGE = st.recursive(
     st.one_of(JSON_LEAF, st.tuples(st.integers()), st.frozensets(st.integers(), max_size=2), st.just(object())),
     lambda inner: st.one_of(
         st.lists(inner, max_size=4),
-        st.dictionaries(st.one_of(st.sampled_from(["kind", "namespace", "expectedRevision", "payload", "changes", "op", "path", "by", "value", "reason", "ruleId"]), st.integers()), inner, max_size=6),
+        st.dictionaries(
+            st.one_of(
+                st.sampled_from(
+                    ["kind", "namespace", "expectedRevision", "payload", "changes", "op", "path", "by", "value", "reason", "ruleId"]
+                ),
+                st.integers(),
+            ),
+            inner,
+            max_size=6,
+        ),
     ),
     max_leaves=20,
 )

@@ -42,9 +42,12 @@ async def _service(ctx: click.Context) -> AsyncIterator[AssetService]:
 @click.command("import")
 @home_option
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--repair", "allow_repair", is_flag=True,
-              help="Repair broken or truncated JSON by guessing, even where that loses content; the warnings "
-                   "say what was lost.")
+@click.option(
+    "--repair",
+    "allow_repair",
+    is_flag=True,
+    help="Repair broken or truncated JSON by guessing, even where that loses content; the warnings say what was lost.",
+)
 @json_option
 @click.pass_context
 @run
@@ -109,7 +112,7 @@ async def assets_list(ctx: click.Context, kind: str | None, limit: int, offset: 
     async with _service(ctx) as service:
         defaults = {k: (await service.store.get_default(k)) for k in DEFAULT_KINDS}
         default_ids = {r.id for r in defaults.values() if r is not None}
-        for k in ([kind] if kind else KINDS):
+        for k in [kind] if kind else KINDS:
             page = await service.store.list(k, limit=limit, offset=offset)
             rows += [{**r.to_dict(with_data=False), "default": r.id in default_ids} for r in page.items]
     if as_json:
@@ -159,12 +162,10 @@ async def assets_show(ctx: click.Context, asset_id: str, as_json: bool) -> None:
 @json_option
 @click.pass_context
 @run
-async def assets_delete(ctx: click.Context, asset_id: str, expected_revision: int | None, keep_lorebooks: bool,
-                        as_json: bool) -> None:
+async def assets_delete(ctx: click.Context, asset_id: str, expected_revision: int | None, keep_lorebooks: bool, as_json: bool) -> None:
     """Delete an asset (a card also deletes its imported lorebooks unless --keep-lorebooks)."""
     async with _service(ctx) as service:
-        result = await service.delete(asset_id, expected_revision=expected_revision,
-                                      cascade_lorebooks=not keep_lorebooks)
+        result = await service.delete(asset_id, expected_revision=expected_revision, cascade_lorebooks=not keep_lorebooks)
     if as_json:
         echo_json(result.to_dict())
         return
@@ -200,8 +201,7 @@ def export() -> None:
 @export.command("card")
 @home_option
 @click.argument("card_id")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="PNG file to write.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="PNG file to write.")
 @json_option
 @click.pass_context
 @run

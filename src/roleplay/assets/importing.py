@@ -102,8 +102,7 @@ def _json_blob(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-async def import_file(store: AssetStore, data: bytes, filename: str | None = None, *,
-                      allow_repair: bool = False) -> ImportResult:
+async def import_file(store: AssetStore, data: bytes, filename: str | None = None, *, allow_repair: bool = False) -> ImportResult:
     """Import one file; raises ``RpError`` (nothing written) when it cannot be imported.
 
     A failure names its real cause: an empty file, a file over the size limit, JSON that is
@@ -115,8 +114,7 @@ async def import_file(store: AssetStore, data: bytes, filename: str | None = Non
     data = bytes(data)
     details = {"filename": filename} if filename else None
     if not data.strip():
-        raise ValidationError("asset.import.empty", "the file is empty" if not data else
-                              "the file holds only blank space", details=details)
+        raise ValidationError("asset.import.empty", "the file is empty" if not data else "the file holds only blank space", details=details)
     kind = sniff_asset_kind(data, filename, parse_json=False)
     if kind in ("card-png", "charx"):
         return await import_card(store, data, filename, allow_repair=allow_repair)
@@ -137,8 +135,11 @@ async def import_file(store: AssetStore, data: bytes, filename: str | None = Non
         return await import_preset_file(store, data, filename, parsed=(obj, warnings))
     if isinstance(obj, dict) and V1_FIELDS_SET & obj.keys():
         raise unknown_format_error(v1_card_verdict(obj)[1])
-    what = (f"a JSON object with keys {', '.join(repr(k) for k in list(obj)[:8])}" if isinstance(obj, dict) and obj
-            else f"a JSON {type(obj).__name__ if not isinstance(obj, dict) else 'empty object'}")
+    what = (
+        f"a JSON object with keys {', '.join(repr(k) for k in list(obj)[:8])}"
+        if isinstance(obj, dict) and obj
+        else f"a JSON {type(obj).__name__ if not isinstance(obj, dict) else 'empty object'}"
+    )
     what = what.replace("JSON list", "JSON array")
     raise ValidationError(
         "asset.import.unsupported",
@@ -152,37 +153,50 @@ async def _duplicate(tx: AssetTx, existing: AssetRecord, filename: str | None) -
     if existing.kind == CARD:
         assets += [CreatedAsset.of(b) for b in await tx.linked_lorebooks(existing.id)]
     message = f"this file was already imported as {existing.kind} {existing.id}; nothing new was created"
-    return ImportResult(filename, existing.kind, existing.id, True, assets,
-                        [Problem("asset.import.duplicate", message, details={"assetId": existing.id})])
+    return ImportResult(
+        filename, existing.kind, existing.id, True, assets, [Problem("asset.import.duplicate", message, details={"assetId": existing.id})]
+    )
 
 
 # -- cards ----------------------------------------------------------------------------------------
 
 
-async def import_card(store: AssetStore, data: bytes, filename: str | None = None, *, allow_repair: bool = False,
-                      parsed: tuple[Any, list[Problem]] | None = None) -> ImportResult:
+async def import_card(
+    store: AssetStore,
+    data: bytes,
+    filename: str | None = None,
+    *,
+    allow_repair: bool = False,
+    parsed: tuple[Any, list[Problem]] | None = None,
+) -> ImportResult:
     """``parsed``: the file's JSON and parse warnings when the caller has parsed it already."""
-    parsed = (import_card_object(*parsed, filename) if parsed is not None
-              else import_card_bytes(data, filename, allow_repair=allow_repair))
+    parsed = import_card_object(*parsed, filename) if parsed is not None else import_card_bytes(data, filename, allow_repair=allow_repair)
     warnings = list(parsed.warnings)
     card = validate_asset_data(CARD, parsed.card.model_dump(mode="json"))
     book: Validated | None = None
     if parsed.lorebook is not None:
         book_name = parsed.lorebook.get("name") if isinstance(parsed.lorebook.get("name"), str) else ""
         try:
-            book = validate_asset_data(LOREBOOK, {"name": _label(book_name or "") or card.name,
-                                                  "book": parsed.lorebook})
+            book = validate_asset_data(LOREBOOK, {"name": _label(book_name or "") or card.name, "book": parsed.lorebook})
             warnings += book.warnings
         except RpError as exc:
             # A broken embedded book should not cost the user the card; the untouched book stays
             # in the card's ``source`` blob, so nothing is lost.
-            warnings.append(Problem("asset.import.lorebook_skipped",
-                                    f"the embedded character_book was not imported: {exc.message}",
-                                    pointer=exc.pointer, details={"cause": exc.code}))
+            warnings.append(
+                Problem(
+                    "asset.import.lorebook_skipped",
+                    f"the embedded character_book was not imported: {exc.message}",
+                    pointer=exc.pointer,
+                    details={"cause": exc.code},
+                )
+            )
     if parsed.embedded_assets:
-        warnings.append(Problem("asset.import.embedded_assets_skipped",
-                                f"{len(parsed.embedded_assets)} legacy embedded asset(s) were not stored: "
-                                "only the sanitised main image is kept"))
+        warnings.append(
+            Problem(
+                "asset.import.embedded_assets_skipped",
+                f"{len(parsed.embedded_assets)} legacy embedded asset(s) were not stored: only the sanitised main image is kept",
+            )
+        )
     isolated = parsed.isolated_prompts.model_copy(update={"trusted": False})
     digest = import_hash(data)
     card_id, book_id = store.new_id(), store.new_id()
@@ -209,9 +223,14 @@ async def import_card(store: AssetStore, data: bytes, filename: str | None = Non
 # -- lorebooks ------------------------------------------------------------------------------------
 
 
-async def import_lorebook_file(store: AssetStore, data: bytes, filename: str | None = None, *,
-                               allow_repair: bool = False, parsed: tuple[Any, list[Problem]] | None = None
-                               ) -> ImportResult:
+async def import_lorebook_file(
+    store: AssetStore,
+    data: bytes,
+    filename: str | None = None,
+    *,
+    allow_repair: bool = False,
+    parsed: tuple[Any, list[Problem]] | None = None,
+) -> ImportResult:
     obj, warnings = parsed or load_json_bytes(data, code_prefix="lorebook.json", allow_repair=allow_repair)
     if any(w.code.endswith(".repaired") for w in warnings):
         # The user asked for the repair; the report must say what it lost, in lorebook terms.
@@ -238,9 +257,14 @@ async def import_lorebook_file(store: AssetStore, data: bytes, filename: str | N
 # -- presets --------------------------------------------------------------------------------------
 
 
-async def import_preset_file(store: AssetStore, data: bytes, filename: str | None = None, *,
-                             allow_repair: bool = False, parsed: tuple[Any, list[Problem]] | None = None
-                             ) -> ImportResult:
+async def import_preset_file(
+    store: AssetStore,
+    data: bytes,
+    filename: str | None = None,
+    *,
+    allow_repair: bool = False,
+    parsed: tuple[Any, list[Problem]] | None = None,
+) -> ImportResult:
     obj, warnings = parsed or load_json_bytes(data, code_prefix="preset.json", allow_repair=allow_repair)
     migration = migrate_sillytavern_preset(obj, name=_stem(filename) or "SillyTavern 预设")
     preset = validate_asset_data(PRESET, migration.preset.to_json_dict())
@@ -264,5 +288,4 @@ async def import_preset_file(store: AssetStore, data: bytes, filename: str | Non
     return await store.write(body, retry_on_unique=True)
 
 
-__all__ = ["CreatedAsset", "ImportResult", "import_card", "import_file", "import_hash", "import_lorebook_file",
-           "import_preset_file"]
+__all__ = ["CreatedAsset", "ImportResult", "import_card", "import_file", "import_hash", "import_lorebook_file", "import_preset_file"]

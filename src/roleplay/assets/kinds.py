@@ -76,8 +76,12 @@ def check_kind(kind: Any, *, pointer: str = "/kind") -> str:
 
 def _card(data: Any) -> Validated:
     if not isinstance(data, Mapping):
-        raise ValidationError("card.invalid", "card data must be a JSON object", pointer="",
-                              problems=[Problem("card.wrong_type", "expected a JSON object", "")])
+        raise ValidationError(
+            "card.invalid",
+            "card data must be a JSON object",
+            pointer="",
+            problems=[Problem("card.wrong_type", "expected a JSON object", "")],
+        )
     try:
         card = CharacterCard.model_validate(dict(data))
     except pydantic.ValidationError as exc:
@@ -86,8 +90,9 @@ def _card(data: Any) -> Validated:
     if problems:
         raise invalid("card", problems)
     if not card.name.strip():
-        raise ValidationError("card.invalid", "a card needs a non-blank name", pointer="/name",
-                              problems=[Problem("card.blank", "name is blank", "/name")])
+        raise ValidationError(
+            "card.invalid", "a card needs a non-blank name", pointer="/name", problems=[Problem("card.blank", "name is blank", "/name")]
+        )
     return Validated(card.model_dump(mode="json"), card.name.strip())
 
 
@@ -111,12 +116,16 @@ def _lorebook(data: Any) -> Validated:
         raise _lorebook_problem("lorebook.blank", "a lorebook needs a non-blank name", "/name")
     name = name.strip()
     if len(name) > LOREBOOK_NAME_MAX or text_violation(name, name=True):
-        raise _lorebook_problem("lorebook.bad_name", f"name must be one line of ≤ {LOREBOOK_NAME_MAX} characters "
-                                "without control, invisible or direction-changing characters", "/name")
+        raise _lorebook_problem(
+            "lorebook.bad_name",
+            f"name must be one line of ≤ {LOREBOOK_NAME_MAX} characters without control, invisible or direction-changing characters",
+            "/name",
+        )
     description = data.get("description", "")
     if not isinstance(description, str) or len(description) > LOREBOOK_DESCRIPTION_MAX:
-        raise _lorebook_problem("lorebook.bad_description",
-                                f"description must be text of ≤ {LOREBOOK_DESCRIPTION_MAX} characters", "/description")
+        raise _lorebook_problem(
+            "lorebook.bad_description", f"description must be text of ≤ {LOREBOOK_DESCRIPTION_MAX} characters", "/description"
+        )
     book = data.get("book")
     if not isinstance(book, Mapping):
         raise _lorebook_problem("lorebook.wrong_type", "'book' must be a world-info or character_book object", "/book")
@@ -125,8 +134,9 @@ def _lorebook(data: Any) -> Validated:
     except RpError as exc:
         # The lorebook package points into the book; callers see the pointer into the asset data.
         pointer = "/book" + (exc.pointer or "")
-        raise ValidationError(exc.code, exc.message, pointer=pointer, details=exc.details,
-                              problems=[_prefixed(p, "/book") for p in exc.problems]) from None
+        raise ValidationError(
+            exc.code, exc.message, pointer=pointer, details=exc.details, problems=[_prefixed(p, "/book") for p in exc.problems]
+        ) from None
     out: dict[str, Any] = {"name": name, "book": dict(book)}
     if description:
         out["description"] = description

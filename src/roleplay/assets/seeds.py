@@ -35,8 +35,7 @@ class SeedOutcome:
     reason: str
 
     def to_dict(self) -> dict[str, object]:
-        return {"key": self.key, "kind": self.kind, "action": self.action, "assetId": self.asset_id,
-                "reason": self.reason}
+        return {"key": self.key, "kind": self.kind, "action": self.action, "assetId": self.asset_id, "reason": self.reason}
 
 
 async def ensure_seeds(store: AssetStore, seeds: Sequence[SeedSpec] = BUILTIN_SEEDS) -> list[SeedOutcome]:

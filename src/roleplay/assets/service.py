@@ -43,8 +43,7 @@ class AssetService:
     async def ensure_seeds(self) -> list[SeedOutcome]:
         return await ensure_seeds(self.store, self._seeds)
 
-    async def import_file(self, data: bytes, filename: str | None = None, *,
-                          allow_repair: bool = False) -> ImportResult:
+    async def import_file(self, data: bytes, filename: str | None = None, *, allow_repair: bool = False) -> ImportResult:
         """``allow_repair``: only when the user asked (``rp import --repair``); see ``import_file``."""
         return await import_file(self.store, data, filename, allow_repair=allow_repair)
 
@@ -64,8 +63,7 @@ class AssetService:
             raise
         return IsolatedPrompts.model_validate(json.loads(blob.data))
 
-    async def trust_isolated_prompts(self, card_id: str, trusted: bool, *,
-                                     expected_revision: int | None = None) -> IsolatedPrompts:
+    async def trust_isolated_prompts(self, card_id: str, trusted: bool, *, expected_revision: int | None = None) -> IsolatedPrompts:
         """User-side only: allow (or stop) injecting the card's own system prompt and
         post-history instructions. Bumps the card's revision so sessions see the change."""
         if not isinstance(trusted, bool):
@@ -73,8 +71,9 @@ class AssetService:
         check_revision(expected_revision, optional=True)
         current = await self.isolated_prompts(card_id)
         if current.is_empty:
-            raise ValidationError("asset.no_isolated_prompts", f"card {card_id} has no isolated prompts to trust",
-                                  details={"assetId": card_id})
+            raise ValidationError(
+                "asset.no_isolated_prompts", f"card {card_id} has no isolated prompts to trust", details={"assetId": card_id}
+            )
         updated = current.model_copy(update={"trusted": trusted})
         payload = json.dumps(updated.model_dump(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
@@ -108,15 +107,17 @@ class AssetService:
             if not isinstance(raw.get("entries"), list):
                 # World-info shaped books use other field names; embedding them verbatim would
                 # write an invalid character_book.
-                raise ValidationError("asset.export.lorebook_shape",
-                                      f"linked lorebook {book.id} is in world-info form, not character_book form",
-                                      pointer="/book/entries", details={"assetId": book.id})
+                raise ValidationError(
+                    "asset.export.lorebook_shape",
+                    f"linked lorebook {book.id} is in world-info form, not character_book form",
+                    pointer="/book/entries",
+                    details={"assetId": book.id},
+                )
             raw_books.append(raw)
         return export_card_png(CharacterCard.model_validate(record.data), avatar, raw_books)
 
     # -- delete ---------------------------------------------------------------------------------
-    async def delete(self, asset_id: str, *, expected_revision: int | None = None,
-                     cascade_lorebooks: bool = True) -> DeleteResult:
+    async def delete(self, asset_id: str, *, expected_revision: int | None = None, cascade_lorebooks: bool = True) -> DeleteResult:
         """Delete an asset. For a card, then delete (best effort, each on its own) the lorebooks
         imported from it unless ``cascade_lorebooks`` is False. The card deletion stands even when
         a lorebook deletion fails (spec: failures do not roll the card back); sessions are never
@@ -132,8 +133,13 @@ class AssetService:
             except RpError as exc:
                 if exc.code == "asset.not_found":
                     continue  # deleted concurrently: the outcome is the one we wanted
-                result.warnings.append(Problem("asset.cascade_failed", f"lorebook {book.id} was not deleted: "
-                                               f"{exc.message}", details={"assetId": book.id, "cause": exc.code}))
+                result.warnings.append(
+                    Problem(
+                        "asset.cascade_failed",
+                        f"lorebook {book.id} was not deleted: {exc.message}",
+                        details={"assetId": book.id, "cause": exc.code},
+                    )
+                )
         return result
 
 

@@ -124,8 +124,11 @@ def not_found(asset_id: str) -> NotFoundError:
 def wrong_kind(record: "AssetRecord", expected: str) -> NotFoundError:
     """The id exists but names another kind: same code as a missing asset (there is no such
     ``expected``), but the message and details say what the id really is."""
-    return NotFoundError("asset.not_found", f"asset {record.id!r} is a {record.kind} ({record.name!r}), not a {expected}",
-                         details={"assetId": record.id, "kind": record.kind, "expected": expected})
+    return NotFoundError(
+        "asset.not_found",
+        f"asset {record.id!r} is a {record.kind} ({record.name!r}), not a {expected}",
+        details={"assetId": record.id, "kind": record.kind, "expected": expected},
+    )
 
 
 def revision_conflict(asset_id: str, expected: int, current: int) -> ConflictError:
@@ -140,8 +143,7 @@ def check_revision(value: Any, *, optional: bool = False) -> int | None:
     if value is None and optional:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValidationError("asset.invalid_revision", "expected_revision must be an integer ≥ 1",
-                              pointer="/expectedRevision")
+        raise ValidationError("asset.invalid_revision", "expected_revision must be an integer ≥ 1", pointer="/expectedRevision")
     return value
 
 
@@ -163,9 +165,17 @@ def _column_name(name: str) -> str:
 
 def _record(row: tuple[Any, ...]) -> AssetRecord:
     return AssetRecord(
-        id=row[0], kind=row[1], revision=int(row[2]), name=row[3], data=json.loads(row[4]),
-        content_hash=row[5], import_hash=row[6], source_character_id=row[7], seed_key=row[8],
-        created_at=row[9], updated_at=row[10],
+        id=row[0],
+        kind=row[1],
+        revision=int(row[2]),
+        name=row[3],
+        data=json.loads(row[4]),
+        content_hash=row[5],
+        import_hash=row[6],
+        source_character_id=row[7],
+        seed_key=row[8],
+        created_at=row[9],
+        updated_at=row[10],
     )
 
 
@@ -250,8 +260,7 @@ class AssetTx:
         return " FOR UPDATE" if for_update and self.dialect == "postgresql" else ""
 
     async def get(self, asset_id: str, *, for_update: bool = False) -> AssetRecord | None:
-        row = await self.conn.fetchone(f"SELECT {_COLS} FROM assets WHERE id=?{self._lock_suffix(for_update)}",
-                                       (asset_id,))
+        row = await self.conn.fetchone(f"SELECT {_COLS} FROM assets WHERE id=?{self._lock_suffix(for_update)}", (asset_id,))
         return _record(row) if row else None
 
     async def by_seed_key(self, seed_key: str) -> AssetRecord | None:
@@ -282,12 +291,22 @@ class AssetTx:
     ) -> AssetRecord:
         text = dump_data(data)
         stored = json.loads(text)
-        record = AssetRecord(asset_id, kind, 1, _column_name(name), stored, content_hash(stored), import_hash,
-                             source_character_id, seed_key, self.now, self.now)
+        record = AssetRecord(
+            asset_id,
+            kind,
+            1,
+            _column_name(name),
+            stored,
+            content_hash(stored),
+            import_hash,
+            source_character_id,
+            seed_key,
+            self.now,
+            self.now,
+        )
         await self.conn.execute(
             f"INSERT INTO assets({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (record.id, kind, 1, record.name, text, record.content_hash, import_hash, source_character_id,
-             seed_key, self.now, self.now),
+            (record.id, kind, 1, record.name, text, record.content_hash, import_hash, source_character_id, seed_key, self.now, self.now),
         )
         return record
 
@@ -297,8 +316,9 @@ class AssetTx:
             raise not_found(asset_id)
         return int(row[0])
 
-    async def bump(self, asset_id: str, expected_revision: int | None, *, data: dict[str, Any] | None = None,
-                   name: str | None = None) -> AssetRecord:
+    async def bump(
+        self, asset_id: str, expected_revision: int | None, *, data: dict[str, Any] | None = None, name: str | None = None
+    ) -> AssetRecord:
         """CAS: move the asset to the next revision (optionally with new data), or raise."""
         current = await self._current_revision(asset_id)
         if expected_revision is not None and current != expected_revision:
@@ -311,8 +331,7 @@ class AssetTx:
         else:
             text = dump_data(data)
             changed = await self.conn.execute(
-                "UPDATE assets SET revision=revision+1, data=?, name=?, content_hash=?, updated_at=? "
-                "WHERE id=? AND revision=?",
+                "UPDATE assets SET revision=revision+1, data=?, name=?, content_hash=?, updated_at=? WHERE id=? AND revision=?",
                 (text, _column_name(name or ""), content_hash(json.loads(text)), self.now, asset_id, current),
             )
         if changed != 1:  # guard only: the row is locked (PostgreSQL) or the database is (SQLite)
@@ -334,8 +353,9 @@ class AssetTx:
             raise revision_conflict(asset_id, record.revision, await self._current_revision(asset_id))
         if record.seed_key is not None:
             # The marker outlives the asset: a deleted built-in must never be recreated.
-            await self.conn.execute("UPDATE asset_seed_markers SET deleted=?, updated_at=? WHERE seed_key=?",
-                                    (self._flag(True), self.now, record.seed_key))
+            await self.conn.execute(
+                "UPDATE asset_seed_markers SET deleted=?, updated_at=? WHERE seed_key=?", (self._flag(True), self.now, record.seed_key)
+            )
         return record
 
     # blobs
@@ -348,9 +368,7 @@ class AssetTx:
         )
 
     async def blob(self, asset_id: str, role: str) -> Blob | None:
-        row = await self.conn.fetchone(
-            "SELECT media_type, bytes, sha256 FROM asset_blobs WHERE asset_id=? AND role=?", (asset_id, role)
-        )
+        row = await self.conn.fetchone("SELECT media_type, bytes, sha256 FROM asset_blobs WHERE asset_id=? AND role=?", (asset_id, role))
         return Blob(asset_id, role, row[0], bytes(row[1]), row[2]) if row else None
 
     async def blobs(self, asset_id: str) -> list[BlobInfo]:
@@ -366,8 +384,7 @@ class AssetTx:
 
     async def set_default(self, kind: str, asset_id: str) -> None:
         await self.conn.execute("DELETE FROM asset_defaults WHERE kind=?", (kind,))
-        await self.conn.execute("INSERT INTO asset_defaults(kind, asset_id, updated_at) VALUES (?,?,?)",
-                                (kind, asset_id, self.now))
+        await self.conn.execute("INSERT INTO asset_defaults(kind, asset_id, updated_at) VALUES (?,?,?)", (kind, asset_id, self.now))
 
     # seed markers
     async def lock_seeds(self) -> None:
@@ -382,8 +399,7 @@ class AssetTx:
     async def put_marker(self, marker: SeedMarker) -> None:
         await self.conn.execute("DELETE FROM asset_seed_markers WHERE seed_key=?", (marker.key,))
         await self.conn.execute(
-            "INSERT INTO asset_seed_markers(seed_key, kind, version, content_hash, asset_id, deleted, updated_at) "
-            "VALUES (?,?,?,?,?,?,?)",
+            "INSERT INTO asset_seed_markers(seed_key, kind, version, content_hash, asset_id, deleted, updated_at) VALUES (?,?,?,?,?,?,?)",
             (marker.key, marker.kind, marker.version, marker.content_hash, marker.asset_id, self._flag(False), self.now),
         )
 
@@ -453,8 +469,7 @@ class AssetStore:
             raise wrong_kind(record, kind)
         return record
 
-    async def list(self, kind: str, *, limit: int = 50, offset: int = 0,
-                   source_character_id: str | None = None) -> AssetPage:
+    async def list(self, kind: str, *, limit: int = 50, offset: int = 0, source_character_id: str | None = None) -> AssetPage:
         """One page of ``kind``, oldest first (ids are sortable, so creation order is stable)."""
         check_kind(kind)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE:
@@ -480,12 +495,11 @@ class AssetStore:
     async def create(self, kind: str, data: Any, *, source_character_id: str | None = None) -> AssetRecord:
         valid = validate_asset_data(kind, data)
         if source_character_id is not None and kind != "lorebook":
-            raise ValidationError("asset.source_character_not_allowed",
-                                  "only lorebooks can name a source character", pointer="/sourceCharacterId")
+            raise ValidationError(
+                "asset.source_character_not_allowed", "only lorebooks can name a source character", pointer="/sourceCharacterId"
+            )
         asset_id = self.new_id()
-        return await self.write(
-            lambda tx: tx.insert(asset_id, kind, valid.data, valid.name, source_character_id=source_character_id)
-        )
+        return await self.write(lambda tx: tx.insert(asset_id, kind, valid.data, valid.name, source_character_id=source_character_id))
 
     async def update(self, asset_id: str, data: Any, *, expected_revision: int) -> AssetRecord:
         """Replace the data of an asset, if it is still at ``expected_revision``."""
@@ -500,23 +514,20 @@ class AssetStore:
         return await self.write(lambda tx: tx.delete(asset_id, expected_revision))
 
     # -- blobs ----------------------------------------------------------------------------------
-    async def put_blob(self, asset_id: str, role: str, data: bytes, *, media_type: str,
-                       expected_revision: int | None = None) -> AssetRecord:
+    async def put_blob(
+        self, asset_id: str, role: str, data: bytes, *, media_type: str, expected_revision: int | None = None
+    ) -> AssetRecord:
         """Store a blob and bump the asset's revision. ``avatar`` blobs are images: they are
         re-encoded as a metadata-free PNG first (card text chunks, EXIF and C2PA never persist)."""
         check_revision(expected_revision, optional=True)
         if not isinstance(role, str) or not _ROLE_RE.match(role):
-            raise ValidationError("asset.blob_invalid_role", "blob role must be lowercase letters, digits and '-'",
-                                  pointer="/role")
+            raise ValidationError("asset.blob_invalid_role", "blob role must be lowercase letters, digits and '-'", pointer="/role")
         if role in RESERVED_ROLES:
-            raise ValidationError("asset.blob_reserved", f"blob role {role!r} is managed by the asset services",
-                                  pointer="/role")
+            raise ValidationError("asset.blob_reserved", f"blob role {role!r} is managed by the asset services", pointer="/role")
         if not isinstance(media_type, str) or not _MEDIA_RE.match(media_type):
-            raise ValidationError("asset.blob_invalid_media_type", "media type must look like type/subtype",
-                                  pointer="/mediaType")
+            raise ValidationError("asset.blob_invalid_media_type", "media type must look like type/subtype", pointer="/mediaType")
         if not isinstance(data, (bytes, bytearray)) or len(data) > MAX_BLOB_BYTES:
-            raise ValidationError("asset.blob_too_large", f"blobs are bytes of at most {MAX_BLOB_BYTES} bytes",
-                                  pointer="/data")
+            raise ValidationError("asset.blob_too_large", f"blobs are bytes of at most {MAX_BLOB_BYTES} bytes", pointer="/data")
         payload = bytes(data)
         if role == "avatar":
             from .cards import sanitize_avatar
@@ -538,8 +549,9 @@ class AssetStore:
         if not exists:
             raise not_found(asset_id)
         if blob is None:
-            raise NotFoundError("asset.blob_not_found", f"asset {asset_id} has no {role!r} blob",
-                                details={"assetId": asset_id, "role": role})
+            raise NotFoundError(
+                "asset.blob_not_found", f"asset {asset_id} has no {role!r} blob", details={"assetId": asset_id, "role": role}
+            )
         return blob
 
     async def list_blobs(self, asset_id: str) -> list[BlobInfo]:
@@ -551,8 +563,9 @@ class AssetStore:
     def _check_default_kind(kind: str) -> None:
         check_kind(kind)
         if kind not in DEFAULT_KINDS:
-            raise ValidationError("asset.default_unsupported", f"{kind} assets have no default; only "
-                                  f"{', '.join(DEFAULT_KINDS)} do", pointer="/kind")
+            raise ValidationError(
+                "asset.default_unsupported", f"{kind} assets have no default; only {', '.join(DEFAULT_KINDS)} do", pointer="/kind"
+            )
 
     async def get_default(self, kind: str) -> AssetRecord | None:
         """The default asset of ``kind``, or None (none set, or the default was deleted)."""
@@ -572,8 +585,12 @@ class AssetStore:
             if record is None:
                 raise not_found(asset_id)
             if record.kind != kind:
-                raise ValidationError("asset.kind_mismatch", f"asset {asset_id} is a {record.kind}, not a {kind}",
-                                      pointer="/assetId", details={"assetId": asset_id, "kind": record.kind})
+                raise ValidationError(
+                    "asset.kind_mismatch",
+                    f"asset {asset_id} is a {record.kind}, not a {kind}",
+                    pointer="/assetId",
+                    details={"assetId": asset_id, "kind": record.kind},
+                )
             await tx.set_default(kind, asset_id)
             return record
 
@@ -585,12 +602,17 @@ class AssetStore:
 
         async def body(tx: AssetTx) -> list[tuple[Any, ...]]:
             rows = [("asset", *r) for r in await tx.conn.fetchall(f"SELECT {_COLS} FROM assets ORDER BY id")]
-            rows += [("blob", r[0], r[1], r[2], r[3], bytes(r[4])) for r in await tx.conn.fetchall(
-                "SELECT asset_id, role, media_type, sha256, bytes FROM asset_blobs ORDER BY asset_id, role")]
-            rows += [("marker", *r[:5], bool(r[5])) for r in await tx.conn.fetchall(
-                "SELECT seed_key, kind, version, content_hash, asset_id, deleted FROM asset_seed_markers ORDER BY seed_key")]
-            rows += [("default", *r) for r in await tx.conn.fetchall(
-                "SELECT kind, asset_id FROM asset_defaults ORDER BY kind")]
+            rows += [
+                ("blob", r[0], r[1], r[2], r[3], bytes(r[4]))
+                for r in await tx.conn.fetchall("SELECT asset_id, role, media_type, sha256, bytes FROM asset_blobs ORDER BY asset_id, role")
+            ]
+            rows += [
+                ("marker", *r[:5], bool(r[5]))
+                for r in await tx.conn.fetchall(
+                    "SELECT seed_key, kind, version, content_hash, asset_id, deleted FROM asset_seed_markers ORDER BY seed_key"
+                )
+            ]
+            rows += [("default", *r) for r in await tx.conn.fetchall("SELECT kind, asset_id FROM asset_defaults ORDER BY kind")]
             return rows
 
         return await self.read(body)

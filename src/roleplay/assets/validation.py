@@ -71,8 +71,7 @@ def text_violation(value: str, *, name: bool = False) -> tuple[str, str, int] | 
 _VIOLATION_TEXT = {
     "lone_surrogate": "text contains a lone UTF-16 surrogate {char} at offset {offset} (not a character)",
     "control_char": "text contains control character {char} at offset {offset}",
-    "bad_name_char": "a name must be one line without invisible or direction-changing characters; "
-    "{char} at offset {offset}",
+    "bad_name_char": "a name must be one line without invisible or direction-changing characters; {char} at offset {offset}",
 }
 
 
@@ -123,9 +122,14 @@ def surrogate_problems(kind: str, value: Any, base: tuple[Any, ...] = ()) -> lis
         match = None if text.isascii() else _SURROGATE_RE.search(text)
         if match:
             char = f"U+{ord(match.group()):04X}"
-            problems.append(Problem(f"{kind}.lone_surrogate", f"text contains a lone UTF-16 surrogate {char} "
-                                    f"at offset {match.start()} (not a character)", pointer_from_parts(path),
-                                    {"char": char, "offset": match.start()}))
+            problems.append(
+                Problem(
+                    f"{kind}.lone_surrogate",
+                    f"text contains a lone UTF-16 surrogate {char} at offset {match.start()} (not a character)",
+                    pointer_from_parts(path),
+                    {"char": char, "offset": match.start()},
+                )
+            )
     return problems
 
 

@@ -84,7 +84,9 @@ class ArtifactRegistry:
                 Draft202012Validator.check_schema(gen.schema)
             except SchemaError as exc:
                 raise ValidationError(
-                    "artifacts.invalid_schema", f"artifact {gen.key!r}: {exc.message}", pointer="/schema" + pointer_from_parts(list(exc.path))
+                    "artifacts.invalid_schema",
+                    f"artifact {gen.key!r}: {exc.message}",
+                    pointer="/schema" + pointer_from_parts(list(exc.path)),
                 ) from None
             self._validators[gen.key] = Draft202012Validator(gen.schema)
         self._gens[gen.key] = gen
@@ -96,7 +98,12 @@ class ArtifactRegistry:
         return list(self._gens.values())
 
     async def run(
-        self, body: str, commit: CommitContext, effects: Iterable[Any], extensions: Mapping[str, Any], services: Mapping[str, Any] | None = None
+        self,
+        body: str,
+        commit: CommitContext,
+        effects: Iterable[Any],
+        extensions: Mapping[str, Any],
+        services: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, Any], list[Diagnostic]]:
         """``(final extensions, diagnostics)``. A generator's value replaces a parent-side value
         under the same key: the generator is the authority for the extension it owns."""
@@ -136,7 +143,10 @@ class ArtifactRegistry:
             return None, Diagnostic("artifact.invalid", f"{gen.key} produced a value that is not plain JSON: {exc}; dropped", gen.key)
         if size > gen.max_bytes:
             return None, Diagnostic(
-                "artifact.too_large", f"{gen.key} produced {size} bytes (limit {gen.max_bytes}); dropped", gen.key, {"bytes": size, "limit": gen.max_bytes}
+                "artifact.too_large",
+                f"{gen.key} produced {size} bytes (limit {gen.max_bytes}); dropped",
+                gen.key,
+                {"bytes": size, "limit": gen.max_bytes},
             )
         validator = self._validators.get(gen.key)
         if validator is not None:

@@ -203,8 +203,13 @@ def bindings_of(profile: SessionProfile) -> list[Binding]:
 def manifest(profile: SessionProfile) -> dict[str, Any]:
     """The binding list in the shape the spec gives the parent (null / [] when unbound)."""
     res = profile.resources
-    return {"characterId": res.card, "lorebookIds": list(res.lorebooks), "personaId": res.persona,
-            "presetId": res.preset, "writingStyleIds": list(res.writing_styles)}
+    return {
+        "characterId": res.card,
+        "lorebookIds": list(res.lorebooks),
+        "personaId": res.persona,
+        "presetId": res.preset,
+        "writingStyleIds": list(res.writing_styles),
+    }
 
 
 def tool_mode(ctx: ToolContext) -> str:
@@ -220,16 +225,26 @@ def _check_args(args: Mapping[str, Any], table: Mapping[str, tuple[tuple[str, ..
     action = args["action"]
     required, optional = table[action]
     problems = [Problem("asset.argument_missing", f"{action} needs {k!r}", f"/{k}") for k in required if k not in args]
-    problems += [Problem("asset.argument_unexpected", f"{action} does not take {k!r}", f"/{k}")
-                 for k in sorted(args) if k != "action" and k not in required and k not in optional]
+    problems += [
+        Problem("asset.argument_unexpected", f"{action} does not take {k!r}", f"/{k}")
+        for k in sorted(args)
+        if k != "action" and k not in required and k not in optional
+    ]
     if problems:
         raise ValidationError("asset.invalid_arguments", problems[0].message, pointer=problems[0].pointer, problems=problems)
     return action
 
 
 def _item(record: AssetRecord, binding: Binding | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": record.id, "kind": record.kind, "name": record.name, "revision": record.revision,
-                           "updatedAt": record.updated_at, "status": "available", "bound": binding is not None}
+    out: dict[str, Any] = {
+        "id": record.id,
+        "kind": record.kind,
+        "name": record.name,
+        "revision": record.revision,
+        "updatedAt": record.updated_at,
+        "status": "available",
+        "bound": binding is not None,
+    }
     if binding is not None:
         out["binding"] = binding.pointer
     return out
@@ -237,10 +252,15 @@ def _item(record: AssetRecord, binding: Binding | None) -> dict[str, Any]:
 
 def _unavailable(binding: Binding, record: AssetRecord | None) -> dict[str, Any]:
     reason = "missing" if record is None else "kind-mismatch"
-    message = (f"bound {binding.kind} {binding.id} is unavailable ({reason}); it is read as unbound until "
-               "the binding is repaired")
-    return {"id": binding.id, "kind": binding.kind, "status": "unavailable", "bound": True, "binding": binding.pointer,
-            "error": {"code": "asset.unavailable", "message": message, "reason": reason}}
+    message = f"bound {binding.kind} {binding.id} is unavailable ({reason}); it is read as unbound until the binding is repaired"
+    return {
+        "id": binding.id,
+        "kind": binding.kind,
+        "status": "unavailable",
+        "bound": True,
+        "binding": binding.pointer,
+        "error": {"code": "asset.unavailable", "message": message, "reason": reason},
+    }
 
 
 # -- size bounding ----------------------------------------------------------------------------------
@@ -328,8 +348,11 @@ def read_tool(service: SessionService, assets: AssetStore) -> Tool:
         mode = tool_mode(ctx)
         scope = args.get("scope", "library" if mode == "agent" else "bound")
         if scope == "library" and mode != "agent":
-            raise RpError("asset.library_agent_only", "Chat mode reads only the assets bound to this session; "
-                          "switch to Agent mode to browse the shared library", pointer="/scope")
+            raise RpError(
+                "asset.library_agent_only",
+                "Chat mode reads only the assets bound to this session; switch to Agent mode to browse the shared library",
+                pointer="/scope",
+            )
         loaded = await service.projection(ctx.session_id, session_projection)
         profile = profile_of(loaded.state)
         bound = bindings_of(profile)
@@ -381,15 +404,21 @@ async def _get(assets: AssetStore, bound: list[Binding], args: Mapping[str, Any]
     asset_id, kind = args["id"], args.get("kind")
     binding = next((b for b in bound if b.id == asset_id and kind in (None, b.kind)), None)
     if binding is None and scope == "bound":
-        raise RpError("asset.not_bound", f"asset {asset_id} is not bound to this session"
-                      + (f" as a {kind}" if kind else "") + "; only bound assets can be read here",
-                      pointer="/id", details={"assetId": asset_id})
+        raise RpError(
+            "asset.not_bound",
+            f"asset {asset_id} is not bound to this session" + (f" as a {kind}" if kind else "") + "; only bound assets can be read here",
+            pointer="/id",
+            details={"assetId": asset_id},
+        )
     record = await assets.read(lambda tx: tx.get(asset_id))
     if binding is not None and (record is None or record.kind != binding.kind):
         entry = _unavailable(binding, record)
-        raise RpError("asset.unavailable", entry["error"]["message"], pointer="/id",
-                      details={"assetId": asset_id, "kind": binding.kind, "binding": binding.pointer,
-                               "reason": entry["error"]["reason"]})
+        raise RpError(
+            "asset.unavailable",
+            entry["error"]["message"],
+            pointer="/id",
+            details={"assetId": asset_id, "kind": binding.kind, "binding": binding.pointer, "reason": entry["error"]["reason"]},
+        )
     if record is None:
         raise not_found(asset_id)
     if kind is not None and record.kind != kind:
@@ -419,17 +448,20 @@ def _bind_pointer(pointer: Any) -> Any:
     if pointer == "/expectedRevision":
         return "/expectedProfileRevision"
     if pointer.startswith("/patch/resources"):
-        return "/bind" + pointer[len("/patch/resources"):]
+        return "/bind" + pointer[len("/patch/resources") :]
     return pointer
 
 
 def _bind_error(error: Mapping[str, Any]) -> RpError:
     details = dict(error.get("details") or {})
     if isinstance(details.get("problems"), list):
-        details["problems"] = [{**p, "pointer": _bind_pointer(p.get("pointer"))} if isinstance(p, dict) else p
-                               for p in details["problems"]]
-    return RpError(error.get("code", "profile.rejected"), error.get("message", "the binding was rejected"),
-                   pointer=_bind_pointer(error.get("pointer")), details=details)
+        details["problems"] = [{**p, "pointer": _bind_pointer(p.get("pointer"))} if isinstance(p, dict) else p for p in details["problems"]]
+    return RpError(
+        error.get("code", "profile.rejected"),
+        error.get("message", "the binding was rejected"),
+        pointer=_bind_pointer(error.get("pointer")),
+        details=details,
+    )
 
 
 def write_tool(service: SessionService, assets: AssetStore) -> Tool:
@@ -451,8 +483,7 @@ def write_tool(service: SessionService, assets: AssetStore) -> Tool:
     async def bind(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         # A merge patch: null unbinds a slot, a list replaces the whole ordered list.
         apply_args = {"patch": {"resources": dict(args["bind"])}, "expectedRevision": args["expectedProfileRevision"]}
-        source = {"tool": WRITE_TOOL, "callId": ctx.call_id,
-                  **{k: v for k, v in (("turnId", ctx.turn_id), ("stepId", ctx.step_id)) if v}}
+        source = {"tool": WRITE_TOOL, "callId": ctx.call_id, **{k: v for k, v in (("turnId", ctx.turn_id), ("stepId", ctx.step_id)) if v}}
         for _ in range(BIND_ATTEMPTS):
             try:
                 # A fresh reader per attempt: existence is checked against the assets of that moment.
@@ -464,33 +495,55 @@ def write_tool(service: SessionService, assets: AssetStore) -> Tool:
             if not applied.outcome.ok:
                 raise _bind_error(applied.outcome.error or {})
             if not applied.applied:
-                raise ConflictError("profile.stale_apply", "another profile change took effect first; re-read and retry",
-                                    pointer="/expectedProfileRevision", details={"commandId": applied.outcome.command_id})
-            return {"profileRevision": applied.state["revision"], "bindings": manifest(profile_of(applied.state)),
-                    "commandId": applied.outcome.command_id}
+                raise ConflictError(
+                    "profile.stale_apply",
+                    "another profile change took effect first; re-read and retry",
+                    pointer="/expectedProfileRevision",
+                    details={"commandId": applied.outcome.command_id},
+                )
+            return {
+                "profileRevision": applied.state["revision"],
+                "bindings": manifest(profile_of(applied.state)),
+                "commandId": applied.outcome.command_id,
+            }
         raise RpError("asset.bind_contended", f"the session kept changing; gave up after {BIND_ATTEMPTS} attempts")
 
     async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         mode = tool_mode(ctx)
         if mode != "agent":
-            raise RpError("asset.agent_only", "rp_asset creates, updates and binds shared assets only in Agent mode; "
-                          "ask the user to switch to Agent mode", details={"mode": mode, "depth": ctx.depth})
+            raise RpError(
+                "asset.agent_only",
+                "rp_asset creates, updates and binds shared assets only in Agent mode; ask the user to switch to Agent mode",
+                details={"mode": mode, "depth": ctx.depth},
+            )
         action = _check_args(args, WRITE_ARGS)
         if action == "bind":
             done = await bind(args, ctx)
-            meta = {"kind": WRITE_META, "action": action, "refreshContext": True, "target": "profile",
-                    "assetId": None, "revision": done["profileRevision"], **done}
+            meta = {
+                "kind": WRITE_META,
+                "action": action,
+                "refreshContext": True,
+                "target": "profile",
+                "assetId": None,
+                "revision": done["profileRevision"],
+                **done,
+            }
             return ToolOutput(_dump({"ok": True, "action": action, **done}), meta=meta)
         record = await (create(args) if action == "create" else update(args))
         asset = {"id": record.id, "kind": record.kind, "name": record.name, "revision": record.revision}
-        meta = {"kind": WRITE_META, "action": action, "refreshContext": True, "target": "asset",
-                "assetId": record.id, "revision": record.revision}
+        meta = {
+            "kind": WRITE_META,
+            "action": action,
+            "refreshContext": True,
+            "target": "asset",
+            "assetId": record.id,
+            "revision": record.revision,
+        }
         return ToolOutput(_dump({"ok": True, "action": action, "asset": asset}), meta=meta)
 
     return Tool(
         WRITE_TOOL,
-        "Create or update a shared asset, or change this session's asset bindings. Agent mode only, on an "
-        "explicit user request.",
+        "Create or update a shared asset, or change this session's asset bindings. Agent mode only, on an explicit user request.",
         WRITE_PARAMETERS,
         handle,
         guidance=WRITE_GUIDANCE,

@@ -35,7 +35,10 @@ from .turn_eligibility import require_playable
 
 model_option = click.option("--model", "model_spec", help="Route, e.g. deepseek/deepseek-flash, openai/<model>, or demo (offline).")
 participation_option = click.option(
-    "--participation", type=click.Choice(["adaptive", "actor", "director"]), default="adaptive", show_default=True,
+    "--participation",
+    type=click.Choice(["adaptive", "actor", "director"]),
+    default="adaptive",
+    show_default=True,
     help="How you take part in a new story: adaptive reads each input (acting, observing, directing); actor plays your own character; director steers from outside.",
 )
 
@@ -66,7 +69,7 @@ def parse_opening(value: str | None, text: str | None) -> dict[str, Any]:
     if value == "skip":
         return {"opening": "skip"}
     if value == "custom" or value.startswith("custom:"):
-        body = text if value == "custom" else value[len("custom:"):]
+        body = text if value == "custom" else value[len("custom:") :]
         return {"opening": "custom", "opening_text": body or ""}
     try:
         return {"opening": "card", "opening_index": int(value)}
@@ -96,9 +99,21 @@ async def new_story(rt: RoleplayRuntime, card: str | None, sample: bool, **kw: A
 @json_option
 @click.pass_context
 @run
-async def new_command(ctx: click.Context, card: str | None, sample: bool, persona: str | None, preset: str | None,
-                      lorebooks: tuple[str, ...], styles: tuple[str, ...], opening: str | None, opening_text: str | None,
-                      participation: str, title: str | None, model_spec: str | None, as_json: bool) -> None:
+async def new_command(
+    ctx: click.Context,
+    card: str | None,
+    sample: bool,
+    persona: str | None,
+    preset: str | None,
+    lorebooks: tuple[str, ...],
+    styles: tuple[str, ...],
+    opening: str | None,
+    opening_text: str | None,
+    participation: str,
+    title: str | None,
+    model_spec: str | None,
+    as_json: bool,
+) -> None:
     """Start a story."""
     if card is None and not sample:
         raise RpError("cli.card_required", "choose a card with --card ID (see `rp assets list --kind card`) or --sample")
@@ -108,8 +123,15 @@ async def new_command(ctx: click.Context, card: str | None, sample: bool, person
             writing_styles=list(styles) or None, title=title, participation=participation, **parse_opening(opening, opening_text),
         )  # fmt: skip
     if as_json:
-        echo_json({"sessionId": record.id, "title": record.title, "participation": participation, "opening": m.opening_message_text,
-                   "diagnostics": m.diagnostics})
+        echo_json(
+            {
+                "sessionId": record.id,
+                "title": record.title,
+                "participation": participation,
+                "opening": m.opening_message_text,
+                "diagnostics": m.diagnostics,
+            }
+        )
         return
     click.echo(terminal_safe(f"session {record.id} · {record.title}", one_line=True), err=True)
     if m.opening_message_text:
@@ -144,8 +166,9 @@ async def say_command(ctx: click.Context, session_id: str, text: str, model_spec
 @model_option
 @click.pass_context
 @run
-async def play_command(ctx: click.Context, card: str | None, sample: bool, session_id: str | None, participation: str,
-                       model_spec: str | None) -> None:
+async def play_command(
+    ctx: click.Context, card: str | None, sample: bool, session_id: str | None, participation: str, model_spec: str | None
+) -> None:
     """Interactive play. Commands: /state, /undo, /help, /quit."""
     route = resolve_route(model_spec)
     async with runtime(ctx) as rt:
@@ -184,8 +207,10 @@ async def play_command(ctx: click.Context, card: str | None, sample: bool, sessi
                 result = await _turn(rt, session_id, line, route, sys.stdout)
                 if result.turn.outcome != "completed":
                     err = result.turn.error or {}
-                    click.echo(terminal_safe(f"(turn ended: {result.turn.outcome} {err.get('code', '')} {err.get('message', '')})",
-                                             one_line=True), err=True)
+                    click.echo(
+                        terminal_safe(f"(turn ended: {result.turn.outcome} {err.get('code', '')} {err.get('message', '')})", one_line=True),
+                        err=True,
+                    )
                 click.echo("")
 
 
@@ -203,7 +228,9 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
     async with runtime(ctx) as rt:
         await require_playable(rt, session_id, allow_archived=True)  # a preview writes nothing
         p = await prepare_run(rt, session_id, text, parent_route=route)
-    parent_system = PromptAssembly(p.parent_system_sections).assemble(PromptContext(session_id, frozenset({"rp_write_turn", "rp_commit_turn", "rp_asset_read", "rp_state_read"})))
+    parent_system = PromptAssembly(p.parent_system_sections).assemble(
+        PromptContext(session_id, frozenset({"rp_write_turn", "rp_commit_turn", "rp_asset_read", "rp_state_read"}))
+    )
     view = {
         "writer": {"route": p.writer_route.spec, "system": p.writer_system, "user": p.build.writer_prompt,
                    "sections": [s.slot_id for s in p.build.sections]},
@@ -227,7 +254,9 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
 
 
 async def _turn(rt: RoleplayRuntime, session_id: str, text: str, route: Route, out: Any) -> RunResult:
-    return await stream_turn(rt.store, session_id, lambda abort: play_turn(rt, session_id, text, parent_route=route, abort=abort), out, lambda r: r.reply)
+    return await stream_turn(
+        rt.store, session_id, lambda abort: play_turn(rt, session_id, text, parent_route=route, abort=abort), out, lambda r: r.reply
+    )
 
 
 async def _state(rt: RoleplayRuntime, session_id: str) -> dict[str, Any]:
@@ -270,7 +299,9 @@ def _result_json(result: RunResult) -> dict[str, Any]:
         "reply": result.reply,
         "steps": turn.steps,
         "error": turn.error,
-        "writer": None if result.writer is None else {"childSessionId": result.writer.child_session_id, "promptHash": result.writer.prompt_hash, "route": result.writer.route},
+        "writer": None
+        if result.writer is None
+        else {"childSessionId": result.writer.child_session_id, "promptHash": result.writer.prompt_hash, "route": result.writer.route},
         "tools": [{"name": r.name, "ok": r.ok, "error": (r.error or {}).get("code")} for r in turn.tool_results],
         "diagnostics": result.diagnostics,
     }

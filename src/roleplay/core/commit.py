@@ -236,7 +236,14 @@ class CommitSession:
             value = self._live_check(dict(self._ctx.live_revisions))
             changed = await value if inspect.isawaitable(value) else value
         except RpError as exc:
-            return [Problem("commit.source_check_failed", f"could not re-read source revisions: {exc.message}", "", {"component": "sources", "error": exc.to_dict()})]
+            return [
+                Problem(
+                    "commit.source_check_failed",
+                    f"could not re-read source revisions: {exc.message}",
+                    "",
+                    {"component": "sources", "error": exc.to_dict()},
+                )
+            ]
         return [
             Problem(
                 "commit.stale_source",
@@ -312,7 +319,14 @@ def check_draft(
     writer_ref = args.get("references", {}).get("writer") if isinstance(args.get("references"), dict) else None
     if isinstance(writer_ref, str) and ctx.writer is not None and writer_ref != ctx.writer.call_id:
         domain += _tag(
-            [Problem("commit.reference_mismatch", f"references.writer must be this run's Writer call id {ctx.writer.call_id!r}", "/references/writer", {"expected": ctx.writer.call_id})],
+            [
+                Problem(
+                    "commit.reference_mismatch",
+                    f"references.writer must be this run's Writer call id {ctx.writer.call_id!r}",
+                    "/references/writer",
+                    {"expected": ctx.writer.call_id},
+                )
+            ],
             "references",
         )
 
@@ -324,7 +338,17 @@ def check_draft(
     except (TypeError, ValueError):
         size = 0  # not plain JSON: the schema has said so already
     if size > MAX_COMMIT_BYTES:
-        domain += _tag([Problem("commit.too_large", f"the commit is {size} bytes; the limit is {MAX_COMMIT_BYTES}", "", {"bytes": size, "limit": MAX_COMMIT_BYTES})], "limits")
+        domain += _tag(
+            [
+                Problem(
+                    "commit.too_large",
+                    f"the commit is {size} bytes; the limit is {MAX_COMMIT_BYTES}",
+                    "",
+                    {"bytes": size, "limit": MAX_COMMIT_BYTES},
+                )
+            ],
+            "limits",
+        )
 
     schema_pointers = {p.pointer for p in found}
     found += [p for p in domain if p.pointer not in schema_pointers or p.pointer == ""]
@@ -337,7 +361,8 @@ def _body(args: dict[str, Any], ctx: CommitContext, response_text: str, out: lis
         writer_text = ctx.writer.text if ctx.writer is not None else ""
         if isinstance(sent, str) and _normal_text(sent) != _normal_text(writer_text):
             out += _tag(
-                [Problem("commit.body_mismatch", "in Chat the reply is the Writer's text; remove body or send it unchanged", "/body")], "guard"
+                [Problem("commit.body_mismatch", "in Chat the reply is the Writer's text; remove body or send it unchanged", "/body")],
+                "guard",
             )
         return writer_text, "writer"
     body, source = (sent, "argument") if isinstance(sent, str) else (response_text, "response")
@@ -412,7 +437,9 @@ def _invalid(problems: list[Problem], headline: str, *, token: str | None, code:
 # -- the tool -----------------------------------------------------------------------------------
 
 
-def _meta(ctx: CommitContext, args: dict[str, Any], check: DraftCheck, extensions: dict[str, Any], diagnostics: list[Diagnostic]) -> dict[str, Any]:
+def _meta(
+    ctx: CommitContext, args: dict[str, Any], check: DraftCheck, extensions: dict[str, Any], diagnostics: list[Diagnostic]
+) -> dict[str, Any]:
     writer = ctx.writer
     assert writer is not None
     meta: dict[str, Any] = {"kind": COMMIT_KIND, "v": META_VERSION, "runId": ctx.run_id, "turnId": ctx.turn_id, "mode": ctx.mode}
@@ -425,7 +452,12 @@ def _meta(ctx: CommitContext, args: dict[str, Any], check: DraftCheck, extension
             "extensions": extensions,
             "diagnostics": [d.to_dict() for d in diagnostics],
             "context": {"epoch": ctx.epoch, "sectionIds": list(writer.section_ids)},
-            "writer": {"callId": writer.call_id, "childSessionId": writer.child_session_id, "route": writer.route, "promptHash": writer.prompt_hash},
+            "writer": {
+                "callId": writer.call_id,
+                "childSessionId": writer.child_session_id,
+                "route": writer.route,
+                "promptHash": writer.prompt_hash,
+            },
             "body": {"source": check.body_source, "chars": len(check.body), "sha256": sha256_hex(check.body)},
         }
     )

@@ -137,7 +137,9 @@ def patch_shape_problems(patches: Any) -> RpError | None:
         if isinstance(p, dict) and p.get("op") not in PATCH_OPS
     ]
     if bad:
-        return RpError("commit.retry.bad_op", bad[0].message, pointer=bad[0].pointer, problems=bad, details={"problems": [p.to_dict() for p in bad]})
+        return RpError(
+            "commit.retry.bad_op", bad[0].message, pointer=bad[0].pointer, problems=bad, details={"problems": [p.to_dict() for p in bad]}
+        )
     return None
 
 
@@ -150,7 +152,9 @@ def apply_patches(draft: Any, patches: list[dict[str, Any]]) -> Any:
             doc = jsonpatch.JsonPatch([patch]).apply(doc, in_place=False)
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
             problem = Problem(
-                "commit.retry.patch_failed", f"patch {i} ({patch.get('op')} {patch.get('path')!r}) cannot apply: {exc}", f"/retry/patches/{i}"
+                "commit.retry.patch_failed",
+                f"patch {i} ({patch.get('op')} {patch.get('path')!r}) cannot apply: {exc}",
+                f"/retry/patches/{i}",
             )
             raise RpError(
                 "commit.retry.patch_failed",

@@ -165,8 +165,11 @@ def _preset_order(preset_positions: Mapping[str, str] | Sequence[tuple[str, str]
     out: list[tuple[str, str]] = []
     for key, position in pairs:
         if position not in ("top", "bottom"):
-            raise ValidationError("context.invalid_preset_position", f"preset field {key!r} has position {position!r}; expected top or bottom",
-                                  details={"field": key})
+            raise ValidationError(
+                "context.invalid_preset_position",
+                f"preset field {key!r} has position {position!r}; expected top or bottom",
+                details={"field": key},
+            )
         out.append((key if key.startswith(PRESET_PREFIX) else PRESET_PREFIX + key, position))
     return out
 
@@ -202,7 +205,7 @@ def _slot_id(source_id: str) -> str:
         return _FIXED_SLOT_IDS[source_id]
     for prefix, short in ((PRESET_PREFIX, "preset-"), (STYLE_PREFIX, "style-"), (CUSTOM_PREFIX, "custom-")):
         if source_id.startswith(prefix):
-            rest = source_id[len(prefix):]
+            rest = source_id[len(prefix) :]
             break
     else:
         short, rest = "source-", source_id
@@ -322,7 +325,7 @@ def effective_layout(
         if before is not None:
             point = before + 1
         else:
-            after = next((home[o] for o in order[at + 1:] if o in home), None)
+            after = next((home[o] for o in order[at + 1 :] if o in home), None)
             if after is not None:
                 point = after
         new = _slot_for(sid, by_id)
@@ -362,7 +365,9 @@ def _render_slot(slot: Slot, parts: list[tuple[ContextSource, str]]) -> str:
     return f'<section name="{name}">\n{body}\n</section>'
 
 
-def _build(slots: Sequence[Slot], sources: Mapping[str, ContextSource], *, pick: Callable[[ContextSource], bool], use_parent_text: bool) -> tuple[BuiltSection, ...]:
+def _build(
+    slots: Sequence[Slot], sources: Mapping[str, ContextSource], *, pick: Callable[[ContextSource], bool], use_parent_text: bool
+) -> tuple[BuiltSection, ...]:
     out: list[BuiltSection] = []
     for slot in slots:
         if slot.idle:

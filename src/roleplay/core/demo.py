@@ -122,8 +122,16 @@ def _effects(contract: dict[str, Any] | None) -> list[dict[str, Any]]:
             by = 1 if low <= 1 <= high else (low if low > 0 else None)
             if by is None:
                 continue
-            change = {"op": "increment", "path": rule["target"], "by": by, "ruleId": rule["id"], "reason": "[demo] a small step in the story"}
-            effects.append({"kind": "state.update", "namespace": name, "expectedRevision": ns["expectedRevision"], "payload": {"changes": [change]}})
+            change = {
+                "op": "increment",
+                "path": rule["target"],
+                "by": by,
+                "ruleId": rule["id"],
+                "reason": "[demo] a small step in the story",
+            }
+            effects.append(
+                {"kind": "state.update", "namespace": name, "expectedRevision": ns["expectedRevision"], "payload": {"changes": [change]}}
+            )
             break
     return effects
 

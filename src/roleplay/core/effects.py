@@ -198,7 +198,12 @@ def validate_state_updates(items: Sequence[EffectItem], ctx: CommitContext) -> E
         problems = exc.problems or [Problem(exc.code, exc.message, exc.pointer, exc.details)]
         return EffectCheck(problems=[Problem(p.code, p.message, _rebase(p.pointer, items), p.details) for p in problems])
     diagnostics = [
-        Diagnostic(p.code, p.message, source_id="rp.state", details={"namespace": name, **({"pointer": p.pointer} if p.pointer else {}), **p.details})
+        Diagnostic(
+            p.code,
+            p.message,
+            source_id="rp.state",
+            details={"namespace": name, **({"pointer": p.pointer} if p.pointer else {}), **p.details},
+        )
         for name, found in sorted(outcome.diagnostics.items())
         for p in found
     ]

@@ -60,7 +60,7 @@ def expand(text: str, ctx: MacroContext) -> str:
 
 def _partial_suffix(text: str) -> int:
     """Length of the longest suffix of ``text`` that could still grow into a macro."""
-    lowered = text[-(_MAX_LEN - 1):].lower()
+    lowered = text[-(_MAX_LEN - 1) :].lower()
     for n in range(len(lowered), 0, -1):
         tail = lowered[-n:]
         if any(len(tail) < len(m) and m.startswith(tail) for m in _MACROS):

@@ -92,7 +92,11 @@ async def _edit(rt: RoleplayRuntime, session_id: str, surface: Loaded, message_i
     if not text.strip():
         raise RpError("message.empty_edit", "an edit needs text; delete the message instead", pointer="/text")
     blocks = [b for b in node["content"] if b.get("type") != "text"]
-    content = [b for b in blocks if b.get("type") == "reasoning"] + [{"type": "text", "text": text}] + [b for b in blocks if b.get("type") == "image"]
+    content = (
+        [b for b in blocks if b.get("type") == "reasoning"]
+        + [{"type": "text", "text": text}]
+        + [b for b in blocks if b.get("type") == "image"]
+    )
     source = dict(node.get("source") or {})
     source["rpMessageAction"] = {"v": ACTION_VERSION, "kind": "edit", "targets": [message_id]}
     payload: dict[str, Any] = {

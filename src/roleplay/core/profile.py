@@ -126,8 +126,14 @@ def _duplicates(values: tuple[str, ...], what: str, at: tuple[Any, ...], code: s
     out: list[Problem] = []
     for index, value in enumerate(values):
         if value in seen:
-            out.append(Problem(code, f"{what} {value!r} is listed twice (first at index {seen[value]})",
-                               pointer_from_parts((*at, index)), {"value": value, "first": seen[value]}))
+            out.append(
+                Problem(
+                    code,
+                    f"{what} {value!r} is listed twice (first at index {seen[value]})",
+                    pointer_from_parts((*at, index)),
+                    {"value": value, "first": seen[value]},
+                )
+            )
         seen.setdefault(value, index)
     return out
 
@@ -233,17 +239,21 @@ def parse_profile(data: Any, base: tuple[Any, ...] = ()) -> SessionProfile:
     ``base``), including the layout rules of :func:`context_build_problems`."""
     if not isinstance(data, Mapping):
         pointer = pointer_from_parts(base)
-        raise ValidationError(f"{KIND}.invalid", "a profile must be a JSON object", pointer=pointer,
-                              problems=[Problem(f"{KIND}.wrong_type", "expected a JSON object", pointer)])
+        raise ValidationError(
+            f"{KIND}.invalid",
+            "a profile must be a JSON object",
+            pointer=pointer,
+            problems=[Problem(f"{KIND}.wrong_type", "expected a JSON object", pointer)],
+        )
     try:
         profile = SessionProfile.model_validate(dict(data))
     except pydantic.ValidationError as exc:
         _raise(f"{KIND}.invalid", problems_from_pydantic(KIND, exc, base))
     problems = _duplicates(profile.resources.lorebooks, "lorebook id", (*base, "resources", "lorebooks"), f"{KIND}.duplicate")
-    problems += _duplicates(profile.resources.writing_styles, "writing style id", (*base, "resources", "writingStyles"),
-                            f"{KIND}.duplicate")
-    problems += _duplicates(tuple(c.id for c in profile.custom_prompts), "custom prompt id", (*base, "customPrompts"),
-                            f"{KIND}.duplicate")
+    problems += _duplicates(
+        profile.resources.writing_styles, "writing style id", (*base, "resources", "writingStyles"), f"{KIND}.duplicate"
+    )
+    problems += _duplicates(tuple(c.id for c in profile.custom_prompts), "custom prompt id", (*base, "customPrompts"), f"{KIND}.duplicate")
     problems += context_build_problems(profile, base)
     if problems:
         _raise(f"{KIND}.invalid", problems)
@@ -255,8 +265,7 @@ def _raise(code: str, problems: list[Problem], exc_type: type[RpError] = Validat
     # problem list also travels in details: every independent problem reaches the caller at once.
     first = problems[0]
     message = first.message if len(problems) == 1 else f"{len(problems)} problems, first: {first.message}"
-    raise exc_type(code, message, pointer=first.pointer, details={"problems": [p.to_dict() for p in problems]},
-                   problems=problems)
+    raise exc_type(code, message, pointer=first.pointer, details={"problems": [p.to_dict() for p in problems]}, problems=problems)
 
 
 # -- context build rules ----------------------------------------------------------------------------
@@ -266,11 +275,13 @@ def source_id_problem(source_id: str) -> str | None:
     """Why ``source_id`` is not a well-formed source id (None when it is)."""
     if source_id in FIXED_SOURCES:
         return None
-    for prefix, pattern, what in ((PRESET_PREFIX, _FIELD_ID_RE, "preset field id"),
-                                  (STYLE_PREFIX, _ASSET_ID_RE, "asset id"),
-                                  (CUSTOM_PREFIX, _LOCAL_ID_RE, "custom prompt id")):
+    for prefix, pattern, what in (
+        (PRESET_PREFIX, _FIELD_ID_RE, "preset field id"),
+        (STYLE_PREFIX, _ASSET_ID_RE, "asset id"),
+        (CUSTOM_PREFIX, _LOCAL_ID_RE, "custom prompt id"),
+    ):
         if source_id.startswith(prefix):
-            return None if pattern.match(source_id[len(prefix):]) else f"{source_id!r} does not end in a valid {what}"
+            return None if pattern.match(source_id[len(prefix) :]) else f"{source_id!r} does not end in a valid {what}"
     return f"unknown source id {source_id!r}"
 
 
@@ -290,30 +301,49 @@ def context_build_problems(profile: SessionProfile, base: tuple[Any, ...] = ()) 
     custom_ids = {p.id for p in profile.custom_prompts}
     for i, slot in enumerate(build.slots):
         if slot.id in slot_ids:
-            problems.append(Problem(f"{code}.duplicate_slot", f"slot id {slot.id!r} is used twice",
-                                    pointer_from_parts((*at, i, "id")), {"slotId": slot.id, "first": slot_ids[slot.id]}))
+            problems.append(
+                Problem(
+                    f"{code}.duplicate_slot",
+                    f"slot id {slot.id!r} is used twice",
+                    pointer_from_parts((*at, i, "id")),
+                    {"slotId": slot.id, "first": slot_ids[slot.id]},
+                )
+            )
         slot_ids.setdefault(slot.id, i)
         for j, source in enumerate(slot.sources):
             ptr = pointer_from_parts((*at, i, "sources", j))
             why = source_id_problem(source)
             if why is not None:
                 problems.append(Problem(f"{code}.unknown_source", why, ptr, {"sourceId": source}))
-            elif source.startswith(CUSTOM_PREFIX) and source[len(CUSTOM_PREFIX):] not in custom_ids:
-                problems.append(Problem(f"{code}.unknown_source", f"{source!r} names no custom prompt of this session",
-                                        ptr, {"sourceId": source}))
+            elif source.startswith(CUSTOM_PREFIX) and source[len(CUSTOM_PREFIX) :] not in custom_ids:
+                problems.append(
+                    Problem(f"{code}.unknown_source", f"{source!r} names no custom prompt of this session", ptr, {"sourceId": source})
+                )
             if source in placed:
-                problems.append(Problem(f"{code}.duplicate_source", f"source {source!r} is placed twice", ptr,
-                                        {"sourceId": source, "first": pointer_from_parts((*at, *placed[source]))}))
+                problems.append(
+                    Problem(
+                        f"{code}.duplicate_source",
+                        f"source {source!r} is placed twice",
+                        ptr,
+                        {"sourceId": source, "first": pointer_from_parts((*at, *placed[source]))},
+                    )
+                )
             placed.setdefault(source, (i, j))
         if slot.idle:
             pinned = sorted(set(slot.sources) & NEVER_IDLE)
             if pinned:
-                problems.append(Problem(f"{code}.idle_not_allowed",
-                                        f"slot {slot.id!r} holds {', '.join(pinned)}, which must always take part; it cannot be idle",
-                                        pointer_from_parts((*at, i)), {"slotId": slot.id, "sourceIds": pinned}))
+                problems.append(
+                    Problem(
+                        f"{code}.idle_not_allowed",
+                        f"slot {slot.id!r} holds {', '.join(pinned)}, which must always take part; it cannot be idle",
+                        pointer_from_parts((*at, i)),
+                        {"slotId": slot.id, "sourceIds": pinned},
+                    )
+                )
     if CURRENT_INPUT not in placed:
-        problems.append(Problem(f"{code}.current_input_missing", f"{CURRENT_INPUT} must be placed in exactly one slot",
-                                pointer_from_parts(at)))
+        problems.append(
+            Problem(f"{code}.current_input_missing", f"{CURRENT_INPUT} must be placed in exactly one slot", pointer_from_parts(at))
+        )
     return problems
 
 
@@ -395,13 +425,15 @@ def _current(ctx: CommandContext) -> tuple[SessionProfile | None, int]:
     return (parse_profile(profile) if profile is not None else None), state["revision"]
 
 
-def plan_apply(args: Mapping[str, Any], current: SessionProfile | None, revision: int,
-               asset_exists: Callable[[str, str], bool] | None) -> dict[str, Any]:
+def plan_apply(
+    args: Mapping[str, Any], current: SessionProfile | None, revision: int, asset_exists: Callable[[str, str], bool] | None
+) -> dict[str, Any]:
     """Validate one ``rp-session-apply`` against the current profile; return the command result
     ``{profile, baseRevision, stateBootstrap?}``. Pure; raises :class:`RpError` with pointers into
     the args."""
-    unknown = [Problem(f"{KIND}.args_unknown", f"unknown argument {k!r}", pointer_from_parts((k,)))
-               for k in sorted(args) if k not in ARG_KEYS]
+    unknown = [
+        Problem(f"{KIND}.args_unknown", f"unknown argument {k!r}", pointer_from_parts((k,))) for k in sorted(args) if k not in ARG_KEYS
+    ]
     if "profile" in args and "patch" in args:
         unknown.append(Problem(f"{KIND}.args_conflict", "give either a full profile or a patch, not both", "/patch"))
     if "patch" in args and not isinstance(args["patch"], Mapping):
@@ -412,9 +444,12 @@ def plan_apply(args: Mapping[str, Any], current: SessionProfile | None, revision
     if unknown:
         _raise(f"{KIND}.args_invalid", unknown)
     if expected is not None and expected != revision:
-        raise ConflictError(f"{KIND}.revision_conflict",
-                            f"the profile is at revision {revision}, not at the expected revision {expected}; re-read and retry",
-                            pointer="/expectedRevision", details={"expectedRevision": expected, "currentRevision": revision})
+        raise ConflictError(
+            f"{KIND}.revision_conflict",
+            f"the profile is at revision {revision}, not at the expected revision {expected}; re-read and retry",
+            pointer="/expectedRevision",
+            details={"expectedRevision": expected, "currentRevision": revision},
+        )
     if "profile" in args:
         new = parse_profile(args["profile"], ("profile",))
         base: tuple[Any, ...] = ("profile",)
@@ -424,9 +459,16 @@ def plan_apply(args: Mapping[str, Any], current: SessionProfile | None, revision
         base = ("patch",)
     refs = new_references(current, new)
     if refs and asset_exists is not None:
-        missing = [Problem(f"{KIND}.asset_not_found", f"no {kind} asset {asset_id!r}", pointer_from_parts((*base, *path)),
-                           {"assetId": asset_id, "kind": kind})
-                   for kind, asset_id, path in refs if not asset_exists(kind, asset_id)]
+        missing = [
+            Problem(
+                f"{KIND}.asset_not_found",
+                f"no {kind} asset {asset_id!r}",
+                pointer_from_parts((*base, *path)),
+                {"assetId": asset_id, "kind": kind},
+            )
+            for kind, asset_id, path in refs
+            if not asset_exists(kind, asset_id)
+        ]
         if missing:
             _raise(f"{KIND}.asset_not_found", missing)
     result: dict[str, Any] = {"profile": new.to_json_dict(), "baseRevision": revision}
@@ -470,8 +512,12 @@ def _apply(state: dict[str, Any], event: Event) -> dict[str, Any]:
         if not isinstance(result, dict) or not isinstance(result.get("profile"), dict) or not isinstance(result.get("baseRevision"), int):
             _diagnose(state, f"{KIND}.result_malformed", "a successful rp-session-apply without {profile, baseRevision}", event)
         elif result["baseRevision"] != state["revision"]:
-            _diagnose(state, f"{KIND}.stale_apply",
-                      f"computed against revision {result['baseRevision']}, but the profile was at {state['revision']}", event)
+            _diagnose(
+                state,
+                f"{KIND}.stale_apply",
+                f"computed against revision {result['baseRevision']}, but the profile was at {state['revision']}",
+                event,
+            )
         else:
             state["profile"] = result["profile"]
             state["revision"] += 1
@@ -514,8 +560,9 @@ class ApplyOutcome:
     state: dict[str, Any]  # the rp/session projection state after it
 
 
-async def apply_profile(service: SessionService, session_id: str, args: dict[str, Any], reader: AssetReader,
-                        *, source: dict[str, Any] | None = None) -> ApplyOutcome:
+async def apply_profile(
+    service: SessionService, session_id: str, args: dict[str, Any], reader: AssetReader, *, source: dict[str, Any] | None = None
+) -> ApplyOutcome:
     """Run ``rp-session-apply`` on a live session: load ``rp/session``, look up the assets the
     args mention, and append the run as a CAS on the head that was loaded (so the handler's view
     is the log's). The projection must be registered with the service or is passed directly.
@@ -529,8 +576,14 @@ async def apply_profile(service: SessionService, session_id: str, args: dict[str
         if lease.nested:
             _refuse_mode_switch(args, loaded.state, session_id)
         exists = await existing_assets(mentioned_references(args), reader)
-        outcome = await service.run_command(session_id, SESSION_APPLY, args, expected_seq=loaded.upto_seq, source=source,
-                                            state={"rpSession": loaded.state, "assetExists": exists})
+        outcome = await service.run_command(
+            session_id,
+            SESSION_APPLY,
+            args,
+            expected_seq=loaded.upto_seq,
+            source=source,
+            state={"rpSession": loaded.state, "assetExists": exists},
+        )
         after = (await service.projection(session_id, session_projection)).state
     stale = any(d.get("commandId") == outcome.command_id for d in after["diagnostics"])
     return ApplyOutcome(outcome, outcome.ok and not stale, after)
@@ -545,8 +598,12 @@ def _refuse_mode_switch(args: dict[str, Any], state: Mapping[str, Any], session_
     mode = parse_profile(planned["profile"]).execution_mode
     if mode != current.execution_mode:
         pointer = f"/{'profile' if 'profile' in args else 'patch'}/runtime/executionMode"
-        raise ConflictError("run.busy", f"executionMode can only change while session {session_id} is idle; a turn is running",
-                            pointer=pointer, details={"sessionId": session_id, "from": current.execution_mode, "to": mode})
+        raise ConflictError(
+            "run.busy",
+            f"executionMode can only change while session {session_id} is idle; a turn is running",
+            pointer=pointer,
+            details={"sessionId": session_id, "from": current.execution_mode, "to": mode},
+        )
 
 
 # -- read time: bindings --------------------------------------------------------------------------------
@@ -561,8 +618,14 @@ async def resolve_bindings(profile: SessionProfile | None, reader: AssetReader) 
 
     async def check(kind: str, asset_id: str, pointer: str, source_id: str | None) -> None:
         if await reader.read(kind, asset_id) is None:
-            diagnostics.append(Diagnostic(ASSET_UNAVAILABLE, f"bound {kind} {asset_id} is unavailable; it is read as unbound",
-                                          source_id, {"assetId": asset_id, "kind": kind, "reason": "missing", "binding": pointer}))
+            diagnostics.append(
+                Diagnostic(
+                    ASSET_UNAVAILABLE,
+                    f"bound {kind} {asset_id} is unavailable; it is read as unbound",
+                    source_id,
+                    {"assetId": asset_id, "kind": kind, "reason": "missing", "binding": pointer},
+                )
+            )
 
     if res.card:
         await check("card", res.card, "/resources/card", CARD)
@@ -574,8 +637,13 @@ async def resolve_bindings(profile: SessionProfile | None, reader: AssetReader) 
         await check("preset", res.preset, "/resources/preset", None)
     for i, style in enumerate(res.writing_styles):
         await check("writing-style", style, f"/resources/writingStyles/{i}", STYLE_PREFIX + style)
-    bindings = {"characterId": res.card, "lorebookIds": list(res.lorebooks), "personaId": res.persona,
-                "presetId": res.preset, "writingStyleIds": list(res.writing_styles)}
+    bindings = {
+        "characterId": res.card,
+        "lorebookIds": list(res.lorebooks),
+        "personaId": res.persona,
+        "presetId": res.preset,
+        "writingStyleIds": list(res.writing_styles),
+    }
     return bindings, diagnostics
 
 

@@ -188,8 +188,11 @@ def player_boundary(participation: Participation) -> str:
     derived from the card or the persona (spec: it is a control boundary, not a persona)."""
     body = _PLAYER_BODIES.get(participation)
     if body is None:
-        raise ValidationError("prompt.invalid_participation", f"participation must be one of {', '.join(PARTICIPATIONS)}, not {participation!r}",
-                              pointer="/participation")
+        raise ValidationError(
+            "prompt.invalid_participation",
+            f"participation must be one of {', '.join(PARTICIPATIONS)}, not {participation!r}",
+            pointer="/participation",
+        )
     return f"{_PLAYER_HEAD.format(mode=participation)}\n\n{body}\n\n{_PLAYER_TAIL}"
 
 
@@ -273,7 +276,9 @@ def render_roleplay_request(
     content = escape_request_tags(parent_context).strip()
     if content:
         guide = CHAT_CONTEXT_GUIDE if mode == "chat" else AGENT_CONTEXT_GUIDE
-        parts.append(f"<roleplay_context>\n<context_guide>\n{guide}\n</context_guide>\n<roleplay_content>\n{content}\n</roleplay_content>\n</roleplay_context>")
+        parts.append(
+            f"<roleplay_context>\n<context_guide>\n{guide}\n</context_guide>\n<roleplay_content>\n{content}\n</roleplay_content>\n</roleplay_context>"
+        )
     commit = escape_request_tags(commit_context).strip()
     if commit:
         parts.append(f"<commit_context>\n{commit}\n</commit_context>")

@@ -264,7 +264,12 @@ class RpRun(LoopHooks):
         return [
             EventDraft(
                 "user/message",
-                {"messageId": self.rt.ids("msg_"), "content": [{"type": "text", "text": self.p.run_context}], "turnId": turn_id, "source": source},
+                {
+                    "messageId": self.rt.ids("msg_"),
+                    "content": [{"type": "text", "text": self.p.run_context}],
+                    "turnId": turn_id,
+                    "source": source,
+                },
             )
         ]
 

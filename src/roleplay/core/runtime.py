@@ -83,8 +83,18 @@ class RoleplayRuntime:
         register_demo_policy()
         from .session_create import DEFAULT_MATERIALIZERS
 
-        return cls(store, service, assets, tools, effects, extensions, artifacts, service.ids, writer_default,
-                   materializers=list(DEFAULT_MATERIALIZERS))
+        return cls(
+            store,
+            service,
+            assets,
+            tools,
+            effects,
+            extensions,
+            artifacts,
+            service.ids,
+            writer_default,
+            materializers=list(DEFAULT_MATERIALIZERS),
+        )
 
     def model_for(self, route: Route) -> ChatModel:
         """One model client per route and runtime, so HTTP connections are reused across turns."""

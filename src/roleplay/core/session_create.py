@@ -170,7 +170,12 @@ async def create_story(
 
 
 async def rechoose_opening(
-    rt: RoleplayRuntime, session_id: str, opening: OpeningSource, *, index: int = 0, text: str = "",
+    rt: RoleplayRuntime,
+    session_id: str,
+    opening: OpeningSource,
+    *,
+    index: int = 0,
+    text: str = "",
     materializers: list[Materializer] | None = None,
 ) -> Materializing:
     """Choose another opening on a *blank* session (no user turn yet).
@@ -190,8 +195,9 @@ async def rechoose_opening(
         return await _rechoose(rt, session_id, opening, index, text, materializers)
 
 
-async def _rechoose(rt: RoleplayRuntime, session_id: str, opening: OpeningSource, index: int, text: str,
-                    materializers: list[Materializer] | None) -> Materializing:
+async def _rechoose(
+    rt: RoleplayRuntime, session_id: str, opening: OpeningSource, index: int, text: str, materializers: list[Materializer] | None
+) -> Materializing:
     from .message_actions import ACTION_VERSION
 
     loaded = await rt.service.projection(session_id, session_projection)
@@ -207,8 +213,16 @@ async def _rechoose(rt: RoleplayRuntime, session_id: str, opening: OpeningSource
     request = StoryRequest(card=res.card, opening=opening, opening_index=index, opening_text=text)
     source_text = opening_source_text(card, request)
     scene = {"openingSource": opening, "openingIndex": index, "openingText": source_text or ""}
-    m = Materializing(request, card, persona, macro_context_from(card.data if card else None, persona.data if persona else None),
-                      {**profile.to_json_dict(), "scene": scene}, source_text, runtime=rt, lorebook_ids=list(res.lorebooks))
+    m = Materializing(
+        request,
+        card,
+        persona,
+        macro_context_from(card.data if card else None, persona.data if persona else None),
+        {**profile.to_json_dict(), "scene": scene},
+        source_text,
+        runtime=rt,
+        lorebook_ids=list(res.lorebooks),
+    )
     for step in materializers if materializers is not None else rt.materializers:
         await step(m)
     current = next((n for n in nodes if n["role"] == "assistant" and (n.get("source") or {}).get(OPENING) is not None), None)
@@ -226,25 +240,46 @@ async def _rechoose(rt: RoleplayRuntime, session_id: str, opening: OpeningSource
     if m.state_bootstrap is not None:
         args["stateBootstrap"] = m.state_bootstrap
     exists = await existing_assets(mentioned_references(args), reader)
-    drafts = _executed(rt, session_id, CommandSpec(SESSION_APPLY, args), {"rpSession": loaded.state, "assetExists": exists},
-                       failure="story.rechoose_failed", what="the new opening could not be applied")
+    drafts = _executed(
+        rt,
+        session_id,
+        CommandSpec(SESSION_APPLY, args),
+        {"rpSession": loaded.state, "assetExists": exists},
+        failure="story.rechoose_failed",
+        what="the new opening could not be applied",
+    )
     if current is not None:
         source = {OPENING: {"source": opening, "index": index}, "rpMessageAction": {"v": ACTION_VERSION, "kind": "rechoose-opening"}}
-        drafts.append(EventDraft("assistant/message", {"messageId": rt.ids("msg_"), "content": content, "source": source,
-                                                       "surfaceOp": {"op": "replace", "range": "node", "targetMessageId": current["id"]}}))
+        drafts.append(
+            EventDraft(
+                "assistant/message",
+                {
+                    "messageId": rt.ids("msg_"),
+                    "content": content,
+                    "source": source,
+                    "surfaceOp": {"op": "replace", "range": "node", "targetMessageId": current["id"]},
+                },
+            )
+        )
     await rt.service.append(session_id, drafts, expected_seq=head)
     return m
 
 
-def _executed(rt: RoleplayRuntime, session_id: str, spec: CommandSpec, state: dict[str, Any], *, failure: str, what: str) -> list[EventDraft]:
+def _executed(
+    rt: RoleplayRuntime, session_id: str, spec: CommandSpec, state: dict[str, Any], *, failure: str, what: str
+) -> list[EventDraft]:
     """Run a command's handler now and return its ``command/run`` + ``command/done`` drafts, for
     an append that carries them together with what depends on them. A rejection writes
     nothing: it raises ``failure`` with the handler's error in ``details.error``."""
     command_id = rt.ids("cmd_")
     ok, value = rt.service.commands.execute(spec, CommandContext(session_id, command_id, state))
     if not ok:
-        raise RpError(failure, f"{what}: [{value.get('code')}] {value.get('message')}", pointer=value.get("pointer"),
-                      details={"sessionId": session_id, "error": value})
+        raise RpError(
+            failure,
+            f"{what}: [{value.get('code')}] {value.get('message')}",
+            pointer=value.get("pointer"),
+            details={"sessionId": session_id, "error": value},
+        )
     done: dict[str, Any] = {"commandId": command_id, "kind": "success"}
     if value is not None:
         done["result"] = value

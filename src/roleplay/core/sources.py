@@ -125,8 +125,7 @@ TITLES = {
     CONVERSATION: "Conversation",
     CURRENT_INPUT: "Current input",
 }
-LORE_SLOTS = {Slot.WORLD_DESCRIPTION: LORE_WORLD, Slot.CHARACTER_DESCRIPTIONS: LORE_CHARACTERS,
-              Slot.IMPORTANT_RULES: LORE_RULES}
+LORE_SLOTS = {Slot.WORLD_DESCRIPTION: LORE_WORLD, Slot.CHARACTER_DESCRIPTIONS: LORE_CHARACTERS, Slot.IMPORTANT_RULES: LORE_RULES}
 ISOLATED_ROLE = "isolated-prompts"
 
 
@@ -162,9 +161,13 @@ class StoreAssetReader:
     belongs to the card revision that was read. ``isolated`` may replace that lookup (e.g.
     ``AssetService.isolated_prompts``)."""
 
-    def __init__(self, store: AssetStore, *,
-                 isolated: Callable[[str], Awaitable[IsolatedPrompts | None]] | None = None,
-                 cache: AssetViewCache | None = None) -> None:
+    def __init__(
+        self,
+        store: AssetStore,
+        *,
+        isolated: Callable[[str], Awaitable[IsolatedPrompts | None]] | None = None,
+        cache: AssetViewCache | None = None,
+    ) -> None:
         self.store = store
         self._isolated_fn = isolated
         self._cache = cache
@@ -191,7 +194,11 @@ class StoreAssetReader:
             if record is None or record.kind != kind:
                 self._views[key] = None
             else:
-                view = record if isinstance(record, AssetView) else AssetView(record.id, record.kind, record.revision, record.data, record.name)
+                view = (
+                    record
+                    if isinstance(record, AssetView)
+                    else AssetView(record.id, record.kind, record.revision, record.data, record.name)
+                )
                 if cache is not None:
                     cache.put(view)
                 self._views[key] = view
@@ -273,8 +280,12 @@ class SourceSet:
 
 
 def _unavailable(kind: str, view: AssetView, reason: str, source_id: str | None, message: str) -> Diagnostic:
-    return Diagnostic(ASSET_UNAVAILABLE, f"{kind} {view.id} is unusable ({reason}): {message}", source_id,
-                      {"assetId": view.id, "kind": kind, "reason": reason, "revision": view.revision})
+    return Diagnostic(
+        ASSET_UNAVAILABLE,
+        f"{kind} {view.id} is unusable ({reason}): {message}",
+        source_id,
+        {"assetId": view.id, "kind": kind, "reason": reason, "revision": view.revision},
+    )
 
 
 def _rev(view: AssetView) -> dict[str, Any]:
@@ -293,31 +304,37 @@ def _blocks(parts: Sequence[tuple[str, str]]) -> str:
 # -- the providers (pure: parsed asset data in, a source out) ------------------------------------------
 
 
-def card_source(view: AssetView, macros: MacroContext, isolated: IsolatedPrompts | None = None,
-                transform: Callable[[str], str] | None = None) -> ContextSource | None:
+def card_source(
+    view: AssetView, macros: MacroContext, isolated: IsolatedPrompts | None = None, transform: Callable[[str], str] | None = None
+) -> ContextSource | None:
     """``rp.card``. Raises ``pydantic.ValidationError`` when the stored card does not parse."""
     card = CharacterCard.model_validate(view.data)
-    parts = [("Name", card.display_name()), ("Description", card.description), ("Personality", card.personality),
-             ("Scenario", card.scenario), ("Example messages", card.mes_example)]
+    parts = [
+        ("Name", card.display_name()),
+        ("Description", card.description),
+        ("Personality", card.personality),
+        ("Scenario", card.scenario),
+        ("Example messages", card.mes_example),
+    ]
     if isolated is not None and isolated.trusted:
         # ``{{original}}`` means "the prompt this one overrides"; the Writer has no such prompt.
-        parts += [("Character system prompt", isolated.system_prompt.replace("{{original}}", "")),
-                  ("Post-history instructions", isolated.post_history_instructions.replace("{{original}}", ""))]
+        parts += [
+            ("Character system prompt", isolated.system_prompt.replace("{{original}}", "")),
+            ("Post-history instructions", isolated.post_history_instructions.replace("{{original}}", "")),
+        ]
     if transform is not None:
         parts = [(label, transform(value)) for label, value in parts]
     text = expand(_blocks(parts), macros)
     if not text:
         return None
     text = f"{CARD_NOTE}\n\n{text}"
-    return ContextSource(CARD, TITLES[CARD], text, "factual", parent_delivery="context", shared_reference=True,
-                         revision=_rev(view))
+    return ContextSource(CARD, TITLES[CARD], text, "factual", parent_delivery="context", shared_reference=True, revision=_rev(view))
 
 
 def persona_source(view: AssetView, macros: MacroContext) -> ContextSource | None:
     persona = parse_persona(view.data)
     text = expand(_blocks([("Name", persona.name), ("Description", persona.description)]), macros)
-    return ContextSource(PERSONA, TITLES[PERSONA], text, "factual", parent_delivery="context", shared_reference=True,
-                         revision=_rev(view))
+    return ContextSource(PERSONA, TITLES[PERSONA], text, "factual", parent_delivery="context", shared_reference=True, revision=_rev(view))
 
 
 def player_source(profile: SessionProfile) -> ContextSource:
@@ -335,8 +352,17 @@ def preset_sources(view: AssetView, macros: MacroContext) -> tuple[list[ContextS
         if not f.contributes():
             continue
         sid = PRESET_PREFIX + f.id
-        sources.append(ContextSource(sid, f.title, expand(f.content, macros), "instructional", shared_reference=True,
-                                     default_section_tag=f.section_tag, revision=_rev(view)))
+        sources.append(
+            ContextSource(
+                sid,
+                f.title,
+                expand(f.content, macros),
+                "instructional",
+                shared_reference=True,
+                default_section_tag=f.section_tag,
+                revision=_rev(view),
+            )
+        )
         positions[sid] = f.position
     return sources, positions
 
@@ -345,13 +371,17 @@ def style_source(view: AssetView, macros: MacroContext) -> ContextSource | None:
     style = parse_writing_style(view.data)
     if not style.contributes():
         return None
-    return ContextSource(STYLE_PREFIX + view.id, style.name, expand(style.requirements, macros), "instructional",
-                         shared_reference=True, revision=_rev(view))
+    return ContextSource(
+        STYLE_PREFIX + view.id, style.name, expand(style.requirements, macros), "instructional", shared_reference=True, revision=_rev(view)
+    )
 
 
 def custom_sources(profile: SessionProfile, macros: MacroContext) -> list[ContextSource]:
-    return [ContextSource(CUSTOM_PREFIX + p.id, p.title, expand(p.text, macros), "instructional")
-            for p in profile.custom_prompts if p.text.strip()]
+    return [
+        ContextSource(CUSTOM_PREFIX + p.id, p.title, expand(p.text, macros), "instructional")
+        for p in profile.custom_prompts
+        if p.text.strip()
+    ]
 
 
 def state_source(view: Mapping[str, Any] | None) -> ContextSource | None:
@@ -361,8 +391,7 @@ def state_source(view: Mapping[str, Any] | None) -> ContextSource | None:
     text = render_writer_view(view)
     if not text:
         return None
-    return ContextSource(STATE, TITLES[STATE], text, "factual", parent_delivery="commit",
-                         parent_text=render_commit_contract(view))
+    return ContextSource(STATE, TITLES[STATE], text, "factual", parent_delivery="commit", parent_text=render_commit_contract(view))
 
 
 def conversation_sources(summary: str, conversation: str, current_input: str) -> list[ContextSource]:
@@ -405,8 +434,9 @@ def _substitute(inputs: SourceInputs, books: Sequence[tuple[AssetView, LoreBook]
     return lambda text: expand(template(text, lookup), inputs.macros)
 
 
-def lore_sources(books: Sequence[tuple[AssetView, LoreBook]], inputs: SourceInputs,
-                 card: CharacterCard | None, persona_description: str) -> tuple[list[ContextSource], ActivationResult]:
+def lore_sources(
+    books: Sequence[tuple[AssetView, LoreBook]], inputs: SourceInputs, card: CharacterCard | None, persona_description: str
+) -> tuple[list[ContextSource], ActivationResult]:
     """Activate the bound books (binding order) for this run and build the three slot sources."""
     if inputs.lore_cache is not None:
         engine = inputs.lore_cache.engine(books, inputs.lore_settings)
@@ -421,12 +451,20 @@ def lore_sources(books: Sequence[tuple[AssetView, LoreBook]], inputs: SourceInpu
         scenario=card.scenario if card else "",
         creator_notes=card.creator_notes if card else "",
     )
-    result = engine.activate(TurnInput(
-        run_id=inputs.run_id, messages=inputs.lore_messages, chat_length=inputs.lore_chat_length,
-        timed_state=inputs.lore_timed_state, state_condition=state_gate(inputs.state), global_scan_data=scan,
-        generation_type=inputs.generation_type, character_name=card.name if card else None,
-        character_tags=card.tags if card else None, substitute=_substitute(inputs, books),
-    ))
+    result = engine.activate(
+        TurnInput(
+            run_id=inputs.run_id,
+            messages=inputs.lore_messages,
+            chat_length=inputs.lore_chat_length,
+            timed_state=inputs.lore_timed_state,
+            state_condition=state_gate(inputs.state),
+            global_scan_data=scan,
+            generation_type=inputs.generation_type,
+            character_name=card.name if card else None,
+            character_tags=card.tags if card else None,
+            substitute=_substitute(inputs, books),
+        )
+    )
     views = {b.id: v for v, b in books}
     out = []
     for slot, entries in result.slots().items():
@@ -434,8 +472,16 @@ def lore_sources(books: Sequence[tuple[AssetView, LoreBook]], inputs: SourceInpu
             continue
         used = list(dict.fromkeys(a.book_id for a in entries))
         sid = LORE_SLOTS[slot]
-        out.append(ContextSource(sid, TITLES[sid], "\n".join(a.content for a in entries), "factual", shared_reference=True,
-                                 revision={"assets": [_rev(views[b]) for b in used]}))
+        out.append(
+            ContextSource(
+                sid,
+                TITLES[sid],
+                "\n".join(a.content for a in entries),
+                "factual",
+                shared_reference=True,
+                revision={"assets": [_rev(views[b]) for b in used]},
+            )
+        )
     return out, result
 
 
@@ -521,8 +567,10 @@ async def collect_sources(inputs: SourceInputs, reader: AssetReader) -> SourceSe
         found, activation = lore_sources(books, inputs, card, persona_description)
         lore = {s.id: s for s in found}
         timed = activation.timed_state
-        diagnostics.extend(Diagnostic(p.code, p.message, None, {"pointer": p.pointer, **p.details} if p.pointer else dict(p.details))
-                           for p in activation.diagnostics)
+        diagnostics.extend(
+            Diagnostic(p.code, p.message, None, {"pointer": p.pointer, **p.details} if p.pointer else dict(p.details))
+            for p in activation.diagnostics
+        )
 
     styles: list[ContextSource] = []
     for style_id in res.writing_styles:
@@ -532,10 +580,23 @@ async def collect_sources(inputs: SourceInputs, reader: AssetReader) -> SourceSe
             if src is not None:
                 styles.append(src)
 
-    summary, conversation, current = _split(conversation_sources(inputs.summary_text, inputs.conversation_text,
-                                                                 inputs.current_input))
-    ordered = [*top, lore.get(LORE_WORLD), card_src, lore.get(LORE_CHARACTERS), persona_src, player_source(profile), summary, conversation,
-               state_source(inputs.state), lore.get(LORE_RULES), *bottom, *styles, *custom_sources(profile, macros), current]
+    summary, conversation, current = _split(conversation_sources(inputs.summary_text, inputs.conversation_text, inputs.current_input))
+    ordered = [
+        *top,
+        lore.get(LORE_WORLD),
+        card_src,
+        lore.get(LORE_CHARACTERS),
+        persona_src,
+        player_source(profile),
+        summary,
+        conversation,
+        state_source(inputs.state),
+        lore.get(LORE_RULES),
+        *bottom,
+        *styles,
+        *custom_sources(profile, macros),
+        current,
+    ]
     return SourceSet(
         sources=tuple(s for s in ordered if s is not None),
         diagnostics=tuple(diagnostics),

@@ -122,7 +122,11 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
         if slot.transform_text is not None:
             text = slot.transform_text(text).strip()
         if not text:
-            raise RpError("writer.empty", "the Writer returned an empty draft; you may call rp_write_turn again", details={"childSessionId": result.session_id})
+            raise RpError(
+                "writer.empty",
+                "the Writer returned an empty draft; you may call rp_write_turn again",
+                details={"childSessionId": result.session_id},
+            )
         artifact = WriterArtifact(
             call_id=ctx.call_id,
             child_session_id=result.session_id,
@@ -144,7 +148,7 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
             "text": artifact.text,
         }
         return ToolOutput(
-            f"<writer_draft call_id=\"{ctx.call_id}\">\n{text}\n</writer_draft>\nThe draft is ready. Call rp_commit_turn next.",
+            f'<writer_draft call_id="{ctx.call_id}">\n{text}\n</writer_draft>\nThe draft is ready. Call rp_commit_turn next.',
             meta=meta,
         )
 

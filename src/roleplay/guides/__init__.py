@@ -54,17 +54,13 @@ def _parse(name: str, text: str) -> Guide:
         key, sep, value = line.partition(":")
         key = key.strip()
         if not sep or key not in _ALLOWED or key in meta:
-            raise ValidationError(
-                "guide.invalid", f"guide {name!r} line {number}: bad front matter {line!r}", details={"guide": name}
-            )
+            raise ValidationError("guide.invalid", f"guide {name!r} line {number}: bad front matter {line!r}", details={"guide": name})
         meta[key] = value.strip()
     missing = [k for k in _REQUIRED if not meta.get(k)]
     if missing:
         raise ValidationError("guide.invalid", f"guide {name!r} lacks {', '.join(missing)}", details={"guide": name})
     if meta["name"] != name:
-        raise ValidationError(
-            "guide.invalid", f"guide file {name!r} declares name {meta['name']!r}", details={"guide": name}
-        )
+        raise ValidationError("guide.invalid", f"guide file {name!r} declares name {meta['name']!r}", details={"guide": name})
     body = "\n".join(lines[end + 1 :]).strip() + "\n"
     return Guide(meta["name"], meta["title"], meta["description"], body, meta.get("parent") or None)
 

@@ -28,14 +28,13 @@ from .store.base import EventStore
 T = TypeVar("T")
 CHAT_PRESET = "chat"
 CHAT_STEP_LIMIT = 5
-IDENTITY = (
-    "You are a helpful, concise assistant talking with the user in a terminal. "
-    "Answer in the user's language."
-)
+IDENTITY = "You are a helpful, concise assistant talking with the user in a terminal. Answer in the user's language."
 
 
 def chat_spec() -> AgentSpec:
-    return AgentSpec(prompt=PromptAssembly([PromptSection("harness:identity", IDENTITY, ORDER_IDENTITY)]), step_limit=CHAT_STEP_LIMIT, mode="chat")
+    return AgentSpec(
+        prompt=PromptAssembly([PromptSection("harness:identity", IDENTITY, ORDER_IDENTITY)]), step_limit=CHAT_STEP_LIMIT, mode="chat"
+    )
 
 
 async def chat_turn(store: EventStore, loop: AgentLoop, session_id: str, text: str, out: Any) -> TurnResult:

@@ -198,5 +198,3 @@ def _clip(text: str, n: int = 80) -> str:
 def _safe_url(url: str) -> str:
     """Never print credentials from a database URL (userinfo, or ``?password=`` in the query)."""
     return redact_url(url)
-
-

@@ -297,9 +297,7 @@ def _check_json(value: Any, pointer: str, depth: int) -> None:
         for i, item in enumerate(value):
             _check_json(item, f"{pointer}/{i}", depth + 1)
     elif value is not None and not isinstance(value, (str, int, bool)):
-        raise ValidationError(
-            "event.invalid_payload", f"{type(value).__name__} is not a JSON value", pointer=pointer
-        )
+        raise ValidationError("event.invalid_payload", f"{type(value).__name__} is not a JSON value", pointer=pointer)
 
 
 def event_version(event_type: str) -> int:

@@ -131,9 +131,7 @@ async def _pg_lease(store: EventStore, session_id: str) -> AsyncIterator[None]:
 
     conn = await psycopg.AsyncConnection.connect(getattr(store, "url"), autocommit=True)
     try:
-        cur = await conn.execute(
-            "SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':run:' || %s, 0))", (session_id,)
-        )
+        cur = await conn.execute("SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':run:' || %s, 0))", (session_id,))
         row = await cur.fetchone()
         if not row or not row[0]:
             raise busy(session_id)

@@ -234,7 +234,14 @@ class AgentLoop:
                 EventDraft("step/start", {"turnId": turn_id, "stepId": step_id, "index": index}),
                 EventDraft(
                     "model/request",
-                    {"turnId": turn_id, "stepId": step_id, "route": self.route, "sections": prompt.section_ids, "hash": prompt.hash, "tools": self.visible},
+                    {
+                        "turnId": turn_id,
+                        "stepId": step_id,
+                        "route": self.route,
+                        "sections": prompt.section_ids,
+                        "hash": prompt.hash,
+                        "tools": self.visible,
+                    },
                 ),
             ],
         )
@@ -260,7 +267,12 @@ class AgentLoop:
             for n, call in enumerate(response.tool_calls):
                 await self._append(
                     session_id,
-                    [EventDraft("tool/call", {"callId": call.id, "name": call.name, "arguments": call.arguments, "turnId": turn_id, "stepId": step_id})],
+                    [
+                        EventDraft(
+                            "tool/call",
+                            {"callId": call.id, "name": call.name, "arguments": call.arguments, "turnId": turn_id, "stepId": step_id},
+                        )
+                    ],
                 )
                 ctx = ToolContext(session_id, turn_id, step_id, call.id, self.spec.depth, abort, self.spec.services)
                 try:
@@ -269,7 +281,9 @@ class AgentLoop:
                     # Every call the model made must get a result, or the next request would carry
                     # a dangling tool call that providers reject.
                     pending = response.tool_calls[n:]
-                    await self._append(session_id, [_unanswered(c, "tool.aborted", "the turn was aborted", turn_id, step_id) for c in pending])
+                    await self._append(
+                        session_id, [_unanswered(c, "tool.aborted", "the turn was aborted", turn_id, step_id) for c in pending]
+                    )
                     raise
                 result.tool_results.append(outcome)
                 step_results.append(outcome)
@@ -301,9 +315,13 @@ class AgentLoop:
                     response = event.response
                 continue
             if isinstance(event, TextDelta) and event.text:
-                await self.store.publish_chunk(session_id, {"type": "assistant/chunk", "turnId": turn_id, "stepId": step_id, "text": event.text})
+                await self.store.publish_chunk(
+                    session_id, {"type": "assistant/chunk", "turnId": turn_id, "stepId": step_id, "text": event.text}
+                )
             elif isinstance(event, ReasoningDelta) and event.text:
-                await self.store.publish_chunk(session_id, {"type": "assistant/chunk", "turnId": turn_id, "stepId": step_id, "reasoning": event.text})
+                await self.store.publish_chunk(
+                    session_id, {"type": "assistant/chunk", "turnId": turn_id, "stepId": step_id, "reasoning": event.text}
+                )
             elif isinstance(event, Completed):
                 response = event.response
         if response is None:
@@ -368,7 +386,13 @@ def _assistant_payload(message_id: str, turn_id: str, step_id: str, response: Mo
 
 def _unanswered(call: ToolCall | dict[str, Any], code: str, message: str, turn_id: str | None, step_id: str | None) -> EventDraft:
     call_id, name = (call.id, call.name) if isinstance(call, ToolCall) else (call["id"], call["name"])
-    payload: dict[str, Any] = {"callId": call_id, "name": name, "ok": False, "content": f"Error [{code}]: {message}", "error": {"code": code, "message": message}}
+    payload: dict[str, Any] = {
+        "callId": call_id,
+        "name": name,
+        "ok": False,
+        "content": f"Error [{code}]: {message}",
+        "error": {"code": code, "message": message},
+    }
     if turn_id is not None:
         payload["turnId"] = turn_id
     if step_id is not None:

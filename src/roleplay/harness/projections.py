@@ -61,18 +61,14 @@ class ProjectionRegistry:
     def register(self, projection: Projection) -> None:
         existing = self._by_name.get(projection.name)
         if existing is not None and existing is not projection:
-            raise ValidationError(
-                "projection.duplicate", f"projection {projection.name!r} is already registered", pointer="/name"
-            )
+            raise ValidationError("projection.duplicate", f"projection {projection.name!r} is already registered", pointer="/name")
         self._by_name[projection.name] = projection
 
     def get(self, name: str) -> Projection:
         try:
             return self._by_name[name]
         except KeyError:
-            raise NotFoundError(
-                "projection.not_found", f"no projection {name!r}; known: {', '.join(sorted(self._by_name))}"
-            ) from None
+            raise NotFoundError("projection.not_found", f"no projection {name!r}; known: {', '.join(sorted(self._by_name))}") from None
 
     def names(self) -> list[str]:
         return sorted(self._by_name)
@@ -154,7 +150,9 @@ class ProjectionCache:
         entry = self._entries.pop(key, None)
         if entry is None:
             loaded = await load(store, session_id, projection, snapshot_every=self._snapshot_every)
-            entry = _Entry(loaded.state, loaded.upto_seq, loaded.upto_seq if loaded.folded >= (self._snapshot_every or 0) else loaded.from_snapshot_seq)
+            entry = _Entry(
+                loaded.state, loaded.upto_seq, loaded.upto_seq if loaded.folded >= (self._snapshot_every or 0) else loaded.from_snapshot_seq
+            )
             folded = loaded.folded
         else:
             folded = 0

@@ -206,9 +206,7 @@ class SessionService:
     async def get(self, session_id: str) -> SessionRecord:
         return await self.store.get_session(session_id)
 
-    async def events(
-        self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
-    ) -> list[Event]:
+    async def events(self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         return await self.store.read(session_id, after_seq=after_seq, until_seq=until_seq, limit=limit)
 
     async def projection(self, session_id: str, name: str | Projection, **kw: Any) -> Loaded:

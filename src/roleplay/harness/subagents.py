@@ -149,7 +149,9 @@ def _check_request(request: SubagentRequest) -> None:
             Draft202012Validator.check_schema(request.result_schema)
         except SchemaError as exc:
             raise ValidationError(
-                "subagent.invalid_request", f"invalid result schema: {exc.message}", pointer="/resultSchema" + pointer_from_parts(list(exc.path))
+                "subagent.invalid_request",
+                f"invalid result schema: {exc.message}",
+                pointer="/resultSchema" + pointer_from_parts(list(exc.path)),
             ) from None
 
 

@@ -126,7 +126,9 @@ class ToolRegistry:
                 pointer="/parameters" + pointer_from_parts(list(exc.path)),
             ) from None
         if tool.parameters.get("type") != "object":
-            raise ValidationError("tool.invalid_schema", f"tool {tool.name!r} parameters must be an object schema", pointer="/parameters/type")
+            raise ValidationError(
+                "tool.invalid_schema", f"tool {tool.name!r} parameters must be an object schema", pointer="/parameters/type"
+            )
         self._tools[tool.name] = tool
         self._validators[tool.name] = Draft202012Validator(tool.parameters)
 
@@ -146,11 +148,7 @@ class ToolRegistry:
         """Tools a run may offer: the allow-list ∩ the registered tools, in registration order.
         ``None`` allows every tool. Inside a sub-agent (depth ≥ 1), spawning tools are removed."""
         allow = None if allowed is None else set(allowed)
-        return [
-            t
-            for t in self._tools.values()
-            if (allow is None or t.name in allow) and not (depth >= 1 and t.spawns_subagent)
-        ]
+        return [t for t in self._tools.values() if (allow is None or t.name in allow) and not (depth >= 1 and t.spawns_subagent)]
 
     def validate(self, name: str, raw_arguments: str) -> dict[str, Any]:
         """Parse and validate; raise ``tool.invalid_json`` / ``tool.invalid_arguments``."""

@@ -106,4 +106,3 @@ def check(definition: str, value_path: str | None, update_paths: tuple[str, ...]
     except _Failed as failed:
         _emit({"ok": False, "errors": failed.errors})
         click.get_current_context().exit(1)
-

@@ -53,7 +53,9 @@ def _shape_problems(args: Mapping[str, Any]) -> list[Problem]:
         if owner.get("tool") not in (None, STATE_TOOL) and isinstance(owner.get("tool"), str):
             problems.append(Problem("state.config.owner_invalid", f"owner.tool must be {STATE_TOOL!r}", "/owner/tool"))
         problems.extend(
-            Problem("state.config.owner_invalid", f"unknown owner field {k!r}", f"/owner/{k}") for k in sorted(owner) if k not in OWNER_FIELDS
+            Problem("state.config.owner_invalid", f"unknown owner field {k!r}", f"/owner/{k}")
+            for k in sorted(owner)
+            if k not in OWNER_FIELDS
         )
     return problems
 

@@ -219,9 +219,7 @@ class _Parser:
         try:
             parts = parse_pointer(pointer.value)
         except PointerError as exc:
-            raise _Inactive(
-                _diag("state.condition.pointer_invalid", str(exc), self.source, offset=pointer.offset)
-            ) from None
+            raise _Inactive(_diag("state.condition.pointer_invalid", str(exc), self.source, offset=pointer.offset)) from None
         return (name.text, namespace.value, parts, pointer.value)
 
 
@@ -281,9 +279,7 @@ def condition_problems(source: Any) -> list[Problem]:
     return [result] if isinstance(result, Problem) else []
 
 
-def evaluate_condition(
-    expr: str | Condition, namespaces_values: Mapping[str, Any]
-) -> tuple[bool, list[Problem]]:
+def evaluate_condition(expr: str | Condition, namespaces_values: Mapping[str, Any]) -> tuple[bool, list[Problem]]:
     """``(active, diagnostics)``: active only when the expression evaluates to ``true`` cleanly.
 
     ``namespaces_values`` maps namespace names to their current plain JSON values.
@@ -296,9 +292,7 @@ def evaluate_condition(
     except _Inactive as inactive:
         return False, [inactive.problem]
     if not isinstance(result, bool):
-        return False, [
-            _diag("state.condition.type_mismatch", "a condition must evaluate to a boolean", condition.source)
-        ]
+        return False, [_diag("state.condition.type_mismatch", "a condition must evaluate to a boolean", condition.source)]
     return result, []
 
 
@@ -353,9 +347,7 @@ def _evaluate(tree: tuple, values: Mapping[str, Any], source: str) -> Any:
     both_numbers = _is_number(left) and _is_number(right)
     both_strings = isinstance(left, str) and isinstance(right, str)
     if not (both_numbers or both_strings):
-        raise _Inactive(
-            _diag("state.condition.type_mismatch", f"{op!r} compares two numbers or two strings", source, operator=op)
-        )
+        raise _Inactive(_diag("state.condition.type_mismatch", f"{op!r} compares two numbers or two strings", source, operator=op))
     if op == ">":
         return left > right
     if op == ">=":

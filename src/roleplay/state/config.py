@@ -46,9 +46,11 @@ def plan_config(projection: Mapping[str, Any], command: Any) -> dict[str, Any]:
     """The canonical result of ``command``, or :class:`ValidationError` ``state.config.rejected``."""
     problems: list[Problem] = []
     if not isinstance(command, dict):
-        raise ValidationError("state.config.rejected", "the configuration was rejected", problems=[
-            Problem("state.config.command_invalid", "a configuration command must be an object", "")
-        ])
+        raise ValidationError(
+            "state.config.rejected",
+            "the configuration was rejected",
+            problems=[Problem("state.config.command_invalid", "a configuration command must be an object", "")],
+        )
     action = command.get("action")
     if not isinstance(action, str) or action not in ACTIONS:
         problems.append(Problem("state.config.action_invalid", f"'action' must be one of {', '.join(ACTIONS)}", "/action"))
@@ -71,7 +73,9 @@ def plan_config(projection: Mapping[str, Any], command: Any) -> dict[str, Any]:
     if "expectedRevision" in command:
         expected = command["expectedRevision"]
         if not isinstance(expected, int) or isinstance(expected, bool) or expected < 0:
-            problems.append(Problem("state.config.revision_invalid", "expectedRevision must be a non-negative integer", "/expectedRevision"))
+            problems.append(
+                Problem("state.config.revision_invalid", "expectedRevision must be a non-negative integer", "/expectedRevision")
+            )
         elif action == "create" and expected != 0:
             problems.append(Problem("state.config.create_revision", "create requires expectedRevision 0", "/expectedRevision"))
         elif action == "create" and entry is not None:
@@ -90,7 +94,9 @@ def plan_config(projection: Mapping[str, Any], command: Any) -> dict[str, Any]:
                 )
             )
     if action == "create" and len(projection["namespaces"]) >= limits.MAX_NAMESPACES and entry is None:
-        problems.append(Problem("state.config.too_many_namespaces", f"a session holds at most {limits.MAX_NAMESPACES} namespaces", "/namespace"))
+        problems.append(
+            Problem("state.config.too_many_namespaces", f"a session holds at most {limits.MAX_NAMESPACES} namespaces", "/namespace")
+        )
 
     if action in ("create", "update") and "definition" in command:
         problems.extend(_values_problems(action, command, entry))

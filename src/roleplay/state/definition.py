@@ -43,12 +43,23 @@ def validate_definition(definition: Any, base: str = "") -> list[Problem]:
     """Every problem of a definition; pointers are ``base`` + the field path."""
     if not isinstance(definition, dict):
         return [Problem("state.definition.not_object", "a definition must be an object", base)]
-    problems = closed_object_problems(definition, DEFINITION_REQUIRED, DEFINITION_OPTIONAL, code="state.definition",
-                                      unknown="definition", needs="a definition needs", base=base)
+    problems = closed_object_problems(
+        definition,
+        DEFINITION_REQUIRED,
+        DEFINITION_OPTIONAL,
+        code="state.definition",
+        unknown="definition",
+        needs="a definition needs",
+        base=base,
+    )
     title = definition.get("title")
     if "title" in definition and not (isinstance(title, str) and title.strip() and len(title) <= limits.MAX_TITLE):
         problems.append(
-            Problem("state.definition.title_invalid", f"'title' must be non-empty text of at most {limits.MAX_TITLE} characters", f"{base}/title")
+            Problem(
+                "state.definition.title_invalid",
+                f"'title' must be non-empty text of at most {limits.MAX_TITLE} characters",
+                f"{base}/title",
+            )
         )
     description = definition.get("description")
     if "description" in definition and not (isinstance(description, str) and len(description) <= limits.MAX_DESCRIPTION):
@@ -78,9 +89,7 @@ def validate_namespace_content(definition: Any, values: dict[str, Any], base: st
     "value": …}``, pointers ``base/<field>``) validate."""
     problems = validate_definition(definition, f"{base}/definition")
     schema_usable = (
-        isinstance(definition, dict)
-        and "schema" in definition
-        and not any(p.code.startswith("state.schema.") for p in problems)
+        isinstance(definition, dict) and "schema" in definition and not any(p.code.startswith("state.schema.") for p in problems)
     )
     for key, value in values.items():
         if schema_usable:

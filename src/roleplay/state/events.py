@@ -118,11 +118,17 @@ def _bootstrap(tracker: dict[str, Any], run: dict[str, Any], done: Event) -> tup
     if "stateBootstrap" not in args:
         return None, False  # a profile-only apply: the bootstrap stays as it was
     if not tracker["blank"]:
-        _diagnose(tracker, "state.bootstrap.not_blank", "a state bootstrap after the first user message is ignored", done.seq, "/args/stateBootstrap")
+        _diagnose(
+            tracker,
+            "state.bootstrap.not_blank",
+            "a state bootstrap after the first user message is ignored",
+            done.seq,
+            "/args/stateBootstrap",
+        )
         return None, False
     payload = args["stateBootstrap"]
     if not isinstance(payload, dict) or not isinstance(payload.get("namespaces"), dict):
-        _diagnose(tracker, "state.bootstrap.malformed", "stateBootstrap must be {\"namespaces\": {…}}", done.seq, "/args/stateBootstrap")
+        _diagnose(tracker, "state.bootstrap.malformed", 'stateBootstrap must be {"namespaces": {…}}', done.seq, "/args/stateBootstrap")
         return None, False
     f = tracker["folder"]
     superseded = False
@@ -222,6 +228,4 @@ state_projection = Projection(name=STATE_PROJECTION, version=STATE_VERSION, init
 # Same events, same entity lifecycle (the spec: "该投影与 rp/state 使用相同事件和助手 entity 生命周期
 # 重放"); read it with ``activity_document``. Kept as its own projection so UI reads never depend on
 # the state snapshot's version and vice versa.
-activity_projection = Projection(
-    name=ACTIVITY_PROJECTION, version=ACTIVITY_FOLD_VERSION, initial=initial_tracker, apply=apply_event
-)
+activity_projection = Projection(name=ACTIVITY_PROJECTION, version=ACTIVITY_FOLD_VERSION, initial=initial_tracker, apply=apply_event)

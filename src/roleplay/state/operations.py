@@ -114,7 +114,6 @@ def contract_operations() -> dict[str, Any]:
             "maxChanges": limits.MAX_CHANGES,
         },
         "operations": {
-            spec.op: {"required": list(spec.required), "optional": list(spec.optional), "closed": True}
-            for spec in OPERATIONS.values()
+            spec.op: {"required": list(spec.required), "optional": list(spec.optional), "closed": True} for spec in OPERATIONS.values()
         },
     }

@@ -66,7 +66,6 @@ def lookup(value: Any, parts: tuple[str, ...]) -> Any:
     return current
 
 
-
 def is_prefix(ancestor: tuple[str, ...], descendant: tuple[str, ...]) -> bool:
     """True when ``ancestor`` equals ``descendant`` or is one of its ancestors."""
     return len(ancestor) <= len(descendant) and descendant[: len(ancestor)] == ancestor

@@ -53,7 +53,7 @@ def bootstrap_payload(
 
 def validate_bootstrap(payload: Any) -> list[Problem]:
     if not isinstance(payload, dict) or set(payload) != {"namespaces"} or not isinstance(payload["namespaces"], dict):
-        return [Problem("state.bootstrap.invalid", "a bootstrap is {\"namespaces\": {name: {definition, initialValue}}}", "")]
+        return [Problem("state.bootstrap.invalid", 'a bootstrap is {"namespaces": {name: {definition, initialValue}}}', "")]
     namespaces = payload["namespaces"]
     if len(namespaces) > MAX_NAMESPACES:
         return [Problem("state.bootstrap.too_many_namespaces", f"at most {MAX_NAMESPACES} namespaces", "/namespaces")]
@@ -72,11 +72,20 @@ def _escape(name: Any) -> str:
 def _bootstrap_entry_problems(entry: Any, base: str) -> list[Problem]:
     if not isinstance(entry, dict):
         return [Problem("state.bootstrap.entry_invalid", "a bootstrap namespace is an object", base)]
-    problems = closed_object_problems(entry, ("definition", "initialValue"), ("setupDiagnostics",), code="state.bootstrap",
-                                      unknown="bootstrap", needs="a bootstrap namespace needs", base=base)
+    problems = closed_object_problems(
+        entry,
+        ("definition", "initialValue"),
+        ("setupDiagnostics",),
+        code="state.bootstrap",
+        unknown="bootstrap",
+        needs="a bootstrap namespace needs",
+        base=base,
+    )
     setup = entry.get("setupDiagnostics", [])
     if not (isinstance(setup, list) and all(isinstance(d, dict) and isinstance(d.get("code"), str) for d in setup)):
-        problems.append(Problem("state.bootstrap.diagnostics_invalid", "setupDiagnostics is a list of {code, message}", f"{base}/setupDiagnostics"))
+        problems.append(
+            Problem("state.bootstrap.diagnostics_invalid", "setupDiagnostics is a list of {code, message}", f"{base}/setupDiagnostics")
+        )
     else:
         problems.extend(check_plain_json(setup, f"{base}/setupDiagnostics"))
     if "definition" in entry and "initialValue" in entry:

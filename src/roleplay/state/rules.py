@@ -58,8 +58,9 @@ def validate_rules(rules: Any, schema: dict | None, base: str = "/rules") -> lis
 def _validate_rule(rule: Any, schema: dict | None, where: str) -> list[Problem]:
     if not isinstance(rule, dict):
         return [Problem("state.rule.not_object", "a rule must be an object", where)]
-    problems = closed_object_problems(rule, RULE_REQUIRED, RULE_OPTIONAL, code="state.rule", unknown="rule",
-                                      needs="a rule needs", base=where)
+    problems = closed_object_problems(
+        rule, RULE_REQUIRED, RULE_OPTIONAL, code="state.rule", unknown="rule", needs="a rule needs", base=where
+    )
 
     if "id" in rule and not _text_ok(rule["id"], limits.MAX_RULE_ID):
         problems.append(
@@ -75,9 +76,7 @@ def _validate_rule(rule: Any, schema: dict | None, where: str) -> list[Problem]:
                 )
             )
     if "cadence" in rule and rule["cadence"] not in CADENCES:
-        problems.append(
-            Problem("state.rule.cadence_invalid", f"'cadence' must be one of {', '.join(CADENCES)}", f"{where}/cadence")
-        )
+        problems.append(Problem("state.rule.cadence_invalid", f"'cadence' must be one of {', '.join(CADENCES)}", f"{where}/cadence"))
     if "condition" in rule:
         for problem in condition_problems(rule["condition"]):
             problem.pointer = f"{where}/condition"
@@ -98,9 +97,7 @@ def _validate_effect(effect: Any, where: str, problems: list[Problem]) -> str | 
             problems.append(Problem("state.rule.field_unknown", f"unknown effect field {key!r}", f"{where}/{key}"))
     op = effect.get("op")
     if op not in OPERATIONS:
-        problems.append(
-            Problem("state.rule.op_unsupported", f"effect op must be one of {', '.join(OPERATIONS)}", f"{where}/op")
-        )
+        problems.append(Problem("state.rule.op_unsupported", f"effect op must be one of {', '.join(OPERATIONS)}", f"{where}/op"))
         op = None
     bounds = [key for key in ("minimum", "maximum") if key in effect]
     if bounds and op is not None and op != "increment":

@@ -102,11 +102,7 @@ def _check_node(node: Any, path: list[Any], problems: list[Problem], budget: dic
             )
         return
     if budget["depth"] >= limits.MAX_SCHEMA_DEPTH:
-        problems.append(
-            _keyword_problem(
-                "state.schema.too_deep", f"schemas nest at most {limits.MAX_SCHEMA_DEPTH} levels", base, path
-            )
-        )
+        problems.append(_keyword_problem("state.schema.too_deep", f"schemas nest at most {limits.MAX_SCHEMA_DEPTH} levels", base, path))
         return
     if not isinstance(node, dict):
         problems.append(_keyword_problem("state.schema.not_object", "a schema must be a JSON object", base, path))
@@ -215,18 +211,14 @@ def check_plain_json(value: Any, base: str = "") -> list[Problem]:
         if isinstance(node, dict):
             for key, child in node.items():
                 if not isinstance(key, str):
-                    problems.append(
-                        Problem("state.value.not_json", "object keys must be strings", base + format_pointer(path))
-                    )
+                    problems.append(Problem("state.value.not_json", "object keys must be strings", base + format_pointer(path)))
                     break
                 stack.append((child, (*path, key)))
             continue
         if isinstance(node, list):
             stack.extend((child, (*path, i)) for i, child in enumerate(node))
             continue
-        problems.append(
-            Problem("state.value.not_json", f"{type(node).__name__} is not a JSON value", base + format_pointer(path))
-        )
+        problems.append(Problem("state.value.not_json", f"{type(node).__name__} is not a JSON value", base + format_pointer(path)))
     return problems
 
 

@@ -41,7 +41,10 @@ READ_PARAMETERS: dict[str, Any] = {
             "description": "namespaces (default): names, titles, modes, revisions; values; definitions; value: one JSON Pointer read",
         },
         "namespace": {"type": "string", "description": "limit to one namespace (for view=value: default 'story')"},
-        "pointer": {"type": "string", "description": "JSON Pointer inside the namespace value, e.g. /characters/李钰/好感度; implies view=value"},
+        "pointer": {
+            "type": "string",
+            "description": "JSON Pointer inside the namespace value, e.g. /characters/李钰/好感度; implies view=value",
+        },
     },
     "additionalProperties": False,
 }
@@ -147,7 +150,13 @@ def state_tool(service: SessionService) -> Tool:
             call = tracker["folder"]["calls"].get(ctx.call_id)
             if call is None:
                 raise RpError("state.config.no_owner", f"no assistant message in the log made tool call {ctx.call_id!r}")
-            owner = {"messageId": call["messageId"], "toolCallId": ctx.call_id, "turnId": ctx.turn_id, "stepId": ctx.step_id, "tool": STATE_TOOL}
+            owner = {
+                "messageId": call["messageId"],
+                "toolCallId": ctx.call_id,
+                "turnId": ctx.turn_id,
+                "stepId": ctx.step_id,
+                "tool": STATE_TOOL,
+            }
             _, problem = resolve_owner(tracker["folder"], owner)
             if problem is not None:
                 raise RpError("state.config.owner_inconsistent", problem[1], pointer=problem[0])
@@ -168,7 +177,12 @@ def state_tool(service: SessionService) -> Tool:
                 continue  # something was appended since we planned: plan again on the new head
             if not outcome.ok:
                 err = outcome.error or {}
-                raise RpError(err.get("code", "state.config.rejected"), err.get("message", "rejected"), pointer=err.get("pointer"), details=err.get("details"))
+                raise RpError(
+                    err.get("code", "state.config.rejected"),
+                    err.get("message", "rejected"),
+                    pointer=err.get("pointer"),
+                    details=err.get("details"),
+                )
             summary = {"ok": True, **outcome.result, "commandId": outcome.command_id}
             return ToolOutput(_dump(summary), meta={"kind": "rp-state/configure", **summary})
         raise RpError("state.config.contended", f"the session kept changing; gave up after {CONFIGURE_ATTEMPTS} attempts")

@@ -113,9 +113,7 @@ def _static(projection: Mapping[str, Any], effects: Any, prefix: str) -> tuple[l
     return out.problems, prepared
 
 
-def _static_effect(
-    effect: Any, k: int, base: str, namespaces: Mapping[str, Any], seen: dict[str, int], out: _Collector
-) -> _Effect | None:
+def _static_effect(effect: Any, k: int, base: str, namespaces: Mapping[str, Any], seen: dict[str, int], out: _Collector) -> _Effect | None:
     if not isinstance(effect, dict):
         out.add("state.update.effect_invalid", "a state effect must be an object", base)
         return None
@@ -132,7 +130,12 @@ def _static_effect(
     entry = None
     if "namespace" in effect:
         if not isinstance(name, str) or name not in namespaces:
-            out.add("state.update.namespace_unknown", "no such namespace", f"{base}/namespace", namespace=name if isinstance(name, str) else None)
+            out.add(
+                "state.update.namespace_unknown",
+                "no such namespace",
+                f"{base}/namespace",
+                namespace=name if isinstance(name, str) else None,
+            )
         elif name in seen:
             out.add(
                 "state.update.namespace_duplicate",
@@ -144,7 +147,12 @@ def _static_effect(
             seen[name] = k
             entry = namespaces[name]
             if entry["definition"]["updateMode"] == "disabled":
-                out.add("state.update.namespace_disabled", f"namespace {name!r} is read-only for story commits", f"{base}/namespace", namespace=name)
+                out.add(
+                    "state.update.namespace_disabled",
+                    f"namespace {name!r} is read-only for story commits",
+                    f"{base}/namespace",
+                    namespace=name,
+                )
                 entry = None
     if "expectedRevision" in effect:
         revision = effect["expectedRevision"]
@@ -349,15 +357,12 @@ def execute_updates(projection: Mapping[str, Any], effects: Any, pointer_prefix:
         raise ValidationError("state.update.rejected", "the state update was rejected", problems=out.problems)
     changes_by_ns = {e.namespace: [c.raw for c in e.changes] for e in prepared}
     diagnostics = {
-        name: every_turn_diagnostics(name, entry["definition"], changes_by_ns.get(name, []), before)
-        for name, entry in namespaces.items()
+        name: every_turn_diagnostics(name, entry["definition"], changes_by_ns.get(name, []), before) for name, entry in namespaces.items()
     }
     return UpdateOutcome(values, records, diagnostics)
 
 
-def _run_effect(
-    effect: _Effect, entry: Mapping[str, Any], before: Mapping[str, Any], out: _Collector
-) -> tuple[Any, list[dict]] | None:
+def _run_effect(effect: _Effect, entry: Mapping[str, Any], before: Mapping[str, Any], out: _Collector) -> tuple[Any, list[dict]] | None:
     working = entry["value"]
     records: list[dict] = []
     for change in effect.changes:
@@ -432,7 +437,9 @@ def _apply(value: Any, change: _Change) -> tuple[Any, Any, Any]:
                 raise _ChangeFailed("state.update.parent_missing", "the parent of this path does not exist", "path")
             if isinstance(parent, list):
                 if current is MISSING:
-                    raise _ChangeFailed("state.update.target_missing", "set replaces an existing array element; use append to add one", "path")
+                    raise _ChangeFailed(
+                        "state.update.target_missing", "set replaces an existing array element; use append to add one", "path"
+                    )
             elif not isinstance(parent, dict):
                 raise _ChangeFailed("state.update.target_type_mismatch", "the parent of this path is not an object or array", "path")
         new = raw["value"]

@@ -215,7 +215,12 @@ class FakeOpenAI:
             return None
         key = record.api_key or ""
         if self.flavor == "deepseek":
-            return FakeError(401, f"Authentication Fails, Your api key: ****{key[-4:]} is invalid", type="authentication_error", code="invalid_request_error")
+            return FakeError(
+                401,
+                f"Authentication Fails, Your api key: ****{key[-4:]} is invalid",
+                type="authentication_error",
+                code="invalid_request_error",
+            )
         masked = key[:3] + "*" * max(0, len(key) - 7) + key[-4:] if len(key) > 7 else "***"
         return FakeError(401, f"Incorrect API key provided: {masked}.", code="invalid_api_key")
 
@@ -353,7 +358,7 @@ def _strict_problem(schema: Any, context: tuple[str, ...], forbidden: tuple[str,
                 return found
     for keyword in _SUB_MAP:
         subs = schema.get(keyword)
-        for key, sub in (subs.items() if isinstance(subs, dict) else ()):
+        for key, sub in subs.items() if isinstance(subs, dict) else ():
             found = _strict_problem(sub, (*context, keyword, key), forbidden)
             if found:
                 return found

@@ -54,11 +54,28 @@ DEEP = 5_000  # nesting levels: far past any parser's sane depth, below C stack 
 
 def _entries_v2() -> list[dict[str, Any]]:
     return [
-        {"id": 1, "keys": ["sword", "blade"], "secondary_keys": ["silver"], "content": "{{char}}'s sword hums.",
-         "enabled": True, "insertion_order": 10, "case_sensitive": False, "selective": True, "constant": False,
-         "position": "before_char", "extensions": {"position": 1, "depth": 4, "probability": 100, "sticky": 2}},
-        {"id": 2, "keys": ["/in+n/i"], "content": "At night nobody leaves the inn.", "enabled": True,
-         "insertion_order": 20, "constant": True, "extensions": {"position": 2}},
+        {
+            "id": 1,
+            "keys": ["sword", "blade"],
+            "secondary_keys": ["silver"],
+            "content": "{{char}}'s sword hums.",
+            "enabled": True,
+            "insertion_order": 10,
+            "case_sensitive": False,
+            "selective": True,
+            "constant": False,
+            "position": "before_char",
+            "extensions": {"position": 1, "depth": 4, "probability": 100, "sticky": 2},
+        },
+        {
+            "id": 2,
+            "keys": ["/in+n/i"],
+            "content": "At night nobody leaves the inn.",
+            "enabled": True,
+            "insertion_order": 20,
+            "constant": True,
+            "extensions": {"position": 2},
+        },
     ]
 
 
@@ -76,16 +93,20 @@ def card_v2() -> dict[str, Any]:
 def card_v3() -> dict[str, Any]:
     card = card_v2()
     card["spec"], card["spec_version"] = "chara_card_v3", "3.0"
-    card["data"].update(nickname="艾琳", group_only_greetings=[], creation_date=0, modification_date=0,
-                        assets=[{"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"}])
+    card["data"].update(
+        nickname="艾琳",
+        group_only_greetings=[],
+        creation_date=0,
+        modification_date=0,
+        assets=[{"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"}],
+    )
     for entry in card["data"]["character_book"]["entries"]:
         entry["use_regex"] = False
     return card
 
 
 def card_v1() -> dict[str, Any]:
-    return {"name": "Old", "description": "A V1 card.", "personality": "", "scenario": "", "first_mes": "Hello.",
-            "mes_example": ""}
+    return {"name": "Old", "description": "A V1 card.", "personality": "", "scenario": "", "first_mes": "Hello.", "mes_example": ""}
 
 
 def world_info() -> dict[str, Any]:
@@ -174,13 +195,28 @@ class Raw(str):
 
 
 def _wrong_type(rng: random.Random) -> Value:
-    return rng.choice([None, True, False, 0, -1, 2**63, -(2**63) - 1, 1.5, "", "x", [], {}, [None], {"": None},
-                       [[[]]], "🙂", "\u202e", 1e308])
+    return rng.choice(
+        [None, True, False, 0, -1, 2**63, -(2**63) - 1, 1.5, "", "x", [], {}, [None], {"": None}, [[[]]], "🙂", "\u202e", 1e308]
+    )
 
 
 def _structural(rng: random.Random, value: Value) -> tuple[str, Value]:
-    kind = rng.choice(["wrong-type", "deep-list", "deep-object", "huge-string", "huge-list", "surrogate", "control",
-                       "big-int", "non-finite", "huge-key", "drop-key", "duplicate-key"])
+    kind = rng.choice(
+        [
+            "wrong-type",
+            "deep-list",
+            "deep-object",
+            "huge-string",
+            "huge-list",
+            "surrogate",
+            "control",
+            "big-int",
+            "non-finite",
+            "huge-key",
+            "drop-key",
+            "duplicate-key",
+        ]
+    )
     if kind in ("huge-string", "surrogate", "control", "huge-key"):
         path = _pick_path(rng, value, strings_only=True)
     else:
@@ -288,8 +324,23 @@ def _bomb() -> bytes:
 
 
 def _png_mutation(rng: random.Random, payload: bytes) -> tuple[str, bytes]:
-    kind = rng.choice(["ztxt", "itxt", "ccv3", "both", "bad-crc", "lying-length", "giant-ihdr", "after-iend",
-                       "not-base64", "raw-json", "bomb", "truncate", "many-chunks"])
+    kind = rng.choice(
+        [
+            "ztxt",
+            "itxt",
+            "ccv3",
+            "both",
+            "bad-crc",
+            "lying-length",
+            "giant-ihdr",
+            "after-iend",
+            "not-base64",
+            "raw-json",
+            "bomb",
+            "truncate",
+            "many-chunks",
+        ]
+    )
     if kind == "ztxt":
         return kind, png_card(payload, kind=b"zTXt")
     if kind == "itxt":
@@ -303,11 +354,11 @@ def _png_mutation(rng: random.Random, payload: bytes) -> tuple[str, bytes]:
     if kind == "lying-length":
         good = png_card(payload)
         at = good.index(b"tEXt") - 4
-        return kind, good[:at] + struct.pack(">I", rng.choice([2**31 - 1, 2**32 - 1, len(good)])) + good[at + 4:]
+        return kind, good[:at] + struct.pack(">I", rng.choice([2**31 - 1, 2**32 - 1, len(good)])) + good[at + 4 :]
     if kind == "giant-ihdr":
         good = png_card(payload)
         ihdr = struct.pack(">IIBBBBB", rng.choice([2**31 - 1, 100_000]), rng.choice([2**31 - 1, 100_000]), 8, 6, 0, 0, 0)
-        return kind, PNG_SIGNATURE + chunk(b"IHDR", ihdr) + good[len(PNG_SIGNATURE) + 25:]
+        return kind, PNG_SIGNATURE + chunk(b"IHDR", ihdr) + good[len(PNG_SIGNATURE) + 25 :]
     if kind == "after-iend":
         return kind, png_card(payload) + bytes(rng.randrange(256) for _ in range(64))
     if kind == "not-base64":
@@ -441,9 +492,15 @@ def _classify(report: Report, exc: BaseException) -> tuple[str | None, str]:
     return "crash", f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
-def run(cases: Iterable[Case], *, slow_seconds: float, timeout_seconds: float,
-        clock: Callable[[], float] = time.perf_counter,
-        target: Callable[[Case], object] | None = None, coded_errors_pass: bool = True) -> Report:
+def run(
+    cases: Iterable[Case],
+    *,
+    slow_seconds: float,
+    timeout_seconds: float,
+    clock: Callable[[], float] = time.perf_counter,
+    target: Callable[[Case], object] | None = None,
+    coded_errors_pass: bool = True,
+) -> Report:
     """Run every case through ``target`` (default: its pure import entry point); collect failures
     instead of stopping at the first. With ``coded_errors_pass`` off, even an ``RpError`` with a
     code counts as a crash (for code that must report problems as diagnostics, not raise)."""
@@ -464,8 +521,9 @@ def run(cases: Iterable[Case], *, slow_seconds: float, timeout_seconds: float,
     return report
 
 
-async def run_files(cases: Iterable[Case], store: AssetStore, *, slow_seconds: float,
-                    clock: Callable[[], float] = time.perf_counter) -> Report:
+async def run_files(
+    cases: Iterable[Case], store: AssetStore, *, slow_seconds: float, clock: Callable[[], float] = time.perf_counter
+) -> Report:
     """Every case through the user's path, ``import_file`` on a real store: sniffing, one JSON
     parse, the kind's importer, validation and the write. A case that imports is fine; so is an
     ``RpError`` with a code. (No interrupting alarm here: the event loop must not be torn.)"""
@@ -492,7 +550,7 @@ def shrink(case: Case, still_fails: Callable[[Case], bool], *, rounds: int = 200
         at = 0
         while at < len(data) and rounds > 0:
             rounds -= 1
-            trial = Case(case.index, case.target, case.mutation, data[:at] + data[at + step:])
+            trial = Case(case.index, case.target, case.mutation, data[:at] + data[at + step :])
             if trial.data and still_fails(trial):
                 data, changed = trial.data, True
             else:

@@ -32,23 +32,96 @@ from roleplay.testing.fuzz_assets import Case, Report
 TARGETS = ("extract_commands", "initvar", "parse_data", "clean_card_text", "templates", "inspect_card")
 
 TAGS = [
-    ("<UpdateVariable>", "</UpdateVariable>"), ("<update>", "</update>"), ("<Analysis>", "</Analysis>"),
-    ("<JSONPatch>", "</JSONPatch>"), ("<json_patch>", "</jsonpatch>"), ("<jsonpatch>", "</JSONPATCH>"),
-    ("<initvar>", "</initvar>"), ("<INITVAR>", "</initvar>"), ("<status_current_variable>", "</status_current_variables>"),
-    ("<%", "%>"), ("<%=", "-%>"), ("<%_", "_%>"), ("```", "```"), ("```yaml\n", "\n```"), ("```json\n", "\n```"),
-    ("_.set(", ");"), ("_.add('a', ", ");"), ("_.remove(", ")"), ("_.assign(", ");//理由\n"), ("(", ")"), ("[", "]"), ("{", "}"),
-    ("'", "'"), ('"', '"'), ("`", "`"), ("“", "”"), ("{{get_message_variable::", "}}"),
+    ("<UpdateVariable>", "</UpdateVariable>"),
+    ("<update>", "</update>"),
+    ("<Analysis>", "</Analysis>"),
+    ("<JSONPatch>", "</JSONPatch>"),
+    ("<json_patch>", "</jsonpatch>"),
+    ("<jsonpatch>", "</JSONPATCH>"),
+    ("<initvar>", "</initvar>"),
+    ("<INITVAR>", "</initvar>"),
+    ("<status_current_variable>", "</status_current_variables>"),
+    ("<%", "%>"),
+    ("<%=", "-%>"),
+    ("<%_", "_%>"),
+    ("```", "```"),
+    ("```yaml\n", "\n```"),
+    ("```json\n", "\n```"),
+    ("_.set(", ");"),
+    ("_.add('a', ", ");"),
+    ("_.remove(", ")"),
+    ("_.assign(", ");//理由\n"),
+    ("(", ")"),
+    ("[", "]"),
+    ("{", "}"),
+    ("'", "'"),
+    ('"', '"'),
+    ("`", "`"),
+    ("“", "”"),
+    ("{{get_message_variable::", "}}"),
 ]
 ATOMS = [
-    " ", "\t", "\n", "\r\n", "\u3000", "\u00a0", "\\", ";", ",", ":", "：", "，", "//", "/*", "*/", "#", "-", "- ", "~",
-    "好感度", "悠纪", "a", "0", "1.5", "10:45", "2024-04-08", "null", "true", "undefined", "$meta", "$__META_EXTENSIBLE__$",
-    "&a ", "*a", "<<: *a\n", "!!python/object ", "%>", "<%", "</initvar>", "</JSONPatch>", "<StatusPlaceHolderImpl/>",
-    "_.set('悠纪.好感度', 5);//初遇\n", "_.remove('物品', '毒药');", "_.insert('物品', '-', '刀');", "_.add('a', 1);",
-    '<JSONPatch>[{"op": "replace", "path": "/a", "value": 1}]</JSONPatch>', '{"op": "delta", "path": "/a", "value": 2}',
-    "<initvar>\n```yaml\na: 1\n```\n</initvar>", "a:\n  b: 1\n", "- [x, y]\n", '{"a": {"b": [1, 2]}}', "// c\n{a: 1,}",
-    "<% if (getvar('stat_data.a') > 0) { %>x<% } %>", "<%= getvar('a') %>", "<% setvar('a', 1) %>",
+    " ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\u3000",
+    "\u00a0",
+    "\\",
+    ";",
+    ",",
+    ":",
+    "：",
+    "，",
+    "//",
+    "/*",
+    "*/",
+    "#",
+    "-",
+    "- ",
+    "~",
+    "好感度",
+    "悠纪",
+    "a",
+    "0",
+    "1.5",
+    "10:45",
+    "2024-04-08",
+    "null",
+    "true",
+    "undefined",
+    "$meta",
+    "$__META_EXTENSIBLE__$",
+    "&a ",
+    "*a",
+    "<<: *a\n",
+    "!!python/object ",
+    "%>",
+    "<%",
+    "</initvar>",
+    "</JSONPatch>",
+    "<StatusPlaceHolderImpl/>",
+    "_.set('悠纪.好感度', 5);//初遇\n",
+    "_.remove('物品', '毒药');",
+    "_.insert('物品', '-', '刀');",
+    "_.add('a', 1);",
+    '<JSONPatch>[{"op": "replace", "path": "/a", "value": 1}]</JSONPatch>',
+    '{"op": "delta", "path": "/a", "value": 2}',
+    "<initvar>\n```yaml\na: 1\n```\n</initvar>",
+    "a:\n  b: 1\n",
+    "- [x, y]\n",
+    '{"a": {"b": [1, 2]}}',
+    "// c\n{a: 1,}",
+    "<% if (getvar('stat_data.a') > 0) { %>x<% } %>",
+    "<%= getvar('a') %>",
+    "<% setvar('a', 1) %>",
 ]
-STATE = {"a": 1, "悠纪": {"好感度": [0, "好感"]}, "物品": ["剑", "毒药", "$__META_EXTENSIBLE__$"], "m": {"$meta": {"extensible": True}, "k": "v"}}
+STATE = {
+    "a": 1,
+    "悠纪": {"好感度": [0, "好感"]},
+    "物品": ["剑", "毒药", "$__META_EXTENSIBLE__$"],
+    "m": {"$meta": {"extensible": True}, "k": "v"},
+}
 
 
 def _soup(rng: random.Random, budget: int) -> str:
@@ -113,11 +186,14 @@ def generate(seed: int, count: int, targets: tuple[str, ...] = TARGETS, *, max_s
 def _card(greeting: str, initvar: str, rules: str) -> object:
     from types import SimpleNamespace
 
-    book = {"name": "fuzz", "entries": [
-        {"id": 0, "comment": "[initvar]", "content": initvar, "enabled": False, "keys": []},
-        {"id": 1, "comment": "[mvu_update]规则", "content": "变量更新规则:\n" + rules, "enabled": True, "keys": []},
-        {"id": 2, "comment": "事件", "content": greeting, "enabled": True, "keys": []},
-    ]}
+    book = {
+        "name": "fuzz",
+        "entries": [
+            {"id": 0, "comment": "[initvar]", "content": initvar, "enabled": False, "keys": []},
+            {"id": 1, "comment": "[mvu_update]规则", "content": "变量更新规则:\n" + rules, "enabled": True, "keys": []},
+            {"id": 2, "comment": "事件", "content": greeting, "enabled": True, "keys": []},
+        ],
+    }
     card = CharacterCard(name="Fuzz", first_mes=greeting, alternate_greetings=[initvar], description=rules, extensions={})
     return SimpleNamespace(card=card, lorebook=book, raw={"spec": "chara_card_v3", "data": {}})
 
@@ -153,9 +229,9 @@ def run_target(case: Case) -> None:
             namespace.bootstrap()
 
 
-def run(cases: Iterable[Case], *, slow_seconds: float, timeout_seconds: float,
-        clock: Callable[[], float] = time.perf_counter) -> Report:
+def run(cases: Iterable[Case], *, slow_seconds: float, timeout_seconds: float, clock: Callable[[], float] = time.perf_counter) -> Report:
     """Every case through :func:`run_target`. Nothing may escape, not even an ``RpError``: the
     adapter reports problems as diagnostics."""
-    return fuzz_assets.run(cases, slow_seconds=slow_seconds, timeout_seconds=timeout_seconds, clock=clock,
-                           target=run_target, coded_errors_pass=False)
+    return fuzz_assets.run(
+        cases, slow_seconds=slow_seconds, timeout_seconds=timeout_seconds, clock=clock, target=run_target, coded_errors_pass=False
+    )

@@ -135,12 +135,14 @@ def no_decoding(monkeypatch):
     monkeypatch.setattr(ImageFile.ImageFile, "load", refuse)
 
 
-@pytest.mark.parametrize(("width", "height", "colour_type"), [
-    (1, 40_000_000, 0),  # 78 KB on disk, inside the pixel limit; Pillow needs a row pointer per row
-    (6300, 6300, 2),  # the 1 KB CHARX icon: 39.7 M pixels, stored as 4 bytes each
-])
-def test_huge_raster_inside_the_pixel_limit_is_refused_before_decoding(helpers, no_decoding, width, height,
-                                                                        colour_type):
+@pytest.mark.parametrize(
+    ("width", "height", "colour_type"),
+    [
+        (1, 40_000_000, 0),  # 78 KB on disk, inside the pixel limit; Pillow needs a row pointer per row
+        (6300, 6300, 2),  # the 1 KB CHARX icon: 39.7 M pixels, stored as 4 bytes each
+    ],
+)
+def test_huge_raster_inside_the_pixel_limit_is_refused_before_decoding(helpers, no_decoding, width, height, colour_type):
     assert width * height <= MAX_AVATAR_PIXELS
     with pytest.raises(RpError) as info:
         sanitize_avatar(_declared(helpers, width, height, colour_type))

@@ -21,8 +21,10 @@ def make_charx(files: dict[str, bytes], *, compression: int = zipfile.ZIP_DEFLAT
 
 def card_json(helpers, **data) -> bytes:
     card = helpers.v3_card(
-        assets=[{"type": "icon", "uri": "embeded://assets/icon/images/main.png", "name": "main", "ext": "png"},
-                {"type": "emotion", "uri": "embeded://assets/emotion/images/happy.png", "name": "happy", "ext": "png"}],
+        assets=[
+            {"type": "icon", "uri": "embeded://assets/icon/images/main.png", "name": "main", "ext": "png"},
+            {"type": "emotion", "uri": "embeded://assets/emotion/images/happy.png", "name": "happy", "ext": "png"},
+        ],
         **data,
     )
     return json.dumps(card).encode()
@@ -30,8 +32,14 @@ def card_json(helpers, **data) -> bytes:
 
 def test_reads_card_and_main_icon(helpers):
     icon = helpers.tiny_png()
-    data = make_charx({"card.json": card_json(helpers), "assets/icon/images/main.png": icon,
-                       "assets/emotion/images/happy.png": icon, "module.risum": b"\x00"})
+    data = make_charx(
+        {
+            "card.json": card_json(helpers),
+            "assets/icon/images/main.png": icon,
+            "assets/emotion/images/happy.png": icon,
+            "module.risum": b"\x00",
+        }
+    )
     content = read_charx(data)
     assert content.card_json["data"]["name"] == "Alice"
     assert content.main_icon == "assets/icon/images/main.png"
@@ -43,8 +51,12 @@ def test_reads_card_and_main_icon(helpers):
 
 
 def test_embedded_typo_prefix_and_missing_asset(helpers):
-    card = helpers.v3_card(assets=[{"type": "icon", "uri": "embedded://a.png", "name": "main", "ext": "png"},
-                                   {"type": "icon", "uri": "embeded://gone.png", "name": "alt", "ext": "png"}])
+    card = helpers.v3_card(
+        assets=[
+            {"type": "icon", "uri": "embedded://a.png", "name": "main", "ext": "png"},
+            {"type": "icon", "uri": "embeded://gone.png", "name": "alt", "ext": "png"},
+        ]
+    )
     content = read_charx(make_charx({"card.json": json.dumps(card).encode(), "a.png": b"img"}))
     assert content.main_icon == "a.png" and content.icons == {"a.png": b"img"}
     assert any(w.code == "card.charx.asset_missing" and w.pointer == "zip:gone.png" for w in content.warnings)

@@ -27,8 +27,10 @@ def _payloads(png: bytes) -> dict[str, dict]:
 
 
 def _book(name: str, *ids: int, content: str = "text") -> dict:
-    return {"name": name, "entries": [{"id": i, "keys": [f"k{i}"], "content": content, "enabled": True,
-                                       "insertion_order": 10} for i in ids]}
+    return {
+        "name": name,
+        "entries": [{"id": i, "keys": [f"k{i}"], "content": content, "enabled": True, "insertion_order": 10} for i in ids],
+    }
 
 
 def test_export_writes_ccv3_and_real_v2_chara_before_iend(helpers):
@@ -93,8 +95,12 @@ def test_round_trip_of_synthetic_v2_with_book(helpers):
 def test_merge_single_book_fills_required_defaults_only():
     book = {"name": "B", "scan_depth": 3, "entries": [{"keys": ["a"], "content": "c", "use_regex": True}]}
     merged = merge_lorebooks([book])
-    assert merged == {"name": "B", "scan_depth": 3, "extensions": {}, "entries": [
-        {"keys": ["a"], "content": "c", "use_regex": True, "extensions": {}, "enabled": True, "insertion_order": 100}]}
+    assert merged == {
+        "name": "B",
+        "scan_depth": 3,
+        "extensions": {},
+        "entries": [{"keys": ["a"], "content": "c", "use_regex": True, "extensions": {}, "enabled": True, "insertion_order": 100}],
+    }
     assert "extensions" not in book["entries"][0]  # input untouched
 
 
@@ -129,9 +135,21 @@ def test_strip_decorators():
 def test_v2_backfill_has_exactly_the_v2_fields(helpers):
     v2 = build_v2_object(parse_card_json(helpers.v3_card()).card, None)
     assert set(v2["data"]) == {
-        "name", "description", "personality", "scenario", "first_mes", "mes_example", "creator_notes",
-        "system_prompt", "post_history_instructions", "alternate_greetings", "tags", "creator",
-        "character_version", "extensions"}
+        "name",
+        "description",
+        "personality",
+        "scenario",
+        "first_mes",
+        "mes_example",
+        "creator_notes",
+        "system_prompt",
+        "post_history_instructions",
+        "alternate_greetings",
+        "tags",
+        "creator",
+        "character_version",
+        "extensions",
+    }
 
 
 def test_bad_avatar_is_an_rperror(helpers):

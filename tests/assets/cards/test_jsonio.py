@@ -114,6 +114,7 @@ def slow_parsers(monkeypatch):
         def wrapped(text, *args, **kwargs):
             calls.append(name)
             return real(text, *args, **kwargs)
+
         return wrapped
 
     monkeypatch.setattr(jsonio.json5, "loads", spy("json5", jsonio.json5.loads))
@@ -122,13 +123,12 @@ def slow_parsers(monkeypatch):
 
 
 def _big_card_text(tail: str) -> str:
-    text = json.dumps({"name": "Big", "description": "lorem ipsum, [dolor] {sit} // amet " * 30_000,
-                       "tags": ["a", "b"]})
+    text = json.dumps({"name": "Big", "description": "lorem ipsum, [dolor] {sit} // amet " * 30_000, "tags": ["a", "b"]})
     return text[:-1] + tail
 
 
 def test_trailing_comma_in_a_big_file_is_read_strictly_without_slow_parsers(slow_parsers):
-    value, problems = loads_lenient(_big_card_text(',\n}'))
+    value, problems = loads_lenient(_big_card_text(",\n}"))
     assert value["tags"] == ["a", "b"] and value["description"].startswith("lorem ipsum, [dolor]")
     assert [p.code for p in problems] == ["card.json.lenient"]
     assert slow_parsers == []
@@ -180,9 +180,8 @@ def test_empty_json_text_says_empty():
 
 
 def test_lone_surrogates_become_replacement_characters_with_a_warning():
-    value, problems = loads_lenient('{"name": "A\\ud800", "tags": ["\\udc00x"], "ok": "\\ud83d\\ude00"}',
-                                    code_prefix="lorebook.json")
-    assert value == {"name": "A\ufffd", "tags": ["\ufffdx"], "ok": "\U0001F600"}
+    value, problems = loads_lenient('{"name": "A\\ud800", "tags": ["\\udc00x"], "ok": "\\ud83d\\ude00"}', code_prefix="lorebook.json")
+    assert value == {"name": "A\ufffd", "tags": ["\ufffdx"], "ok": "\U0001f600"}
     assert [p.code for p in problems] == ["lorebook.json.lone_surrogate"]
     assert problems[0].details["count"] == 2 and problems[0].pointer in ("/name", "/tags/0")
     json.dumps(value, ensure_ascii=False).encode("utf-8")  # storable now

@@ -12,8 +12,17 @@ def codes(parsed) -> list[str]:
 
 
 def test_v1_flat_card(helpers):
-    obj = {"name": "Aqua", "description": "d", "personality": "p", "scenario": "s", "first_mes": "f",
-           "mes_example": "m\r\nn", "avatar": "none", "chat": "1673181146000", "create_date": "1673181146000"}
+    obj = {
+        "name": "Aqua",
+        "description": "d",
+        "personality": "p",
+        "scenario": "s",
+        "first_mes": "f",
+        "mes_example": "m\r\nn",
+        "avatar": "none",
+        "chat": "1673181146000",
+        "create_date": "1673181146000",
+    }
     parsed = parse_card_json(obj)
     assert parsed.source_spec == "v1" and parsed.source_spec_version is None
     assert parsed.card.name == "Aqua" and parsed.card.mes_example == "m\r\nn"  # CRLF kept verbatim
@@ -42,8 +51,10 @@ def test_v3_card_with_all_v3_fields(helpers):
         nickname="Ally",
         creator_notes_multilingual={"en": "hello", "ja": "こんにちは"},
         source=["https://example.org/alice"],
-        assets=[{"type": "icon", "uri": "embeded://assets/main.png", "name": "main", "ext": "png"},
-                {"type": "x_scene", "uri": "https://e.org/bg.webp", "name": "bg", "ext": "webp", "x_note": 1}],
+        assets=[
+            {"type": "icon", "uri": "embeded://assets/main.png", "name": "main", "ext": "png"},
+            {"type": "x_scene", "uri": "https://e.org/bg.webp", "name": "bg", "ext": "webp", "x_note": 1},
+        ],
         creation_date=1700000000,
         modification_date=0,
         x_future_field={"a": 1},
@@ -68,11 +79,21 @@ def test_chara_chunk_holding_v3_is_classified_by_spec(helpers):
 
 
 def test_character_book_is_extracted_verbatim_even_without_extensions(helpers):
-    book = {"name": "Eldoria", "entries": [
-        {"id": 0, "keys": ["eldoria"], "content": "x", "use_regex": True, "enabled": True, "insertion_order": 100,
-         "extensions": {"position": 0, "depth": 4}},
-        {"keys": [], "constant": True, "content": "always", "position": 1},  # V3 entry without use_regex
-    ]}
+    book = {
+        "name": "Eldoria",
+        "entries": [
+            {
+                "id": 0,
+                "keys": ["eldoria"],
+                "content": "x",
+                "use_regex": True,
+                "enabled": True,
+                "insertion_order": 100,
+                "extensions": {"position": 0, "depth": 4},
+            },
+            {"keys": [], "constant": True, "content": "always", "position": 1},  # V3 entry without use_regex
+        ],
+    }
     parsed = parse_card_json(helpers.v2_card(character_book=book))
     assert parsed.lorebook == book
     assert parsed.lorebook is not book  # a copy: callers may mutate it safely
@@ -205,12 +226,12 @@ def test_lorebook_spec_is_rejected():
 
 
 def test_pygmalion_card():
-    parsed = parse_card_json({"char_name": "Pyg", "char_persona": "persona", "char_greeting": "hello",
-                              "world_scenario": "world", "example_dialogue": "ex"})
+    parsed = parse_card_json(
+        {"char_name": "Pyg", "char_persona": "persona", "char_greeting": "hello", "world_scenario": "world", "example_dialogue": "ex"}
+    )
     assert parsed.source_spec == "pygmalion"
     card = parsed.card
-    assert (card.name, card.description, card.first_mes, card.scenario, card.mes_example) == (
-        "Pyg", "persona", "hello", "world", "ex")
+    assert (card.name, card.description, card.first_mes, card.scenario, card.mes_example) == ("Pyg", "persona", "hello", "world", "ex")
 
 
 @pytest.mark.parametrize(
@@ -244,8 +265,7 @@ def test_empty_name_is_derived_from_nickname_then_filename(helpers):
 
 def test_assets_are_normalised(helpers):
     parsed = parse_card_json(helpers.v3_card(assets=[{"uri": "embeded://a.png"}, {"type": "icon"}, "junk"]))
-    assert [a.model_dump() for a in parsed.card.assets] == [
-        {"type": "icon", "uri": "embeded://a.png", "name": "main", "ext": "unknown"}]
+    assert [a.model_dump() for a in parsed.card.assets] == [{"type": "icon", "uri": "embeded://a.png", "name": "main", "ext": "unknown"}]
     assert codes(parsed).count("card.asset.invalid") == 2
     assert parse_card_json(helpers.v3_card(assets="nope")).card.assets[0].uri == "ccdefault:"
 

@@ -85,8 +85,7 @@ def test_whole_words_off_globally_and_per_entry():
 
 
 def test_regex_keys_ignore_case_and_whole_word_settings():
-    eng = LoreEngine([book(E(0, ["/dra+gon/"]), E(1, ["/^start/"]), E(2, ["/(unclosed/"]))],
-                     ScanSettings(case_sensitive=True))
+    eng = LoreEngine([book(E(0, ["/dra+gon/"]), E(1, ["/^start/"]), E(2, ["/(unclosed/"]))], ScanSettings(case_sensitive=True))
     assert fired(eng, "draaagon") == ["0"]
     assert fired(eng, "DRAGON") == []
     # The scan text starts with \x01, so a ^ anchor never matches a message start (as in ST).
@@ -128,8 +127,9 @@ def test_secondary_logic(logic, text, expected):
 
 
 def test_secondary_keys_ignored_when_not_selective_and_unknown_logic_never_passes():
-    eng = LoreEngine([book(E(0, ["dragon"], keysecondary=["ice"], selective=False),
-                           E(1, ["dragon"], keysecondary=["ice"], selectiveLogic=9))])
+    eng = LoreEngine(
+        [book(E(0, ["dragon"], keysecondary=["ice"], selective=False), E(1, ["dragon"], keysecondary=["ice"], selectiveLogic=9))]
+    )
     assert fired(eng, "dragon ice") == ["0"]
 
 
@@ -147,8 +147,7 @@ def test_scan_depth_global_and_per_entry_and_names():
 
 def test_match_sources_and_injections_extend_the_scan_text():
     eng = LoreEngine([book(E(0, ["elves"], matchPersonaDescription=True), E(1, ["elves"]), E(2, ["note"]))])
-    result = run(eng, "hi", global_scan_data=GlobalScanData(persona_description="I hate elves"),
-                 injections=["author note"])
+    result = run(eng, "hi", global_scan_data=GlobalScanData(persona_description="I hate elves"), injections=["author note"])
     assert sorted(a.entry_id for a in result.activated) == ["0", "2"]
 
 
@@ -156,12 +155,16 @@ def test_match_sources_and_injections_extend_the_scan_text():
 
 
 def test_recursion_exclude_and_prevent():
-    eng = LoreEngine([book(
-        E(0, ["king"], "The king has a sword."),
-        E(1, ["sword"], "The sword is old."),
-        E(2, ["sword"], "Excluded.", excludeRecursion=True),
-        E(3, ["queen"], "The queen has a sword.", preventRecursion=True),
-    )])
+    eng = LoreEngine(
+        [
+            book(
+                E(0, ["king"], "The king has a sword."),
+                E(1, ["sword"], "The sword is old."),
+                E(2, ["sword"], "Excluded.", excludeRecursion=True),
+                E(3, ["queen"], "The queen has a sword.", preventRecursion=True),
+            )
+        ]
+    )
     result = run(eng, "the king")
     assert [(a.entry_id, a.sweep) for a in result.activated] == [("0", 1), ("1", 2)]
     assert result.explain("b", "2").reason == "exclude_recursion"
@@ -171,12 +174,16 @@ def test_recursion_exclude_and_prevent():
 
 
 def test_delay_until_recursion_levels():
-    eng = LoreEngine([book(
-        E(0, ["start"], "alpha"),
-        E(1, ["alpha"], "beta", delayUntilRecursion=1),
-        E(2, ["alpha"], "gamma", delayUntilRecursion=2),
-        E(3, ["start"], "x", delayUntilRecursion=True),
-    )])
+    eng = LoreEngine(
+        [
+            book(
+                E(0, ["start"], "alpha"),
+                E(1, ["alpha"], "beta", delayUntilRecursion=1),
+                E(2, ["alpha"], "gamma", delayUntilRecursion=2),
+                E(3, ["start"], "x", delayUntilRecursion=True),
+            )
+        ]
+    )
     result = run(eng, "start")
     # Level 2 opens only once recursion at level 1 has nothing left to activate.
     assert [(a.entry_id, a.sweep) for a in result.activated] == [("0", 1), ("1", 2), ("3", 2), ("2", 4)]
@@ -222,28 +229,39 @@ def test_group_weighted_roll_is_seeded_and_weights_matter():
 
 
 def test_group_override_picks_highest_order_and_multi_group_entries():
-    eng = LoreEngine([book(
-        E(0, ["x"], group="g", groupOverride=True, order=10),
-        E(1, ["x"], group="g", groupOverride=True, order=50),
-        E(2, ["x"], group="g"),
-        E(3, ["x"], group="h, g2"),
-    )], ScanSettings(recursive=False))
+    eng = LoreEngine(
+        [
+            book(
+                E(0, ["x"], group="g", groupOverride=True, order=10),
+                E(1, ["x"], group="g", groupOverride=True, order=50),
+                E(2, ["x"], group="g"),
+                E(3, ["x"], group="h, g2"),
+            )
+        ],
+        ScanSettings(recursive=False),
+    )
     result = run(eng, "x")
     assert sorted(a.entry_id for a in result.activated) == ["1", "3"]
     assert result.explain("b", "0").reason == "group_priority"
 
 
 def test_group_scoring_keeps_best_matches():
-    eng = LoreEngine([book(
-        E(0, ["sword"], group="g"),
-        E(1, ["sword", "shield"], group="g"),
-        E(2, ["sword", "shield"], group="g", keysecondary=["helm"], selectiveLogic=0),
-    )], ScanSettings(use_group_scoring=True))
+    eng = LoreEngine(
+        [
+            book(
+                E(0, ["sword"], group="g"),
+                E(1, ["sword", "shield"], group="g"),
+                E(2, ["sword", "shield"], group="g", keysecondary=["helm"], selectiveLogic=0),
+            )
+        ],
+        ScanSettings(use_group_scoring=True),
+    )
     result = run(eng, "sword shield helm")
     assert [a.entry_id for a in result.activated] == ["2"]
     assert result.explain("b", "0").reason == "group_score"
-    per_entry = LoreEngine([book(E(0, ["sword"], group="g", useGroupScoring=True),
-                                 E(1, ["sword", "shield"], group="g", useGroupScoring=True))])
+    per_entry = LoreEngine(
+        [book(E(0, ["sword"], group="g", useGroupScoring=True), E(1, ["sword", "shield"], group="g", useGroupScoring=True))]
+    )
     assert fired(per_entry, "sword shield") == ["1"]
 
 
@@ -309,8 +327,15 @@ def test_delay_and_dry_run():
 
 
 def test_state_condition_gate_fails_closed():
-    eng = LoreEngine([book(E(0, ["x"], stateCondition="state('story','/day') > 3"), E(1, ["x"]),
-                           E(2, constant=True, stateCondition="exists('story','/flag')"))])
+    eng = LoreEngine(
+        [
+            book(
+                E(0, ["x"], stateCondition="state('story','/day') > 3"),
+                E(1, ["x"]),
+                E(2, constant=True, stateCondition="exists('story','/flag')"),
+            )
+        ]
+    )
     seen: list[str] = []
 
     def gate(expr: str):
@@ -331,14 +356,18 @@ def test_state_condition_gate_fails_closed():
 
 
 def test_disabled_decorators_triggers_character_filter_and_forced():
-    eng = LoreEngine([book(
-        E(0, ["x"], disable=True),
-        E(1, [], "@@activate\nalways"),
-        E(2, ["x"], "@@dont_activate\nnever"),
-        E(3, ["x"], triggers=["continue"]),
-        E(4, ["x"], characterFilter={"names": ["Seraphina"], "tags": [], "isExclude": False}),
-        E(5, ["zzz"]),
-    )])
+    eng = LoreEngine(
+        [
+            book(
+                E(0, ["x"], disable=True),
+                E(1, [], "@@activate\nalways"),
+                E(2, ["x"], "@@dont_activate\nnever"),
+                E(3, ["x"], triggers=["continue"]),
+                E(4, ["x"], characterFilter={"names": ["Seraphina"], "tags": [], "isExclude": False}),
+                E(5, ["zzz"]),
+            )
+        ]
+    )
     result = run(eng, "x", character_name="Bob", forced=frozenset({("b", "5")}))
     assert sorted(a.entry_id for a in result.activated) == ["1", "5"]
     assert result.explain("b", "1").reason == "decorator"
@@ -372,8 +401,14 @@ def test_budget_off_by_default_and_ignore_budget_when_set():
 
 
 def test_scan_order_ties_by_uid_and_slot_layout():
-    b1 = book(E(5, ["x"], position=0, order=10), E(2, ["x"], position=0, order=10), E(7, ["x"], position=1),
-              E(3, ["x"], position=4), E(8, ["x"], position=7, outletName="o"), book_id="b1")
+    b1 = book(
+        E(5, ["x"], position=0, order=10),
+        E(2, ["x"], position=0, order=10),
+        E(7, ["x"], position=1),
+        E(3, ["x"], position=4),
+        E(8, ["x"], position=7, outletName="o"),
+        book_id="b1",
+    )
     b2 = book(E(1, ["x"], position=0, order=1), book_id="b2")
     result = LoreEngine([b1, b2]).activate(TurnInput(run_id="r", messages=["x"]))
     assert [a.entry_id for a in result.activated] == ["3", "7", "8", "2", "5", "1"]
@@ -399,15 +434,15 @@ def test_evenly_strategy_merges_books_by_order():
 
 
 def test_same_input_same_result_every_run():
-    entries = [E(i, [f"k{i % 7}"], f"k{(i + 1) % 7} text", probability=60, group=f"g{i % 3}",
-                 sticky=i % 2, cooldown=i % 3) for i in range(40)]
+    entries = [
+        E(i, [f"k{i % 7}"], f"k{(i + 1) % 7} text", probability=60, group=f"g{i % 3}", sticky=i % 2, cooldown=i % 3) for i in range(40)
+    ]
     eng = LoreEngine([book(*entries)])
     turn = TurnInput(run_id="fixed", messages=["k1 k2 k3", "k4"], chat_length=5)
     first = eng.activate(turn)
     for _ in range(5):
         again = LoreEngine([book(*entries)]).activate(turn)
-        assert [(a.entry_id, a.reason, a.sweep) for a in again.activated] == \
-            [(a.entry_id, a.reason, a.sweep) for a in first.activated]
+        assert [(a.entry_id, a.reason, a.sweep) for a in again.activated] == [(a.entry_id, a.reason, a.sweep) for a in first.activated]
         assert again.report() == first.report()
         assert again.timed_state == first.timed_state
 
@@ -416,8 +451,9 @@ def test_same_input_same_result_every_run():
 
 
 def test_catastrophic_regex_key_is_cut_off_with_a_diagnostic():
-    eng = LoreEngine([book(E(0, ["/(a+)+$/"]), E(1, ["aaa"], matchWholeWords=False))],
-                     ScanSettings(regex_timeout_seconds=0.05, regex_total_seconds=0.2))
+    eng = LoreEngine(
+        [book(E(0, ["/(a+)+$/"]), E(1, ["aaa"], matchWholeWords=False))], ScanSettings(regex_timeout_seconds=0.05, regex_total_seconds=0.2)
+    )
     text = "a" * 50_000 + "b"
     started = time.perf_counter()
     result = run(eng, text)

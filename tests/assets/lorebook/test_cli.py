@@ -52,10 +52,13 @@ def test_unknown_lorebook_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_titles_and_names_from_the_book_print_inert(tmp_path: Path) -> None:
     hostile = "\x1b]0;owned\x07\x1b[2J\u202e\x9b31m"
-    book = {"name": "Lore", "entries": {
-        "0": {"uid": 0, "key": ["dragon"], "content": "x", "comment": f"Dra{hostile}gons 龍 👩\u200d💻", "position": 0},
-        "1": {"uid": 1, "key": [f"o{hostile}cean", "sea"], "content": "y", "comment": "", "position": 0},
-    }}
+    book = {
+        "name": "Lore",
+        "entries": {
+            "0": {"uid": 0, "key": ["dragon"], "content": "x", "comment": f"Dra{hostile}gons 龍 👩\u200d💻", "position": 0},
+            "1": {"uid": 1, "key": [f"o{hostile}cean", "sea"], "content": "y", "comment": "", "position": 0},
+        },
+    }
     path = tmp_path / "book.json"
     path.write_text(json.dumps(book))
     imported = invoke(tmp_path, "import", str(path), "--json")

@@ -35,8 +35,8 @@ def card_chunks(path: Path) -> dict[str, dict]:
     """Decode the tEXt ``chara``/``ccv3`` payloads of a PNG card (test helper, stdlib only)."""
     data, pos, out = path.read_bytes(), 8, {}
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
         pos += 12 + length
         if kind == b"tEXt":
             key, value = body.split(b"\0", 1)
@@ -58,8 +58,7 @@ def test_eldoria_legacy_2023_is_default_filled(corpus_dir):
     assert (e.selective_logic, e.probability, e.use_probability, e.depth, e.group_weight) == (0, 100, True, 4, 100)
     assert (e.sticky, e.cooldown, e.delay, e.delay_until_recursion, e.scan_depth) == (0, 0, 0, 0, None)
     assert e.slot is Slot.WORLD_DESCRIPTION and e.raw == raw["entries"]["0"]
-    assert set(e.raw) == {"uid", "key", "keysecondary", "comment", "content", "constant", "selective",
-                          "order", "position", "disable"}
+    assert set(e.raw) == {"uid", "key", "keysecondary", "comment", "content", "constant", "selective", "order", "position", "disable"}
 
 
 def test_eldoria_2024_legacy_types(corpus_dir):
@@ -87,10 +86,8 @@ def test_gi_core_large_book_and_activation(corpus_dir):
     book, raw = load(corpus_dir, "GI-Core.json")
     assert len(book.entries) == 256 and len({e.id for e in book.entries}) == 256
     assert Counter(e.position for e in book.entries) == {0: 229, 1: 1, 2: 5, 3: 21}
-    assert Counter(e.slot for e in book.entries) == {Slot.WORLD_DESCRIPTION: 229, Slot.IMPORTANT_RULES: 26,
-                                                     Slot.CHARACTER_DESCRIPTIONS: 1}
-    assert sum(e.exclude_recursion for e in book.entries) == sum(
-        bool(v["excludeRecursion"]) for v in raw["entries"].values())
+    assert Counter(e.slot for e in book.entries) == {Slot.WORLD_DESCRIPTION: 229, Slot.IMPORTANT_RULES: 26, Slot.CHARACTER_DESCRIPTIONS: 1}
+    assert sum(e.exclude_recursion for e in book.entries) == sum(bool(v["excludeRecursion"]) for v in raw["entries"].values())
     rex = book.entry("0")
     assert rex.comment == "Rex Lapis" and rex.slot is Slot.IMPORTANT_RULES  # position 3 = AN bottom
     result = LoreEngine([book]).activate(TurnInput(run_id="r", messages=[ChatMessage("I met Zhongli.", "User")]))
@@ -103,8 +100,7 @@ def test_hsr_mixed_schema_ages(corpus_dir):
     assert len(book.entries) == 251
     missing = [k for k, v in raw["entries"].items() if "selectiveLogic" not in v]
     assert len(missing) == 8 and all(book.entry(k).selective_logic == 0 for k in missing)
-    assert Counter(e.slot for e in book.entries) == {Slot.WORLD_DESCRIPTION: 194, Slot.CHARACTER_DESCRIPTIONS: 6,
-                                                     Slot.IMPORTANT_RULES: 51}
+    assert Counter(e.slot for e in book.entries) == {Slot.WORLD_DESCRIPTION: 194, Slot.CHARACTER_DESCRIPTIONS: 6, Slot.IMPORTANT_RULES: 51}
     flagged = {k for k, v in raw["entries"].items() if v.get("matchCharacterDescription")}
     assert {e.id for e in book.entries if "character_description" in e.match_sources} == flagged
     sizes = Counter(len(e.raw) for e in book.entries)
@@ -165,12 +161,22 @@ def test_chinese_mvu_card_book(corpus_dir):
 
 
 def test_card_mapping_defaults_and_extensions():
-    book = import_lorebook({"entries": [
-        {"keys": ["a"], "content": "x", "insertion_order": 5, "position": "before_char",
-         "secondary_keys": ["b"], "extensions": {"position": 4, "depth": 2, "role": 1, "sticky": 3,
-                                                  "group": "g", "exclude_recursion": True}},
-        {"keys": ["c"], "content": "y", "case_sensitive": True, "selective": True},
-    ]}, book_id="c")
+    book = import_lorebook(
+        {
+            "entries": [
+                {
+                    "keys": ["a"],
+                    "content": "x",
+                    "insertion_order": 5,
+                    "position": "before_char",
+                    "secondary_keys": ["b"],
+                    "extensions": {"position": 4, "depth": 2, "role": 1, "sticky": 3, "group": "g", "exclude_recursion": True},
+                },
+                {"keys": ["c"], "content": "y", "case_sensitive": True, "selective": True},
+            ]
+        },
+        book_id="c",
+    )
     a, c = book.entries
     assert (a.id, c.id) == ("0", "1")  # no ids: array index, as ST
     assert (a.position, a.slot, a.depth, a.role, a.sticky, a.group) == (4, Slot.IMPORTANT_RULES, 2, 1, 3, "g")
@@ -182,9 +188,11 @@ def test_card_mapping_defaults_and_extensions():
 
 
 def test_whole_card_and_lorebook_v3_wrappers():
-    inner = {"name": "Book", "scan_depth": 3, "entries": [{"id": 7, "keys": ["k"], "content": "v", "enabled": True,
-                                                           "insertion_order": 1, "use_regex": False,
-                                                           "extensions": {}}]}
+    inner = {
+        "name": "Book",
+        "scan_depth": 3,
+        "entries": [{"id": 7, "keys": ["k"], "content": "v", "enabled": True, "insertion_order": 1, "use_regex": False, "extensions": {}}],
+    }
     card = import_lorebook({"spec": "chara_card_v3", "data": {"character_book": inner}}, book_id="x")
     wrapped = import_lorebook({"spec": "lorebook_v3", "data": inner}, book_id="y")
     assert card.entries[0].id == wrapped.entries[0].id == "7"
@@ -196,10 +204,18 @@ def test_whole_card_and_lorebook_v3_wrappers():
 
 def test_ids_unique_stable_and_derived_for_duplicates():
     entry = {"key": ["a"], "content": "same"}
-    book = import_lorebook({"entries": {
-        "0": {"uid": 5, **entry}, "1": {"uid": 5, "key": ["b"], "content": "other"},
-        "2": {"uid": 9, **entry}, "x": {**entry}, "y": {**entry},
-    }}, book_id="d")
+    book = import_lorebook(
+        {
+            "entries": {
+                "0": {"uid": 5, **entry},
+                "1": {"uid": 5, "key": ["b"], "content": "other"},
+                "2": {"uid": 9, **entry},
+                "x": {**entry},
+                "y": {**entry},
+            }
+        },
+        book_id="d",
+    )
     ids = [e.id for e in book.entries]
     assert len(set(ids)) == 5 and ids[2] == "9"
     assert all(i.startswith("h") for i in ids[:2])
@@ -213,10 +229,24 @@ def test_ids_unique_stable_and_derived_for_duplicates():
 
 
 def test_unknown_keys_kept_and_coercions_reported():
-    book = import_lorebook({"entries": {"0": {"uid": 0, "key": ["a", 7, None], "content": "c", "order": "5",
-                                              "constant": "false", "myPlugin": {"x": [1]},
-                                              "stateCondition": {"bad": 1}}},
-                            "name": "N", "extraTop": True}, book_id="u")
+    book = import_lorebook(
+        {
+            "entries": {
+                "0": {
+                    "uid": 0,
+                    "key": ["a", 7, None],
+                    "content": "c",
+                    "order": "5",
+                    "constant": "false",
+                    "myPlugin": {"x": [1]},
+                    "stateCondition": {"bad": 1},
+                }
+            },
+            "name": "N",
+            "extraTop": True,
+        },
+        book_id="u",
+    )
     e = book.entries[0]
     assert e.keys == ("a", "7") and e.order == 5 and e.constant is False
     assert e.raw["myPlugin"] == {"x": [1]} and book.raw_top["extraTop"] is True and book.name == "N"
@@ -227,18 +257,28 @@ def test_unknown_keys_kept_and_coercions_reported():
     assert ("lore.entry.state_condition_type", "/entries/0/stateCondition") in pointers
 
 
-@pytest.mark.parametrize(("position", "slot"), [(0, Slot.WORLD_DESCRIPTION), (1, Slot.CHARACTER_DESCRIPTIONS),
-                                                (2, Slot.IMPORTANT_RULES), (3, Slot.IMPORTANT_RULES),
-                                                (4, Slot.IMPORTANT_RULES), (5, Slot.CHARACTER_DESCRIPTIONS),
-                                                (6, Slot.CHARACTER_DESCRIPTIONS), (7, Slot.WORLD_DESCRIPTION),
-                                                (42, Slot.WORLD_DESCRIPTION)])
+@pytest.mark.parametrize(
+    ("position", "slot"),
+    [
+        (0, Slot.WORLD_DESCRIPTION),
+        (1, Slot.CHARACTER_DESCRIPTIONS),
+        (2, Slot.IMPORTANT_RULES),
+        (3, Slot.IMPORTANT_RULES),
+        (4, Slot.IMPORTANT_RULES),
+        (5, Slot.CHARACTER_DESCRIPTIONS),
+        (6, Slot.CHARACTER_DESCRIPTIONS),
+        (7, Slot.WORLD_DESCRIPTION),
+        (42, Slot.WORLD_DESCRIPTION),
+    ],
+)
 def test_slot_classification(position, slot):
     assert classify_slot(position) is slot
 
 
 def test_explicit_slot_wins_and_unknown_position_warns():
-    book = import_lorebook({"entries": {"0": {"uid": 0, "position": 0, "slot": "important-rules"},
-                                        "1": {"uid": 1, "position": 42}}}, book_id="s")
+    book = import_lorebook(
+        {"entries": {"0": {"uid": 0, "position": 0, "slot": "important-rules"}, "1": {"uid": 1, "position": 42}}}, book_id="s"
+    )
     assert book.entries[0].slot is Slot.IMPORTANT_RULES
     assert [w.code for w in book.warnings] == ["lore.entry.position_unknown"]
 
@@ -246,41 +286,50 @@ def test_explicit_slot_wins_and_unknown_position_warns():
 # --------------------------------------------------------------------------- rejections
 
 
-@pytest.mark.parametrize(("value", "code"), [
-    ([{"keywords": ["a"], "content": "x"}], "lore.format.unsupported"),
-    ({"lorebookVersion": 5, "entries": []}, "lore.format.unsupported"),
-    ({"type": "risu", "data": []}, "lore.format.unsupported"),
-    ({"kind": "memory", "entries": []}, "lore.format.unsupported"),
-    ({"name": "x"}, "lore.format.unsupported"),
-    ({"entries": "nope"}, "lore.entries.invalid"),
-    ({"entries": {"0": 5}}, "lore.entry.invalid"),
-    ("string", "lore.format.invalid"),
-])
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [
+        ([{"keywords": ["a"], "content": "x"}], "lore.format.unsupported"),
+        ({"lorebookVersion": 5, "entries": []}, "lore.format.unsupported"),
+        ({"type": "risu", "data": []}, "lore.format.unsupported"),
+        ({"kind": "memory", "entries": []}, "lore.format.unsupported"),
+        ({"name": "x"}, "lore.format.unsupported"),
+        ({"entries": "nope"}, "lore.entries.invalid"),
+        ({"entries": {"0": 5}}, "lore.entry.invalid"),
+        ("string", "lore.format.invalid"),
+    ],
+)
 def test_unsupported_shapes_are_rejected(value, code):
     with pytest.raises(ValidationError) as err:
         import_lorebook(value, book_id="x")
     assert err.value.code == code and err.value.pointer is not None and err.value.message
 
 
-@pytest.mark.parametrize(("source", "code"), [
-    (b"{not json", "lore.json.invalid"),
-    (b'{"entries": NaN}', "lore.json.invalid"),
-    (b'{"entries": {"0": {"order": 1e400}}}', "lore.json.invalid"),
-    (b"\xff\xfe{}", "lore.json.encoding"),
-    (b"[" * 100 + b"]" * 100, "lore.json.too_deep"),
-    # Python refuses integers over 4,300 digits with a bare ValueError; found by the import fuzz.
-    (b'{"entries": {"0": {"uid": 0, "order": ' + b"9" * 5000 + b"}}}", "lore.json.invalid"),
-])
+@pytest.mark.parametrize(
+    ("source", "code"),
+    [
+        (b"{not json", "lore.json.invalid"),
+        (b'{"entries": NaN}', "lore.json.invalid"),
+        (b'{"entries": {"0": {"order": 1e400}}}', "lore.json.invalid"),
+        (b"\xff\xfe{}", "lore.json.encoding"),
+        (b"[" * 100 + b"]" * 100, "lore.json.too_deep"),
+        # Python refuses integers over 4,300 digits with a bare ValueError; found by the import fuzz.
+        (b'{"entries": {"0": {"uid": 0, "order": ' + b"9" * 5000 + b"}}}", "lore.json.invalid"),
+    ],
+)
 def test_bad_json_is_rejected(source, code):
     with pytest.raises(ValidationError) as err:
         parse_lorebook(source, book_id="x")
     assert err.value.code == code
 
 
-@pytest.mark.parametrize("source", [
-    b'{"entries": {"0": {"uid": 0, "key": ["a\\ud800"], "content": "x"}}}',
-    {"entries": {"0": {"uid": 0, "key": ["a\ud800"], "content": "x"}}},
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        b'{"entries": {"0": {"uid": 0, "key": ["a\\ud800"], "content": "x"}}}',
+        {"entries": {"0": {"uid": 0, "key": ["a\ud800"], "content": "x"}}},
+    ],
+)
 def test_lone_surrogates_are_refused_with_a_pointer_not_a_crash(source):
     """Found by the import fuzz: the entry id hash could not encode them (UnicodeEncodeError)."""
     with pytest.raises(ValidationError) as err:
@@ -291,13 +340,15 @@ def test_lone_surrogates_are_refused_with_a_pointer_not_a_crash(source):
 
 def test_limits_report_every_problem_with_pointers():
     with pytest.raises(ValidationError) as err:
-        parse_lorebook({"entries": {str(i): {"uid": i} for i in range(3)}}, book_id="x",
-                       limits=ImportLimits(max_entries=2))
+        parse_lorebook({"entries": {str(i): {"uid": i} for i in range(3)}}, book_id="x", limits=ImportLimits(max_entries=2))
     assert (err.value.code, err.value.pointer) == ("lore.limit.entries", "/entries")
     limits = ImportLimits(max_key_chars=5, max_content_chars=10, max_keys_per_entry=3)
     with pytest.raises(ValidationError) as err:
-        parse_lorebook({"entries": {"0": {"uid": 0, "key": ["ok", "toolong"], "content": "x" * 11},
-                                    "1": {"uid": 1, "key": ["a", "b", "c", "d"]}}}, book_id="x", limits=limits)
+        parse_lorebook(
+            {"entries": {"0": {"uid": 0, "key": ["ok", "toolong"], "content": "x" * 11}, "1": {"uid": 1, "key": ["a", "b", "c", "d"]}}},
+            book_id="x",
+            limits=limits,
+        )
     assert err.value.code == "lore.invalid"
     assert [(p.code, p.pointer) for p in err.value.problems] == [
         ("lore.limit.key_length", "/entries/0/key/1"),
@@ -311,19 +362,48 @@ def test_limits_report_every_problem_with_pointers():
 
 # --------------------------------------------------------------------------- fuzz
 
-_scalars = st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats() | st.text(max_size=12)
-_json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-    st.text(max_size=8), inner, max_size=4), max_leaves=25)
-_field = st.sampled_from(["uid", "key", "keysecondary", "content", "order", "position", "selectiveLogic",
-                          "probability", "group", "sticky", "delayUntilRecursion", "characterFilter",
-                          "scanDepth", "extensions", "enabled", "keys", "insertion_order", "id", "role",
-                          "caseSensitive", "triggers", "stateCondition", "slot", "groupWeight"])
+_scalars = st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats() | st.text(max_size=12)
+_json = st.recursive(
+    _scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=25
+)
+_field = st.sampled_from(
+    [
+        "uid",
+        "key",
+        "keysecondary",
+        "content",
+        "order",
+        "position",
+        "selectiveLogic",
+        "probability",
+        "group",
+        "sticky",
+        "delayUntilRecursion",
+        "characterFilter",
+        "scanDepth",
+        "extensions",
+        "enabled",
+        "keys",
+        "insertion_order",
+        "id",
+        "role",
+        "caseSensitive",
+        "triggers",
+        "stateCondition",
+        "slot",
+        "groupWeight",
+    ]
+)
 _entry = st.dictionaries(_field, _json, max_size=8)
 _book = st.one_of(
     st.fixed_dictionaries({"entries": st.dictionaries(st.text(max_size=3), _entry, max_size=4)}),
     st.fixed_dictionaries({"entries": st.lists(_entry, max_size=4)}),
-    st.fixed_dictionaries({"spec": st.sampled_from(["chara_card_v2", "chara_card_v3", "lorebook_v3"]),
-                           "data": _json | st.fixed_dictionaries({"character_book": _json})}),
+    st.fixed_dictionaries(
+        {
+            "spec": st.sampled_from(["chara_card_v2", "chara_card_v3", "lorebook_v3"]),
+            "data": _json | st.fixed_dictionaries({"character_book": _json}),
+        }
+    ),
     _json,
 )
 

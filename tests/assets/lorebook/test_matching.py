@@ -22,16 +22,19 @@ from roleplay.assets.lorebook.matching import (
 )
 
 
-@pytest.mark.parametrize(("key", "cs", "ww", "kind", "text"), [
-    ("Dragon", False, True, WORD, "dragon"),
-    ("Dragon", True, True, WORD, "Dragon"),
-    ("sea lion", False, True, LITERAL, "sea lion"),
-    ("国王", False, True, LITERAL_WW, "国王"),
-    ("x-ray", False, True, LITERAL_WW, "x-ray"),
-    ("cat", False, False, LITERAL, "cat"),
-    ("", False, True, BLANK_WW, ""),
-    ("/a+/i", False, True, REGEX, "/a+/i"),
-])
+@pytest.mark.parametrize(
+    ("key", "cs", "ww", "kind", "text"),
+    [
+        ("Dragon", False, True, WORD, "dragon"),
+        ("Dragon", True, True, WORD, "Dragon"),
+        ("sea lion", False, True, LITERAL, "sea lion"),
+        ("国王", False, True, LITERAL_WW, "国王"),
+        ("x-ray", False, True, LITERAL_WW, "x-ray"),
+        ("cat", False, False, LITERAL, "cat"),
+        ("", False, True, BLANK_WW, ""),
+        ("/a+/i", False, True, REGEX, "/a+/i"),
+    ],
+)
 def test_classify_key(key, cs, ww, kind, text):
     assert classify_key(key, cs, ww)[:2] == (kind, text)
 
@@ -44,8 +47,7 @@ def index_for(keys: list[tuple[str, bool, bool]], text: str, automaton: bool = T
 
 
 def test_whole_word_rules_on_text():
-    keys = [("cat", False, True), ("国王", False, True), ("x-ray", False, True), ("", False, True),
-            ("sea lion", False, True)]
+    keys = [("cat", False, True), ("国王", False, True), ("x-ray", False, True), ("", False, True), ("sea lion", False, True)]
     ids, idx = index_for(keys, "\x01concat 国王们 x-rays sea lions")
     assert [idx.matches(i) for i in ids] == [False, True, False, True, True]
 
@@ -56,8 +58,7 @@ def test_js_trim_keeps_non_js_whitespace():
 
 
 _alphabet = st.sampled_from(list("ab_ 国王-.\n\x01A"))
-_keys = st.lists(st.tuples(st.text(_alphabet, min_size=1, max_size=4), st.booleans(), st.booleans()),
-                 min_size=1, max_size=8)
+_keys = st.lists(st.tuples(st.text(_alphabet, min_size=1, max_size=4), st.booleans(), st.booleans()), min_size=1, max_size=8)
 
 
 @settings(max_examples=200, deadline=None)
@@ -113,14 +114,17 @@ def test_guard_skips_oversized_text():
     assert guard.cut[mid] == "lore.regex.text_too_long"
 
 
-@pytest.mark.parametrize(("key", "text"), [
-    ("/ab\\x01cd/", "ab\x01cd"),
-    ("/caf\\u00e9s/i", "CAFés"),
-    ("/smile\\u{1F600}/u", "smile😀"),
-    ("/line\\cJnext/", "line\nnext"),
-    ("/\\p{L}ove/u", "dove"),
-    ("/(?<w>ab)\\k<w>/", "abab"),
-])
+@pytest.mark.parametrize(
+    ("key", "text"),
+    [
+        ("/ab\\x01cd/", "ab\x01cd"),
+        ("/caf\\u00e9s/i", "CAFés"),
+        ("/smile\\u{1F600}/u", "smile😀"),
+        ("/line\\cJnext/", "line\nnext"),
+        ("/\\p{L}ove/u", "dove"),
+        ("/(?<w>ab)\\k<w>/", "abab"),
+    ],
+)
 def test_regex_keys_with_escapes_match_with_and_without_automaton(key, text):
     for automaton in (True, False):
         ids, idx = index_for([(key, False, True)], text, automaton)
@@ -172,9 +176,16 @@ def test_automata_that_stop_early_give_the_same_answers(monkeypatch):
     that jumps a second per reading, so every pass stops after its first slice."""
     from roleplay.assets.lorebook import matching
 
-    keys = [("sea lion", False, True), ("x-ray", False, True), ("国王", False, True), ("abab", False, False),
-            ("ab-ab", False, True), ("/\\bKari(?:an)?\\b/i", False, True), ("/zebra\\d/", False, True),
-            ("/need+le/", False, True)]
+    keys = [
+        ("sea lion", False, True),
+        ("x-ray", False, True),
+        ("国王", False, True),
+        ("abab", False, False),
+        ("ab-ab", False, True),
+        ("/\\bKari(?:an)?\\b/i", False, True),
+        ("/zebra\\d/", False, True),
+        ("/need+le/", False, True),
+    ]
     text = ("the sea lion saw an x-ray of 国王, then KARIAN said ab-ab; " * 3 + "zebra7 abab needle ") * 2
     expected = [index_for(keys, text, automaton=False)[1].matches(i) for i in range(len(keys))]
     assert expected == [True, True, True, True, True, True, True, True]

@@ -14,11 +14,16 @@ def test_slot_names_match_the_context_sources():
 
 
 def test_uid_sort_key_numeric_before_text_and_entry_lookup():
-    book = import_lorebook({"entries": [
-        {"id": "zeta", "keys": [], "content": "", "enabled": True, "insertion_order": 1},
-        {"id": 10, "keys": [], "content": "", "enabled": True, "insertion_order": 1},
-        {"id": 2, "keys": [], "content": "", "enabled": True, "insertion_order": 1},
-    ]}, book_id="m")
+    book = import_lorebook(
+        {
+            "entries": [
+                {"id": "zeta", "keys": [], "content": "", "enabled": True, "insertion_order": 1},
+                {"id": 10, "keys": [], "content": "", "enabled": True, "insertion_order": 1},
+                {"id": 2, "keys": [], "content": "", "enabled": True, "insertion_order": 1},
+            ]
+        },
+        book_id="m",
+    )
     ordered = sorted(book.entries, key=lambda e: e.uid_sort_key())
     assert [e.id for e in ordered] == ["2", "10", "zeta"]
     assert book.entry("zeta").uid == "zeta"

@@ -15,10 +15,20 @@ from roleplay.assets.lorebook.repair import repair_losses
 def book_29() -> str:
     entries = {
         str(uid): {
-            "uid": uid, "key": [f"place{uid}", f"Place {uid}"], "keysecondary": [], "comment": f"Place {uid}",
+            "uid": uid,
+            "key": [f"place{uid}", f"Place {uid}"],
+            "keysecondary": [],
+            "comment": f"Place {uid}",
             "content": f"[ Place {uid}: a walled town on the river road; " + "market, temple, garrison. " * 6 + "]",
-            "constant": False, "selective": True, "order": 100 + uid, "position": 0, "disable": False,
-            "probability": 100, "useProbability": True, "depth": 4, "group": "",
+            "constant": False,
+            "selective": True,
+            "order": 100 + uid,
+            "position": 0,
+            "disable": False,
+            "probability": 100,
+            "useProbability": True,
+            "depth": 4,
+            "group": "",
         }
         for uid in range(29)
     }
@@ -96,8 +106,12 @@ def test_a_repair_that_only_fixes_syntax_loses_nothing():
 
 
 def test_character_book_lists_are_understood_too():
-    text = json.dumps({"name": "b", "entries": [
-        {"id": i, "keys": [f"k{i}"], "content": "x" * 50, "enabled": True, "insertion_order": i} for i in range(5)]})
+    text = json.dumps(
+        {
+            "name": "b",
+            "entries": [{"id": i, "keys": [f"k{i}"], "content": "x" * 50, "enabled": True, "insertion_order": i} for i in range(5)],
+        }
+    )
     cut_at = text.index('{"id": 3') + 20
     _, problems = assess(text[:cut_at])
     cut = problems["lorebook.repair.truncated"]

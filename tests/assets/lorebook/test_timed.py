@@ -19,8 +19,7 @@ def test_activation_records_sticky_and_cooldown_from_chat_length():
     view = check_timed_effects(TimedState(), es, 5)
     state = record_activations(view, list(es.items()), 5)
     fp = es[("b", "0")].fingerprint
-    assert state == TimedState.of([TimedEffect("sticky", "b", "0", 5, 7, fp),
-                                   TimedEffect("cooldown", "b", "0", 5, 8, fp)])
+    assert state == TimedState.of([TimedEffect("sticky", "b", "0", 5, 7, fp), TimedEffect("cooldown", "b", "0", 5, 8, fp)])
     active = check_timed_effects(state, es, 6)
     assert active.sticky == {("b", "0")} and active.cooldown == {("b", "0")}
 
@@ -65,12 +64,15 @@ def test_delay_and_dry_run():
 
 
 def test_round_trip_and_strict_parsing():
-    state = TimedState.of([TimedEffect("cooldown", "b", "1", 1, 4, "f", True),
-                           TimedEffect("sticky", "a", "0", 2, 3, "g")])
+    state = TimedState.of([TimedEffect("cooldown", "b", "1", 1, 4, "f", True), TimedEffect("sticky", "a", "0", 2, 3, "g")])
     assert TimedState.from_dict(state.to_dict()) == state
     assert [e.kind for e in state.effects] == ["cooldown", "sticky"]
-    for bad in ({}, {"effects": [1]}, {"effects": [{"kind": "delay"}]},
-                {"effects": [state.effects[0].to_dict(), state.effects[0].to_dict()]}):
+    for bad in (
+        {},
+        {"effects": [1]},
+        {"effects": [{"kind": "delay"}]},
+        {"effects": [state.effects[0].to_dict(), state.effects[0].to_dict()]},
+    ):
         with pytest.raises(ValidationError) as err:
             TimedState.from_dict(bad)
         assert err.value.code == "lore.timed.invalid"

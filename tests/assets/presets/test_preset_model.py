@@ -24,9 +24,7 @@ from roleplay.errors import NotFoundError, ValidationError
 
 def make(*fields: tuple[str, str]) -> Preset:
     """fields: (id, position)."""
-    return parse_preset(
-        {"name": "P", "fields": [{"id": i, "title": i.upper(), "content": f"text {i}", "position": p} for i, p in fields]}
-    )
+    return parse_preset({"name": "P", "fields": [{"id": i, "title": i.upper(), "content": f"text {i}", "position": p} for i, p in fields]})
 
 
 def test_parse_applies_spec_defaults_and_camel_case_round_trip():
@@ -87,9 +85,7 @@ def test_every_problem_is_reported_with_a_pointer():
 def test_duplicate_ids_and_total_size_are_rejected_with_pointers():
     with pytest.raises(ValidationError) as dup:
         parse_preset({"name": "P", "fields": [{"id": "a", "title": "1"}, {"id": "a", "title": "2"}]})
-    assert [(p.code, p.pointer, p.details["id"]) for p in dup.value.problems] == [
-        ("preset.duplicate_field_id", "/fields/1/id", "a")
-    ]
+    assert [(p.code, p.pointer, p.details["id"]) for p in dup.value.problems] == [("preset.duplicate_field_id", "/fields/1/id", "a")]
     big = [{"id": f"f{i}", "title": "t", "content": "字" * 90_000} for i in range(5)]
     with pytest.raises(ValidationError) as large:
         parse_preset({"name": "P", "fields": big})
@@ -110,7 +106,7 @@ def test_bounds_on_every_text_and_field_count():
         assert [p.pointer for p in problems_of(data)] == [pointer], pointer
     too_many = {"name": "P", "fields": [{"id": f"f{i}", "title": "t"} for i in range(MAX_FIELDS + 1)]}
     assert [(p.code, p.pointer) for p in problems_of(too_many)] == [("preset.too_many", "/fields")]
-    assert problems_of([]) [0].code == "preset.wrong_type"
+    assert problems_of([])[0].code == "preset.wrong_type"
 
 
 def test_add_field_generates_ids_and_inserts_inside_its_position():
@@ -201,8 +197,7 @@ def test_operations_keep_ids_stable_and_storage_top_first(ops):
         existing = preset.field_ids()
         if kind == "add":
             group = len(preset.fields_at(position))
-            preset = add_field(preset, {"title": "t", "content": f"c{n}", "position": position}, ids=ids,
-                               index=min(n, group))
+            preset = add_field(preset, {"title": "t", "content": f"c{n}", "position": position}, ids=ids, index=min(n, group))
             new_id = (set(preset.field_ids()) - set(existing)).pop()
             contents[new_id] = f"c{n}"
         elif existing:

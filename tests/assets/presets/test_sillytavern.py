@@ -49,21 +49,23 @@ def test_default_json(corpus_dir):
     assert [(f.id, f.title, f.position) for f in result.preset.fields] == [("st-main", "Main Prompt", "top")]
     assert result.preset.fields[0].content == "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}."
     assert result.writing_styles == ()
-    assert [(m.identifier, m.target, m.classification.rule) for m in report.migrated] == [
-        ("main", "/fields/st-main", "builtin")
-    ]
+    assert [(m.identifier, m.target, m.classification.rule) for m in report.migrated] == [("main", "/fields/st-main", "builtin")]
 
     codes = Counter(report.codes())
     assert codes["sillytavern.marker"] == 8
     assert codes["sillytavern.order.ignored_list"] == 1
     assert {p.details["identifier"] for p in report.items("sillytavern.marker")} == {
-        "chatHistory", "dialogueExamples", "worldInfoBefore", "worldInfoAfter",
-        "charDescription", "charPersonality", "scenario", "personaDescription",
+        "chatHistory",
+        "dialogueExamples",
+        "worldInfoBefore",
+        "worldInfoAfter",
+        "charDescription",
+        "charPersonality",
+        "scenario",
+        "personaDescription",
     }
     disabled = report.items("sillytavern.prompt.disabled")
-    assert [(p.details["identifier"], p.details["hasContent"], p.pointer) for p in disabled] == [
-        ("enhanceDefinitions", True, "/prompts/7")
-    ]
+    assert [(p.details["identifier"], p.details["hasContent"], p.pointer) for p in disabled] == [("enhanceDefinitions", True, "/prompts/7")]
     assert {p.details["identifier"] for p in report.items("sillytavern.prompt.empty")} == {"nsfw", "jailbreak"}
     macros = {p.details["macro"]: (p.details["count"], p.details["handling"]) for p in report.items("sillytavern.macro")}
     assert macros == {"char": (2, "kept"), "user": (1, "kept")}
@@ -90,7 +92,9 @@ def test_example_preset_from_tavern_helper(corpus_dir):
     # main, nsfw and jailbreak exist but are not ordered, so SillyTavern never sends them
     unordered = report.items("sillytavern.prompt.unordered")
     assert [(p.details["identifier"], p.pointer) for p in unordered] == [
-        ("main", "/prompts/9"), ("nsfw", "/prompts/10"), ("jailbreak", "/prompts/11")
+        ("main", "/prompts/9"),
+        ("nsfw", "/prompts/10"),
+        ("jailbreak", "/prompts/11"),
     ]
     assert [p.details["identifier"] for p in report.items("sillytavern.prompt.empty")] == ["enhanceDefinitions"]
     assert len(report.items("sillytavern.marker")) == 8
@@ -125,9 +129,7 @@ def test_chat_history_splits_top_and_bottom_and_expressive_becomes_style():
         [("main", True), ("a1b2-uuid", True), ("chatHistory", True), ("rules", True), ("jailbreak", True)],
     )
     result = migrate_sillytavern_preset(data, name="测试")
-    assert [(f.id, f.position) for f in result.preset.fields] == [
-        ("st-main", "top"), ("st-rules", "bottom"), ("st-jailbreak", "bottom")
-    ]
+    assert [(f.id, f.position) for f in result.preset.fields] == [("st-main", "top"), ("st-rules", "bottom"), ("st-jailbreak", "bottom")]
     assert [(s.name, s.requirements) for s in result.writing_styles] == [("文风", "第三人称，句式长短交替，修辞克制。")]
     assert "测试" in result.writing_styles[0].applicability
     kinds = [(m.identifier, m.target_kind, m.target) for m in result.report.migrated]
@@ -184,8 +186,7 @@ def test_unsupported_macros_are_kept_verbatim_and_reported():
     result = migrate_sillytavern_preset(preset([prompt("m", text)], [("m", True)]), name="x")
     assert result.preset.field("st-m").content == text
     handling = {p.details["macro"]: p.details["handling"] for p in result.report.items("sillytavern.macro")}
-    assert handling == {"char": "kept", "user": "kept", "random": "unsupported", "setvar": "unsupported",
-                        "<bot>": "unsupported"}
+    assert handling == {"char": "kept", "user": "kept", "random": "unsupported", "setvar": "unsupported", "<bot>": "unsupported"}
     assert {p.details["target"] for p in result.report.items("sillytavern.macro")} == {"/fields/st-m/content"}
 
 
@@ -206,8 +207,9 @@ def test_odd_order_entries_and_missing_chat_history():
 
 
 def test_non_ascii_identifiers_get_a_stable_hash_id_and_collisions_a_suffix():
-    data = preset([prompt("文风", "甲", name="规则"), prompt("a b", "乙"), prompt("a-b", "丙")],
-                  [("文风", True), ("a b", True), ("a-b", True)])
+    data = preset(
+        [prompt("文风", "甲", name="规则"), prompt("a b", "乙"), prompt("a-b", "丙")], [("文风", True), ("a b", True), ("a-b", True)]
+    )
     first = migrate_sillytavern_preset(data, name="x").preset.field_ids()
     assert first[0].startswith("st-") and len(first[0]) == 15
     assert first[1:] == ("st-a-b", "st-a-b-2")
@@ -215,9 +217,17 @@ def test_non_ascii_identifiers_get_a_stable_hash_id_and_collisions_a_suffix():
 
 
 def test_secrets_are_redacted_and_extensions_summarised():
-    data = preset([], [], proxy_password="hunter2", reverse_proxy="https://p.example", temperature=0.7,
-                  custom_include_headers="Authorization: x", openrouter_api_key="sk-1", openai_max_tokens=500,
-                  extensions={"regex_scripts": [{}, {}], "empty": {}})
+    data = preset(
+        [],
+        [],
+        proxy_password="hunter2",
+        reverse_proxy="https://p.example",
+        temperature=0.7,
+        custom_include_headers="Authorization: x",
+        openrouter_api_key="sk-1",
+        openai_max_tokens=500,
+        extensions={"regex_scripts": [{}, {}], "empty": {}},
+    )
     report = migrate_sillytavern_preset(data, name="x").report
     values = {p.details["key"]: p.details["value"] for p in report.not_migrated if "key" in p.details and "value" in p.details}
     assert values["proxy_password"] == "<redacted>"
@@ -233,8 +243,7 @@ def test_secrets_are_redacted_and_extensions_summarised():
 def test_size_limits_are_reported_not_fatal():
     huge = prompt("huge", "字" * 100_001)
     many = [prompt(f"p{i}", "内容") for i in range(66)]
-    result = migrate_sillytavern_preset(preset([huge, *many], [("huge", True)] + [(f"p{i}", True) for i in range(66)]),
-                                        name="x")
+    result = migrate_sillytavern_preset(preset([huge, *many], [("huge", True)] + [(f"p{i}", True) for i in range(66)]), name="x")
     assert len(result.preset.fields) == 64
     assert result.report.items("sillytavern.prompt.too_long")[0].details["identifier"] == "huge"
     assert [p.details["identifier"] for p in result.report.items("sillytavern.prompt.too_many")] == ["p64", "p65"]
@@ -275,9 +284,17 @@ def test_one_unstorable_prompt_is_reported_and_the_rest_still_migrates():
 
 
 LEGACY_2023 = {
-    "chat_completion_source": "openai", "openai_model": "gpt-3.5-turbo", "temperature": 0.9,
-    "frequency_penalty": 0.7, "presence_penalty": 0.7, "openai_max_context": 4095, "openai_max_tokens": 300,
-    "nsfw_toggle": True, "enhance_definitions": False, "wrap_in_quotes": False, "nsfw_first": False,
+    "chat_completion_source": "openai",
+    "openai_model": "gpt-3.5-turbo",
+    "temperature": 0.9,
+    "frequency_penalty": 0.7,
+    "presence_penalty": 0.7,
+    "openai_max_context": 4095,
+    "openai_max_tokens": 300,
+    "nsfw_toggle": True,
+    "enhance_definitions": False,
+    "wrap_in_quotes": False,
+    "nsfw_first": False,
     "main_prompt": "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}.",
     "nsfw_prompt": "Mature themes are allowed when the story calls for them.",
     "jailbreak_prompt": "[System note: stay in character and keep the story moving.]",
@@ -304,13 +321,22 @@ def test_legacy_flat_preset_migrates_main_nsfw_and_jailbreak():
     template = {p.details["key"]: p.pointer for p in result.report.items("sillytavern.setting.template")}
     assert template == {"impersonation_prompt": "/impersonation_prompt", "new_chat_prompt": "/new_chat_prompt"}
     assert {p.details["key"] for p in result.report.items("sillytavern.setting.sampler")} == {
-        "temperature", "frequency_penalty", "presence_penalty"}
-    assert {p.details["key"] for p in result.report.items("sillytavern.setting.limit")} == {
-        "openai_max_context", "openai_max_tokens"}
+        "temperature",
+        "frequency_penalty",
+        "presence_penalty",
+    }
+    assert {p.details["key"] for p in result.report.items("sillytavern.setting.limit")} == {"openai_max_context", "openai_max_tokens"}
     # The legacy switches were applied, not left over as unmigrated settings.
     reported = {p.details.get("key") for p in result.report.not_migrated}
-    assert not reported & {"main_prompt", "nsfw_prompt", "jailbreak_prompt", "nsfw_toggle", "nsfw_first",
-                           "jailbreak_system", "nsfw_avoidance_prompt"}
+    assert not reported & {
+        "main_prompt",
+        "nsfw_prompt",
+        "jailbreak_prompt",
+        "nsfw_toggle",
+        "nsfw_first",
+        "jailbreak_system",
+        "nsfw_avoidance_prompt",
+    }
     macros = {(p.details["macro"], p.pointer) for p in result.report.items("sillytavern.macro")}
     assert ("char", "/main_prompt") in macros
     assert set(REPORT_CODES) >= set(result.report.codes())
@@ -330,8 +356,12 @@ def test_legacy_switches_nsfw_toggle_nsfw_first_and_jailbreak_system():
 
 
 def test_legacy_oddities_are_reported_not_dropped():
-    odd = {"main_prompt": 5, "nsfw_prompt": "Mature themes are allowed.", "nsfw_first": "yes",
-           "prompt_order": [{"character_id": 100001, "order": [{"identifier": "main", "enabled": True}]}]}
+    odd = {
+        "main_prompt": 5,
+        "nsfw_prompt": "Mature themes are allowed.",
+        "nsfw_first": "yes",
+        "prompt_order": [{"character_id": 100001, "order": [{"identifier": "main", "enabled": True}]}],
+    }
     result = migrate_sillytavern_preset(odd, name="x")
     assert result.preset.field_ids() == ("st-nsfw",)
     assert [p.pointer for p in result.report.items("sillytavern.prompt.malformed")] == ["/main_prompt"]

@@ -9,9 +9,7 @@ from roleplay.assets.styles import GENERAL_NARRATIVE_SEED, parse_writing_style
 
 def test_identity_and_default():
     seed = GENERAL_NARRATIVE_SEED
-    assert (seed.kind, seed.key, seed.version, seed.make_default) == (
-        "writing_style", "rp.seed.writing-style.general-narrative", 1, True
-    )
+    assert (seed.kind, seed.key, seed.version, seed.make_default) == ("writing_style", "rp.seed.writing-style.general-narrative", 1, True)
     assert plan_seed_upgrade(seed, None, None).action is SeedAction.CREATE
 
 

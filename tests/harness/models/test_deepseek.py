@@ -28,7 +28,9 @@ def ds(fake, model="deepseek-flash", **kw):
 
 async def test_reasoning_round_trip_on_tool_turns(fake_deepseek):
     fake_deepseek.enqueue(
-        FakeReply(reasoning="The user wants lore; call lookup.", tool_calls=[{"id": "c7", "name": "lookup", "arguments": {"q": "dragons"}}]),
+        FakeReply(
+            reasoning="The user wants lore; call lookup.", tool_calls=[{"id": "c7", "name": "lookup", "arguments": {"q": "dragons"}}]
+        ),
         FakeReply(reasoning="Now answer.", text="Dragons sleep under the hill."),
     )
     model = ds(fake_deepseek)
@@ -141,7 +143,9 @@ async def test_forced_tool_choice_is_downgraded_in_thinking_mode(fake_deepseek):
 
 
 async def test_forced_tool_choice_is_kept_without_thinking(fake_deepseek):
-    fake_deepseek.enqueue(FakeReply(tool_calls=[{"name": "lookup", "arguments": {}}]), FakeReply(tool_calls=[{"name": "lookup", "arguments": {}}]))
+    fake_deepseek.enqueue(
+        FakeReply(tool_calls=[{"name": "lookup", "arguments": {}}]), FakeReply(tool_calls=[{"name": "lookup", "arguments": {}}])
+    )
     model = ds(fake_deepseek)
     await complete(model, ModelRequest([ChatMessage("user", "x")], tools=[LOOKUP], tool_choice={"name": "lookup"}, reasoning_effort="none"))
     legacy = ds(fake_deepseek, model="deepseek-chat")

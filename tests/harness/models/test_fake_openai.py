@@ -60,7 +60,9 @@ def test_parallel_tool_call_fragments_on_the_wire():
     with serve_fake_openai() as fake:
         fake.enqueue(FakeReply(tool_calls=[{"name": "a", "arguments": {"k": "vvvv"}}, {"name": "b", "arguments": "{}"}], chunk_size=3))
         _, _, body = post(fake, "/v1/chat/completions", chat(stream=True))
-    calls = [c["choices"][0]["delta"]["tool_calls"][0] for c in data_lines(body) if c["choices"] and "tool_calls" in c["choices"][0]["delta"]]
+    calls = [
+        c["choices"][0]["delta"]["tool_calls"][0] for c in data_lines(body) if c["choices"] and "tool_calls" in c["choices"][0]["delta"]
+    ]
     heads = [c for c in calls if "id" in c]
     assert [(h["index"], h["id"], h["function"]["name"]) for h in heads] == [(0, "call_1_0", "a"), (1, "call_1_1", "b")]
     args0 = "".join(c["function"]["arguments"] for c in calls if c["index"] == 0)
@@ -100,7 +102,11 @@ def test_error_bodies_and_headers():
 
 
 def test_built_in_checks_run_before_the_script():
-    tool_turn = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    tool_turn = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
     with serve_fake_openai(flavor="deepseek", api_keys=["good"]) as fake:
         fake.enqueue("kept for later")
         assert post(fake, "/chat/completions", chat(), key="bad")[0] == 401
@@ -192,8 +198,10 @@ def test_a_root_that_is_not_an_object_schema_is_rejected():
     with serve_fake_openai() as fake:
         untyped = rejected(fake, with_tool({"oneOf": [POINT]}))
         array = rejected(fake, with_tool({"type": "array", "items": {"type": "string"}}))
-    assert untyped["message"] == "Invalid schema for function 'f': schema must be a JSON Schema of 'type: \"object\"', got 'type: \"None\"'."
-    assert 'got \'type: "array"\'' in array["message"] and array["code"] == "invalid_function_parameters"
+    assert (
+        untyped["message"] == "Invalid schema for function 'f': schema must be a JSON Schema of 'type: \"object\"', got 'type: \"None\"'."
+    )
+    assert "got 'type: \"array\"'" in array["message"] and array["code"] == "invalid_function_parameters"
 
 
 def test_nested_combinators_and_a_missing_parameters_object_are_accepted():
@@ -212,7 +220,12 @@ def test_a_bad_function_name_is_rejected():
 
 
 def test_strict_functions_must_close_every_object_and_require_every_property():
-    loose = {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "string"}}, "required": ["x"], "additionalProperties": False}
+    loose = {
+        "type": "object",
+        "properties": {"x": {"type": "number"}, "y": {"type": "string"}},
+        "required": ["x"],
+        "additionalProperties": False,
+    }
     open_inner = {**POINT, "properties": {"x": {"type": "object", "properties": {"z": {"type": "string"}}, "required": ["z"]}}}
     one_of = {**POINT, "properties": {"x": {"oneOf": [{"type": "string"}, {"type": "number"}]}}}
     with serve_fake_openai() as fake:

@@ -50,7 +50,11 @@ async def events_of(model, request):
 
 
 async def test_streams_text_in_deltas_and_reports_usage(fake_openai):
-    fake_openai.enqueue(FakeReply(text="Once upon a time, a fox.", chunk_size=5, usage={"prompt_tokens": 40, "prompt_tokens_details": {"cached_tokens": 32}}))
+    fake_openai.enqueue(
+        FakeReply(
+            text="Once upon a time, a fox.", chunk_size=5, usage={"prompt_tokens": 40, "prompt_tokens_details": {"cached_tokens": 32}}
+        )
+    )
     model = make_model(fake_openai)
     events = await events_of(model, ask())
     await model.aclose()
@@ -78,7 +82,9 @@ async def test_single_tool_call_is_assembled(fake_openai):
     assert response.finish_reason == "tool_calls" and response.text == ""
     body = fake_openai.chat_requests[0].body
     assert body["tool_choice"] == "required"
-    assert body["tools"] == [{"type": "function", "function": {"name": "roll_dice", "description": "Roll dice", "parameters": ROLL.parameters}}]
+    assert body["tools"] == [
+        {"type": "function", "function": {"name": "roll_dice", "description": "Roll dice", "parameters": ROLL.parameters}}
+    ]
 
 
 async def test_parallel_tool_calls_with_interleaved_fragments_assemble_by_index(fake_openai):

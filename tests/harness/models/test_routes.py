@@ -39,7 +39,9 @@ def test_bare_unknown_name_goes_to_the_configured_provider():
     assert err.value.code == "model.not_configured"
 
 
-@pytest.mark.parametrize("spec, code", [("", "model.bad_route"), ("mistral/large", "model.unknown_provider"), ("openai/a//b", "model.bad_route")])
+@pytest.mark.parametrize(
+    "spec, code", [("", "model.bad_route"), ("mistral/large", "model.unknown_provider"), ("openai/a//b", "model.bad_route")]
+)
 def test_bad_specs(spec, code):
     with pytest.raises(RpError) as err:
         parse_route_spec(spec, {})
@@ -110,7 +112,10 @@ def test_build_without_key_is_not_configured(route, env):
 
 
 def test_deprecation_note():
-    assert deprecation_note(Route("deepseek", "deepseek-chat")) == "deepseek/deepseek-chat: alias retired 2026-07-24 15:59 UTC; use deepseek/deepseek-flash"
+    assert (
+        deprecation_note(Route("deepseek", "deepseek-chat"))
+        == "deepseek/deepseek-chat: alias retired 2026-07-24 15:59 UTC; use deepseek/deepseek-flash"
+    )
     assert deprecation_note(Route("deepseek", "deepseek-flash")) is None
     assert deprecation_note(Route("openai", "anything")) is None
 
@@ -163,10 +168,13 @@ async def test_the_stored_model_request_route_carries_no_credentials(store):
 
 # Environment values escape the argument check: a stray byte arrives as a lone surrogate, a pasted
 # key may carry a curly quote. Each is refused with a code before anything is sent or stored.
-@pytest.mark.parametrize("env, code, pointer", [
-    ({"RP_MODEL": "deepseek/de\udcffmo", **DS}, "model.bad_route", "/model"),
-    ({"DEEPSEEK_MODEL": "de\udcffmo", **DS}, "model.bad_route", "/model"),
-])
+@pytest.mark.parametrize(
+    "env, code, pointer",
+    [
+        ({"RP_MODEL": "deepseek/de\udcffmo", **DS}, "model.bad_route", "/model"),
+        ({"DEEPSEEK_MODEL": "de\udcffmo", **DS}, "model.bad_route", "/model"),
+    ],
+)
 def test_route_names_that_are_not_text_are_refused(env, code, pointer):
     with pytest.raises(RpError) as info:
         resolve_route(None, None, env)
@@ -174,12 +182,15 @@ def test_route_names_that_are_not_text_are_refused(env, code, pointer):
     assert "not valid UTF-8" in info.value.message
 
 
-@pytest.mark.parametrize("route, env, name, offset", [
-    (Route("deepseek", "deepseek-flash"), {"DEEPSEEK_API_KEY": "sk-\udcffab"}, "DEEPSEEK_API_KEY", 3),
-    (Route("openai", "gpt-4o-mini"), {"OPENAI_API_KEY": "sk-ab\u201d"}, "OPENAI_API_KEY", 5),  # a pasted curly quote
-    (Route("openai", "gpt-4o-mini"), {"OPENAI_API_KEY": "sk-ab\n"}, "OPENAI_API_KEY", 5),
-    (Route("openai", "gpt-4o-mini"), {"OPENAI_BASE_URL": "http://h\udcff/v1"}, "OPENAI_BASE_URL", 8),
-])
+@pytest.mark.parametrize(
+    "route, env, name, offset",
+    [
+        (Route("deepseek", "deepseek-flash"), {"DEEPSEEK_API_KEY": "sk-\udcffab"}, "DEEPSEEK_API_KEY", 3),
+        (Route("openai", "gpt-4o-mini"), {"OPENAI_API_KEY": "sk-ab\u201d"}, "OPENAI_API_KEY", 5),  # a pasted curly quote
+        (Route("openai", "gpt-4o-mini"), {"OPENAI_API_KEY": "sk-ab\n"}, "OPENAI_API_KEY", 5),
+        (Route("openai", "gpt-4o-mini"), {"OPENAI_BASE_URL": "http://h\udcff/v1"}, "OPENAI_BASE_URL", 8),
+    ],
+)
 def test_keys_and_base_urls_an_http_request_cannot_carry_are_refused(route, env, name, offset):
     with pytest.raises(RpError) as info:
         build_model(route, env)

@@ -30,7 +30,14 @@ def test_split_chunks_joins_back_and_respects_the_count():
 
 def test_reply_forms():
     assert coerce_reply("hi", call_id_prefix="c").text == "hi"
-    spec = coerce_reply({"text": "t", "tool_calls": [{"name": "f", "arguments": {"a": 1}}], "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}, call_id_prefix="c")
+    spec = coerce_reply(
+        {
+            "text": "t",
+            "tool_calls": [{"name": "f", "arguments": {"a": 1}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+        },
+        call_id_prefix="c",
+    )
     assert spec.tool_calls == [ToolCall("c_0", "f", '{"a": 1}')] and spec.usage == Usage(1, 2, 3)
     done = ModelResponse("x", "r", [ToolCall("k", "f", "{}")], None, "stop", "m", "p")
     assert coerce_reply(done, call_id_prefix="c").tool_calls[0].id == "k"

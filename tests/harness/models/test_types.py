@@ -42,7 +42,9 @@ class Canned:
 
 
 def test_message_text_joins_text_blocks_only():
-    msg = ChatMessage("user", [{"type": "text", "text": "a"}, {"type": "image", "mediaType": "image/png", "data": "x"}, {"type": "text", "text": "b"}])
+    msg = ChatMessage(
+        "user", [{"type": "text", "text": "a"}, {"type": "image", "mediaType": "image/png", "data": "x"}, {"type": "text", "text": "b"}]
+    )
     assert msg.text() == "ab"
     assert ChatMessage("user", "plain").text() == "plain"
 
@@ -66,7 +68,12 @@ def test_bad_effort():
 
 
 def test_usage_to_dict_drops_unknowns():
-    assert Usage(3, 4, 7, cache_hit_tokens=2).to_dict() == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7, "cache_hit_tokens": 2}
+    assert Usage(3, 4, 7, cache_hit_tokens=2).to_dict() == {
+        "prompt_tokens": 3,
+        "completion_tokens": 4,
+        "total_tokens": 7,
+        "cache_hit_tokens": 2,
+    }
 
 
 async def test_complete_returns_the_completed_response():

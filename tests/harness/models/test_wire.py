@@ -15,7 +15,13 @@ PLAIN = Capabilities()
 
 
 def test_text_blocks_collapse_to_a_string_for_compatibility():
-    out = messages_to_wire([ChatMessage("system", [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]), ChatMessage("user", [{"type": "text", "text": "hi"}])], PLAIN)
+    out = messages_to_wire(
+        [
+            ChatMessage("system", [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]),
+            ChatMessage("user", [{"type": "text", "text": "hi"}]),
+        ],
+        PLAIN,
+    )
     assert out == [{"role": "system", "content": "ab"}, {"role": "user", "content": "hi"}]
 
 
@@ -58,9 +64,18 @@ def test_tool_choice():
 
 
 def test_usage_from_deepseek_and_openai_shapes():
-    ds = usage_from_wire({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15, "prompt_cache_hit_tokens": 6, "prompt_cache_miss_tokens": 4})
+    ds = usage_from_wire(
+        {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15, "prompt_cache_hit_tokens": 6, "prompt_cache_miss_tokens": 4}
+    )
     assert (ds.cache_hit_tokens, ds.cache_miss_tokens) == (6, 4)
-    oa = usage_from_wire({"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 8}, "completion_tokens_details": {"reasoning_tokens": 3}})
+    oa = usage_from_wire(
+        {
+            "prompt_tokens": 10,
+            "completion_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": 8},
+            "completion_tokens_details": {"reasoning_tokens": 3},
+        }
+    )
     assert (oa.total_tokens, oa.cache_hit_tokens, oa.cache_miss_tokens, oa.reasoning_tokens) == (15, 8, 2, 3)
     bare = usage_from_wire({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2, "prompt_tokens_details": None})
     assert bare.cache_hit_tokens is None and bare.cache_miss_tokens is None
@@ -118,7 +133,12 @@ def test_the_merged_declaration_never_refuses_what_the_union_accepts():
 
 
 def test_all_of_parts_are_merged_and_enum_or_not_are_dropped_from_the_root():
-    parts = {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, {"properties": {"b": {"type": "integer"}}, "required": ["b"]}]}
+    parts = {
+        "allOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+            {"properties": {"b": {"type": "integer"}}, "required": ["b"]},
+        ]
+    }
     merged = declared_parameters(parts, PLAIN)
     assert merged["properties"] == {"a": {"type": "string"}, "b": {"type": "integer"}} and sorted(merged["required"]) == ["a", "b"]
     limited = declared_parameters({**FULL, "enum": [{"body": "x", "effects": []}], "not": {"required": ["x"]}}, PLAIN)

@@ -73,8 +73,7 @@ def _open(data: bytes, max_side: int) -> Image.Image:
             "card.avatar.too_large",
             f"image is {width}x{height} pixels ({image.mode}); decoding it takes {decoded // 2**20} MiB, "
             f"the limit is {MAX_DECODED_BYTES // 2**20} MiB",
-            details={"width": width, "height": height, "mode": image.mode, "decodedBytes": decoded,
-                     "limit": MAX_DECODED_BYTES},
+            details={"width": width, "height": height, "mode": image.mode, "decodedBytes": decoded, "limit": MAX_DECODED_BYTES},
         )
     return image
 

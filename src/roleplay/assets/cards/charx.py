@@ -51,10 +51,7 @@ def _error(code: str, message: str, entry: str | None = None, **details: Any) ->
 def _check_path(name: str) -> None:
     parts = name.replace("\\", "/").split("/")
     if (
-        name.startswith(("/", "\\"))
-        or "\x00" in name
-        or ".." in parts
-        or (len(name) > 1 and name[1] == ":")  # Windows drive letter
+        name.startswith(("/", "\\")) or "\x00" in name or ".." in parts or (len(name) > 1 and name[1] == ":")  # Windows drive letter
     ):
         raise _error("card.charx.unsafe_path", f"archive entry {name!r} has an unsafe path", name)
 
@@ -78,8 +75,7 @@ def _check_directory(archive: zipfile.ZipFile, limits: CharxLimits) -> None:
         if info.file_size > limits.ratio_floor and info.file_size > limits.max_ratio * max(info.compress_size, 1):
             raise _error(
                 "card.charx.zip_bomb",
-                f"entry {info.filename!r} compresses {info.file_size}:{info.compress_size}; "
-                "that ratio is typical of a zip bomb",
+                f"entry {info.filename!r} compresses {info.file_size}:{info.compress_size}; that ratio is typical of a zip bomb",
                 info.filename,
             )
 

@@ -36,8 +36,9 @@ def _book_entries(book: dict[str, Any], index: int) -> list[dict[str, Any]]:
     if isinstance(entries, dict):  # world-info shape keyed by uid; keep the file's order
         entries = list(entries.values())
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise RpError("card.export.invalid_lorebook", f"lorebook {index} has no list of entry objects",
-                      pointer=f"/lorebooks/{index}/entries")
+        raise RpError(
+            "card.export.invalid_lorebook", f"lorebook {index} has no list of entry objects", pointer=f"/lorebooks/{index}/entries"
+        )
     return copy.deepcopy(entries)
 
 

@@ -87,8 +87,10 @@ def decode_card_payload(text: bytes, *, allow_repair: bool = False) -> tuple[Any
 def _import_png(data: bytes, filename: str | None, allow_repair: bool) -> CardImport:
     scan = read_text_chunks(data, wanted=_wanted_keyword)
     warnings = list(scan.problems)
-    cards = {"ccv3": [t for t in scan.texts if t.keyword.lower() == "ccv3"],
-             "chara": [t for t in scan.texts if t.keyword.lower() == "chara"]}
+    cards = {
+        "ccv3": [t for t in scan.texts if t.keyword.lower() == "ccv3"],
+        "chara": [t for t in scan.texts if t.keyword.lower() == "chara"],
+    }
     parsed: ParsedCard | None = None
     failure: RpError | None = None
     # SPEC_V3: prefer ccv3 over chara. Within a keyword the first chunk that decodes wins.
@@ -109,8 +111,12 @@ def _import_png(data: bytes, filename: str | None, allow_repair: bool) -> CardIm
                     raise
                 failure = failure or exc
                 warnings.append(
-                    Problem("card.png.unreadable_chunk", f"{chunk.chunk_type} {keyword} chunk skipped: {exc.message}",
-                            pointer=f"byte:{chunk.offset}", details={"cause": exc.code})
+                    Problem(
+                        "card.png.unreadable_chunk",
+                        f"{chunk.chunk_type} {keyword} chunk skipped: {exc.message}",
+                        pointer=f"byte:{chunk.offset}",
+                        details={"cause": exc.code},
+                    )
                 )
                 continue
             if keyword == "chara" and cards["ccv3"]:
@@ -121,10 +127,10 @@ def _import_png(data: bytes, filename: str | None, allow_repair: bool) -> CardIm
             break
     if parsed is None:
         if failure is not None:
-            raise RpError(failure.code, f"no readable character card in this PNG: {failure.message}",
-                          pointer=failure.pointer, problems=warnings)
-        raise RpError("card.png.no_card_chunk", "this PNG has no character card (no chara or ccv3 text chunk)",
-                      problems=warnings)
+            raise RpError(
+                failure.code, f"no readable character card in this PNG: {failure.message}", pointer=failure.pointer, problems=warnings
+            )
+        raise RpError("card.png.no_card_chunk", "this PNG has no character card (no chara or ccv3 text chunk)", problems=warnings)
 
     assets = _legacy_assets(scan.texts, warnings)
     avatar: bytes | None
@@ -188,8 +194,7 @@ def _import_charx(data: bytes, filename: str | None, allow_repair: bool) -> Card
     return _result(parsed, avatar, warnings, "charx", {})
 
 
-def _result(parsed: ParsedCard, avatar: bytes | None, warnings: list[Problem], fmt: SourceFormat,
-            assets: dict[str, bytes]) -> CardImport:
+def _result(parsed: ParsedCard, avatar: bytes | None, warnings: list[Problem], fmt: SourceFormat, assets: dict[str, bytes]) -> CardImport:
     return CardImport(
         card=parsed.card,
         isolated_prompts=parsed.isolated_prompts,

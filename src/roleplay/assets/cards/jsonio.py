@@ -187,24 +187,23 @@ def _scrub_surrogates(value: Any, code_prefix: str) -> tuple[Any, list[Problem]]
         if isinstance(node, dict):
             fixed = {fix(k): fix(v) for k, v in node.items()}
             if len(fixed) != len(node):
-                raise RpError(f"{code_prefix}.lone_surrogate", "two keys differ only in lone surrogates, so "
-                              "replacing those would merge them", pointer=first)
+                raise RpError(
+                    f"{code_prefix}.lone_surrogate",
+                    "two keys differ only in lone surrogates, so replacing those would merge them",
+                    pointer=first,
+                )
             return fixed
         if isinstance(node, list):
             return [fix(v) for v in node]
         return node
 
     # Depth was checked before, so this recursion is bounded by MAX_JSON_DEPTH.
-    message = (f"{len(found)} text(s) hold lone UTF-16 surrogates (half of an emoji or other character); "
-               "each was replaced by U+FFFD")
-    problem = Problem(f"{code_prefix}.lone_surrogate", message, first,
-                      {"count": len(found)})
+    message = f"{len(found)} text(s) hold lone UTF-16 surrogates (half of an emoji or other character); each was replaced by U+FFFD"
+    problem = Problem(f"{code_prefix}.lone_surrogate", message, first, {"count": len(found)})
     return fix(value), [problem]
 
 
-def loads_lenient(
-    text: str, *, code_prefix: str = "card.json", allow_repair: bool = False
-) -> tuple[Any, list[Problem]]:
+def loads_lenient(text: str, *, code_prefix: str = "card.json", allow_repair: bool = False) -> tuple[Any, list[Problem]]:
     """Parse ``text`` as JSON, tolerating what still means what the author wrote; ``json_repair``
     (with a warning) only when ``allow_repair``."""
     problems: list[Problem] = []
@@ -219,17 +218,18 @@ def loads_lenient(
     return value, problems
 
 
-def _lenient(text: str, strict_error: json.JSONDecodeError, code_prefix: str, allow_repair: bool,
-             problems: list[Problem]) -> Any:
+def _lenient(text: str, strict_error: json.JSONDecodeError, code_prefix: str, allow_repair: bool, problems: list[Problem]) -> Any:
     where = f"char:{strict_error.pos}"
-    lenient = Problem(f"{code_prefix}.lenient", "file is not strict JSON (comments, trailing commas or similar); "
-                      "it was read leniently, with every value kept", pointer=where)
+    lenient = Problem(
+        f"{code_prefix}.lenient",
+        "file is not strict JSON (comments, trailing commas or similar); it was read leniently, with every value kept",
+        pointer=where,
+    )
     if not text.strip():
         raise RpError(f"{code_prefix}.empty", "the file holds no JSON (it is empty or blank)")
     truncated = _is_truncated(text, strict_error)
     if not truncated:
-        for attempt in (lambda: _without_trailing_commas(text, code_prefix),
-                        lambda: _strict(_strip_lenient_tokens(text), code_prefix)):
+        for attempt in (lambda: _without_trailing_commas(text, code_prefix), lambda: _strict(_strip_lenient_tokens(text), code_prefix)):
             try:
                 value = attempt()
             except ValueError:
@@ -249,23 +249,36 @@ def _lenient(text: str, strict_error: json.JSONDecodeError, code_prefix: str, al
     if allow_repair:
         return _repair(text, strict_error, code_prefix, problems)
     if truncated:
-        raise RpError(f"{code_prefix}.truncated", f"the JSON ends before it is complete ({strict_error.msg} at "
-                      f"char {strict_error.pos} of {len(text)}): the file looks truncated; importing it with "
-                      "repair would complete it by guessing", pointer=where,
-                      details={"length": len(text), "position": strict_error.pos})
-    hint = "" if len(text) <= MAX_JSON5_CHARS else (
-        f"; at {len(text)} characters it is too large for the JSON5 reader (limit {MAX_JSON5_CHARS})")
-    raise RpError(f"{code_prefix}.invalid", f"not valid JSON: {strict_error}{hint}", pointer=where,
-                  details={"line": strict_error.lineno, "column": strict_error.colno})
+        raise RpError(
+            f"{code_prefix}.truncated",
+            f"the JSON ends before it is complete ({strict_error.msg} at "
+            f"char {strict_error.pos} of {len(text)}): the file looks truncated; importing it with "
+            "repair would complete it by guessing",
+            pointer=where,
+            details={"length": len(text), "position": strict_error.pos},
+        )
+    hint = (
+        ""
+        if len(text) <= MAX_JSON5_CHARS
+        else (f"; at {len(text)} characters it is too large for the JSON5 reader (limit {MAX_JSON5_CHARS})")
+    )
+    raise RpError(
+        f"{code_prefix}.invalid",
+        f"not valid JSON: {strict_error}{hint}",
+        pointer=where,
+        details={"line": strict_error.lineno, "column": strict_error.colno},
+    )
 
 
 def _repair(text: str, strict_error: json.JSONDecodeError, code_prefix: str, problems: list[Problem]) -> Any:
     where = f"char:{strict_error.pos}"
-    invalid = RpError(f"{code_prefix}.invalid", f"not valid JSON, and repair could not fix it: {strict_error}",
-                      pointer=where)
+    invalid = RpError(f"{code_prefix}.invalid", f"not valid JSON, and repair could not fix it: {strict_error}", pointer=where)
     if len(text) > MAX_REPAIR_CHARS:
-        raise RpError(f"{code_prefix}.invalid", f"not valid JSON: {strict_error}; at {len(text)} characters it is "
-                      f"too large to repair (limit {MAX_REPAIR_CHARS})", pointer=where)
+        raise RpError(
+            f"{code_prefix}.invalid",
+            f"not valid JSON: {strict_error}; at {len(text)} characters it is too large to repair (limit {MAX_REPAIR_CHARS})",
+            pointer=where,
+        )
     if _bracket_depth(text) > MAX_JSON_DEPTH:
         raise _too_deep(code_prefix, MAX_JSON_DEPTH)
     try:
@@ -276,13 +289,16 @@ def _repair(text: str, strict_error: json.JSONDecodeError, code_prefix: str, pro
         raise invalid from None
     if not isinstance(value, (dict, list)) or not value:
         raise invalid
-    problems.append(Problem(f"{code_prefix}.repaired", f"file is broken JSON ({strict_error}); it was repaired "
-                            "on request, so check the imported fields", pointer=where))
+    problems.append(
+        Problem(
+            f"{code_prefix}.repaired",
+            f"file is broken JSON ({strict_error}); it was repaired on request, so check the imported fields",
+            pointer=where,
+        )
+    )
     return value
 
 
-def load_json_bytes(
-    data: bytes, *, code_prefix: str = "card.json", allow_repair: bool = False
-) -> tuple[Any, list[Problem]]:
+def load_json_bytes(data: bytes, *, code_prefix: str = "card.json", allow_repair: bool = False) -> tuple[Any, list[Problem]]:
     text = decode_json_text(data, code_prefix=code_prefix)
     return loads_lenient(text, code_prefix=code_prefix, allow_repair=allow_repair)

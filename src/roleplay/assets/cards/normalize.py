@@ -239,9 +239,12 @@ def v1_card_verdict(obj: dict[str, Any]) -> tuple[bool, list[str]]:
 
 def unknown_format_error(unknown: list[str]) -> RpError:
     shown = ", ".join(repr(k) for k in unknown[:8]) + (" …" if len(unknown) > 8 else "")
-    return RpError("card.format.unknown", f"this JSON has some character card fields but also keys no card "
-                   f"format has ({shown}); it looks like another tool's file, so it was not imported",
-                   details={"unknownKeys": unknown[:50]})
+    return RpError(
+        "card.format.unknown",
+        f"this JSON has some character card fields but also keys no card "
+        f"format has ({shown}); it looks like another tool's file, so it was not imported",
+        details={"unknownKeys": unknown[:50]},
+    )
 
 
 def _not_a_card_message(obj: dict[str, Any]) -> str:
@@ -315,9 +318,7 @@ def parse_card_json(obj: Any, *, filename: str | None = None) -> ParsedCard:
         value = src.get(key)
         if value is None and src is not obj and key in V1_FIELDS and obj.get(key) is not None:
             # V2 readers fall back to the V1 root mirror when data lacks a field.
-            ctx.warnings.append(
-                Problem("card.field.from_root", f"data.{key} missing; the root copy was used", f"/{key}")
-            )
+            ctx.warnings.append(Problem("card.field.from_root", f"data.{key} missing; the root copy was used", f"/{key}"))
             return obj.get(key)
         if value is None and kind == "v1" and key == "creator_notes":
             return obj.get("creatorcomment")
@@ -338,8 +339,7 @@ def parse_card_json(obj: Any, *, filename: str | None = None) -> ParsedCard:
     nickname = None if nickname is None else _string(ctx, "nickname", nickname)
     multilingual = src.get("creator_notes_multilingual")
     if multilingual is not None and not isinstance(multilingual, dict):
-        ctx.warn("card.field.invalid", "creator_notes_multilingual should be an object; it was ignored",
-                 "creator_notes_multilingual")
+        ctx.warn("card.field.invalid", "creator_notes_multilingual should be an object; it was ignored", "creator_notes_multilingual")
         multilingual = None
     if multilingual is not None:
         multilingual = {str(k): _string(ctx, "creator_notes_multilingual", v) for k, v in multilingual.items()}
@@ -361,8 +361,9 @@ def parse_card_json(obj: Any, *, filename: str | None = None) -> ParsedCard:
         skip = ROOT_MIRROR_KEYS | {"spec", "spec_version", "data"}
         extra_root = {k: v for k, v in obj.items() if k not in skip}
 
-    text_problems = card_text_problems({**values, **lists, "nickname": nickname, "source": source,
-                                        "creator_notes_multilingual": multilingual}, base)
+    text_problems = card_text_problems(
+        {**values, **lists, "nickname": nickname, "source": source, "creator_notes_multilingual": multilingual}, base
+    )
     if text_problems:
         raise invalid("card", text_problems)
 
@@ -393,9 +394,21 @@ def parse_card_json(obj: Any, *, filename: str | None = None) -> ParsedCard:
 # One-line labels (a list shows them, ``{{char}}`` expands to them) and the card's prose. Both get
 # the shared text rules of ``assets/validation.py``; labels also the one-line name rule.
 LABEL_FIELDS = ("name", "nickname")
-PROSE_FIELDS = ("description", "personality", "scenario", "first_mes", "mes_example", "creator_notes", "creator",
-                "character_version", "alternate_greetings", "group_only_greetings", "tags", "source",
-                "creator_notes_multilingual")
+PROSE_FIELDS = (
+    "description",
+    "personality",
+    "scenario",
+    "first_mes",
+    "mes_example",
+    "creator_notes",
+    "creator",
+    "character_version",
+    "alternate_greetings",
+    "group_only_greetings",
+    "tags",
+    "source",
+    "creator_notes_multilingual",
+)
 
 
 def card_text_problems(card: dict[str, Any], base: tuple[Any, ...] = ()) -> list[Problem]:
@@ -412,8 +425,7 @@ def card_text_problems(card: dict[str, Any], base: tuple[Any, ...] = ()) -> list
             problems += [found] if found else []
     for key in PROSE_FIELDS:
         value = card.get(key)
-        items = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
-                 else [(None, value)])
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else [(None, value)]
         for sub, text in items:
             if isinstance(text, str):
                 parts = [*base, key] if sub is None else [*base, key, sub]

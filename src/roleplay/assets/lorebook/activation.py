@@ -85,8 +85,7 @@ class ScanSettings:
 
     def __post_init__(self) -> None:
         if self.strategy not in ("book_order", "evenly"):
-            raise ValidationError("lore.settings.invalid", f"unknown strategy {self.strategy!r}",
-                                  pointer="/strategy")
+            raise ValidationError("lore.settings.invalid", f"unknown strategy {self.strategy!r}", pointer="/strategy")
         for name in ("scan_depth", "max_recursion_steps", "min_activations", "min_activations_depth_max"):
             if getattr(self, name) < 0:
                 raise ValidationError("lore.settings.invalid", f"{name} must be >= 0", pointer=f"/{name}")
@@ -186,8 +185,7 @@ class _HayGroup:
 class LoreEngine:
     """Compiled, immutable view of the bound books; call :meth:`activate` once per turn."""
 
-    def __init__(self, books: Sequence[LoreBook], settings: ScanSettings | None = None,
-                 *, measure: Callable[[str], int] = len) -> None:
+    def __init__(self, books: Sequence[LoreBook], settings: ScanSettings | None = None, *, measure: Callable[[str], int] = len) -> None:
         self.settings = settings or ScanSettings()
         self.measure = measure
         self.books = tuple(books)
@@ -201,8 +199,7 @@ class LoreEngine:
         self.entry_map = {c.key: c.entry for c in self.entries}
         levels = {c.entry.delay_until_recursion for c in self.entries if c.entry.delay_until_recursion}
         self.delay_levels = tuple(sorted(levels))
-        self.always = tuple(c.index for c in self.entries
-                            if c.entry.constant or c.decorators)
+        self.always = tuple(c.index for c in self.entries if c.entry.constant or c.decorators)
         self.dynamic = tuple(c.index for c in self.entries if c.dynamic)
         self.scan_order = tuple(c.key for c in self.entries)
         self.delay_keys = tuple(c.key for c in self.entries if c.entry.delay)
@@ -237,12 +234,20 @@ class LoreEngine:
             decorators, body = parse_decorators(e.content)
             primary = trimmed(e.keys)
             c = _Compiled(
-                index=index, book_index=bi, key=(book.id, e.id), entry=e, decorators=decorators,
-                body=body, primary=primary, secondary=trimmed(e.secondary_keys),
+                index=index,
+                book_index=bi,
+                key=(book.id, e.id),
+                entry=e,
+                decorators=decorators,
+                body=body,
+                primary=primary,
+                secondary=trimmed(e.secondary_keys),
                 score_primary=tuple(self.table.matcher_for(k, cs, ww) for k in e.keys),
                 score_secondary=tuple(self.table.matcher_for(k, cs, ww) for k in e.secondary_keys),
                 groups=tuple(g for g in _GROUP_SPLIT.split(e.group) if g) if e.group else (),
-                hay=hay_ids[hay_key], dynamic=any("{{" in k for k in (*e.keys, *e.secondary_keys)))
+                hay=hay_ids[hay_key],
+                dynamic=any("{{" in k for k in (*e.keys, *e.secondary_keys)),
+            )
             group = self.hays[c.hay]
             for _raw, mid in primary:
                 if mid is None:
@@ -251,8 +256,7 @@ class LoreEngine:
                 kind = self.table.matchers[mid].kind
                 if kind == REGEX and mid not in group.regex_ids:
                     group.regex_ids.append(mid)
-                elif (kind == BLANK_WW or (kind == LITERAL and not self.table.matchers[mid].text)) \
-                        and mid not in group.special_ids:
+                elif (kind == BLANK_WW or (kind == LITERAL and not self.table.matchers[mid].text)) and mid not in group.special_ids:
                     group.special_ids.append(mid)
             out.append(c)
         return tuple(out)
@@ -269,8 +273,7 @@ class _Scan:
     def __init__(self, engine: LoreEngine, turn: TurnInput, use_automaton: bool) -> None:
         self.e, self.turn, self.s = engine, turn, engine.settings
         self.use_automaton = use_automaton
-        self.guard = RegexGuard(per_search_seconds=self.s.regex_timeout_seconds,
-                                total_seconds=self.s.regex_total_seconds)
+        self.guard = RegexGuard(per_search_seconds=self.s.regex_timeout_seconds, total_seconds=self.s.regex_total_seconds)
         msgs = list(turn.messages)[::-1][:MAX_SCAN_DEPTH]
         texts = [_message_text(m, self.s.include_names) for m in msgs]
         # ST keeps holes for empty messages but drops trailing ones (array length semantics).
@@ -279,9 +282,9 @@ class _Scan:
         self.depth_buffer = [js_trim(t) for t in texts]
         self.message_count = len(turn.messages)
         self.chat_length = turn.chat_length if turn.chat_length is not None else len(turn.messages)
-        self.view: TimedView = check_timed_effects(turn.timed_state, engine.entry_map,
-                                                   self.chat_length, dry_run=turn.dry_run,
-                                                   delay_keys=engine.delay_keys)
+        self.view: TimedView = check_timed_effects(
+            turn.timed_state, engine.entry_map, self.chat_length, dry_run=turn.dry_run, delay_keys=engine.delay_keys
+        )
         self.skew = 0
         self.recurse: list[str] = []
         self.state = INITIAL
@@ -315,8 +318,7 @@ class _Scan:
         else:
             parts = [self.hay_base(depth, hay.sources)] + [self._chunk(i) for i in range(chunks)]
             text = _JOINER.join(p.variants[True] for p in parts)
-            found = TextIndex(self.e.table, text, self.guard, use_automaton=self.use_automaton,
-                              parts=parts)
+            found = TextIndex(self.e.table, text, self.guard, use_automaton=self.use_automaton, parts=parts)
         self.indexes[key] = found
         return found
 
@@ -373,11 +375,9 @@ class _Scan:
                 nxt = RECURSION
             if self.s.recursive and not overflowed and self.state == MIN_ACTIVATIONS and self.recurse:
                 nxt = RECURSION
-            if (not nxt and not overflowed and self.s.min_activations > 0
-                    and len(self.activated) < self.s.min_activations):
+            if not nxt and not overflowed and self.s.min_activations > 0 and len(self.activated) < self.s.min_activations:
                 depth = self.s.scan_depth + self.skew
-                over = (self.s.min_activations_depth_max > 0 and depth > self.s.min_activations_depth_max) \
-                    or depth > self.message_count
+                over = (self.s.min_activations_depth_max > 0 and depth > self.s.min_activations_depth_max) or depth > self.message_count
                 if not over:
                     nxt = MIN_ACTIVATIONS
                     self.skew += 1
@@ -391,13 +391,19 @@ class _Scan:
                     self.recurse.append(text)
                     all_text = text + "\n" + all_text
         activated = list(self.activated.values())
-        new_state = record_activations(self.view, [(a_key, self.e.entry_map[a_key]) for a_key in self.activated],
-                                       self.chat_length, dry_run=self.turn.dry_run)
+        new_state = record_activations(
+            self.view, [(a_key, self.e.entry_map[a_key]) for a_key in self.activated], self.chat_length, dry_run=self.turn.dry_run
+        )
         return ActivationResult(
-            activated=tuple(activated), timed_state=new_state,
-            diagnostics=tuple(self.diagnostics + self.guard.diagnostics), sweeps=sweeps,
-            budget_overflowed=overflowed, decisions=dict(self.decisions),
-            scan_order=self.e.scan_order, fallback=self._explain_untouched)
+            activated=tuple(activated),
+            timed_state=new_state,
+            diagnostics=tuple(self.diagnostics + self.guard.diagnostics),
+            sweeps=sweeps,
+            budget_overflowed=overflowed,
+            decisions=dict(self.decisions),
+            scan_order=self.e.scan_order,
+            fallback=self._explain_untouched,
+        )
 
     def _candidate_indexes(self) -> list[int]:
         """Entries worth a full look this sweep: those with a primary-key hit in their scan text,
@@ -413,13 +419,11 @@ class _Scan:
             hits = self.hay_index(hay_id).indexed_hits(hay.regex_ids, hay.special_ids)
             for mid in hits:
                 found.update(hay.by_matcher.get(mid, ()))
-        return sorted(i for i in found if i not in self.failed_probability
-                      and self.e.entries[i].key not in self.activated)
+        return sorted(i for i in found if i not in self.failed_probability and self.e.entries[i].key not in self.activated)
 
     # --- one entry ---------------------------------------------------------------------------
 
-    def _decide(self, c: _Compiled, reason: str, sweep: int, *, activated: bool = False,
-                **details: Any) -> None:
+    def _decide(self, c: _Compiled, reason: str, sweep: int, *, activated: bool = False, **details: Any) -> None:
         self.decisions[c.key] = EntryDecision(c.key[0], c.key[1], activated, reason, sweep, details)
 
     def _gate(self, c: _Compiled, state: int) -> str | None:
@@ -486,8 +490,7 @@ class _Scan:
             verdict = self._state(c.entry.state_condition)
             details["stateCondition"] = c.entry.state_condition
             if verdict is not True:
-                self._decide(c, "state_unavailable" if verdict is None else "state_condition", sweep,
-                             **details)
+                self._decide(c, "state_unavailable" if verdict is None else "state_condition", sweep, **details)
                 return None
         return how, details
 
@@ -537,14 +540,14 @@ class _Scan:
 
     def _guard_details(self, c: _Compiled) -> dict[str, Any]:
         """Regex keys of this entry that the guard cut off (they counted as not matching)."""
-        cut = [{"key": raw, "code": self.guard.cut[mid]} for raw, mid in c.primary
-               if mid is not None and mid in self.guard.cut]
+        cut = [{"key": raw, "code": self.guard.cut[mid]} for raw, mid in c.primary if mid is not None and mid in self.guard.cut]
         return {"regexGuard": cut} if cut else {}
 
     # --- groups, probability, budget -----------------------------------------------------------
 
-    def _inclusion_groups(self, cands: list[tuple[_Compiled, str, dict[str, Any]]],
-                          sweep: int) -> list[tuple[_Compiled, str, dict[str, Any]]]:
+    def _inclusion_groups(
+        self, cands: list[tuple[_Compiled, str, dict[str, Any]]], sweep: int
+    ) -> list[tuple[_Compiled, str, dict[str, Any]]]:
         groups: dict[str, list[_Compiled]] = {}
         for c, _how, _d in cands:
             for g in c.groups:
@@ -566,10 +569,10 @@ class _Scan:
                 if c.key in self.view.cooldown or c.key in self.view.delay:
                     remove(c, "group_cooldown", group=name)
         for name, members in groups.items():
-            scored = [c for c in members if (c.entry.use_group_scoring if c.entry.use_group_scoring is not None
-                                             else self.s.use_group_scoring)]
-            if (not self.s.use_group_scoring and not any(c.entry.use_group_scoring for c in members)) \
-                    or has_sticky[name]:
+            scored = [
+                c for c in members if (c.entry.use_group_scoring if c.entry.use_group_scoring is not None else self.s.use_group_scoring)
+            ]
+            if (not self.s.use_group_scoring and not any(c.entry.use_group_scoring for c in members)) or has_sticky[name]:
                 continue
             scores = {c.index: self._score(c) for c in members}
             best = max(scores.values())
@@ -627,8 +630,9 @@ class _Scan:
                 return primary + secondary if secondary == len(c.score_secondary) else primary
         return primary
 
-    def _roll_and_budget(self, cands: list[tuple[_Compiled, str, dict[str, Any]]], sweep: int,
-                         all_text: str, overflowed: bool) -> tuple[list[tuple[_Compiled, ActivatedEntry]], bool]:
+    def _roll_and_budget(
+        self, cands: list[tuple[_Compiled, str, dict[str, Any]]], sweep: int, all_text: str, overflowed: bool
+    ) -> tuple[list[tuple[_Compiled, ActivatedEntry]], bool]:
         fired = []
         new_content = ""
         for c, how, details in cands:
@@ -658,8 +662,7 @@ class _Scan:
     def _explain_untouched(self, key: EntryKey) -> EntryDecision:
         c = self.e.by_key[key]  # KeyError for unknown entries, as documented on explain()
         reason = self._gate(c, INITIAL) or ("no_keys" if not c.entry.keys else "no_match")
-        return EntryDecision(key[0], key[1], False, reason, 0,
-                             self._guard_details(c) if reason == "no_match" else {})
+        return EntryDecision(key[0], key[1], False, reason, 0, self._guard_details(c) if reason == "no_match" else {})
 
 
 def _message_text(m: ChatMessage | str, include_names: bool) -> str:

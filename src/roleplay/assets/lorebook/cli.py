@@ -62,6 +62,7 @@ async def lorebook_test(
             }
         )
         return
+
     # Titles, keys and reasons quote the book's text: one line each, printed inert.
     def echo(line: str, err: bool = False) -> None:
         click.echo(terminal_safe(line, one_line=True), err=err)

@@ -133,18 +133,21 @@ def import_lorebook(
 ) -> LoreBook:
     """Detect the format of a decoded JSON value and import it."""
     if isinstance(value, list):
-        raise _unsupported("a top-level JSON array is not a SillyTavern world-info file or a "
-                           "character_book (expected an object with 'entries')")
+        raise _unsupported(
+            "a top-level JSON array is not a SillyTavern world-info file or a character_book (expected an object with 'entries')"
+        )
     if not isinstance(value, Mapping):
-        raise ValidationError("lore.format.invalid",
-                              f"lorebook must be a JSON object, got {json_type(value)}", pointer="")
+        raise ValidationError("lore.format.invalid", f"lorebook must be a JSON object, got {json_type(value)}", pointer="")
     # Half a surrogate pair is no character: it cannot be hashed (entry ids), stored or printed.
     # File imports replace them while decoding; a value handed in directly is refused here.
     lone = surrogate_problems("lore", value)
     if lone:
-        raise ValidationError("lore.lone_surrogate", f"{len(lone)} text(s) hold a lone UTF-16 surrogate "
-                              "(half of an emoji or other character)", pointer=lone[0].pointer,
-                              problems=lone[:_MAX_PROBLEMS])
+        raise ValidationError(
+            "lore.lone_surrogate",
+            f"{len(lone)} text(s) hold a lone UTF-16 surrogate (half of an emoji or other character)",
+            pointer=lone[0].pointer,
+            problems=lone[:_MAX_PROBLEMS],
+        )
     if value.get("lorebookVersion") is not None:
         raise _unsupported("NovelAI lorebooks ('lorebookVersion') are not supported")
     if value.get("kind") == "memory":
@@ -155,10 +158,8 @@ def import_lorebook(
     if spec == "lorebook_v3":
         data = value.get("data")
         if not isinstance(data, Mapping):
-            raise ValidationError("lore.format.invalid", "lorebook_v3 export needs an object 'data'",
-                                  pointer="/data")
-        return import_character_book(data, book_id=book_id, name=name, version=3, limits=limits,
-                                     base=("data",))
+            raise ValidationError("lore.format.invalid", "lorebook_v3 export needs an object 'data'", pointer="/data")
+        return import_character_book(data, book_id=book_id, name=name, version=3, limits=limits, base=("data",))
     if spec in ("chara_card_v2", "chara_card_v3"):
         data = value.get("data")
         book, base = None, ()
@@ -167,14 +168,12 @@ def import_lorebook(
         elif value.get("character_book") is not None:  # Kobold-Lite style misplacement
             book, base = value["character_book"], ("character_book",)
         if book is None:
-            raise ValidationError("lore.card.no_book", "character card has no character_book",
-                                  pointer="/data/character_book")
+            raise ValidationError("lore.card.no_book", "character card has no character_book", pointer="/data/character_book")
         if not isinstance(book, Mapping):
-            raise ValidationError("lore.format.invalid", "character_book must be an object",
-                                  pointer=pointer_from_parts(base))
-        return import_character_book(book, book_id=book_id, name=name,
-                                     version=3 if spec == "chara_card_v3" else 2, limits=limits,
-                                     base=base)
+            raise ValidationError("lore.format.invalid", "character_book must be an object", pointer=pointer_from_parts(base))
+        return import_character_book(
+            book, book_id=book_id, name=name, version=3 if spec == "chara_card_v3" else 2, limits=limits, base=base
+        )
     if "entries" not in value:
         raise _unsupported("no 'entries' key: not a SillyTavern world-info file or character_book")
     entries = value["entries"]
@@ -182,9 +181,11 @@ def import_lorebook(
         return import_world_info(value, book_id=book_id, name=name, limits=limits)
     if isinstance(entries, list):
         return import_character_book(value, book_id=book_id, name=name, version=None, limits=limits)
-    raise ValidationError("lore.entries.invalid",
-                          f"'entries' must be an object (world info) or an array (character_book), "
-                          f"got {json_type(entries)}", pointer="/entries")
+    raise ValidationError(
+        "lore.entries.invalid",
+        f"'entries' must be an object (world info) or an array (character_book), got {json_type(entries)}",
+        pointer="/entries",
+    )
 
 
 def import_world_info(
@@ -196,8 +197,7 @@ def import_world_info(
 ) -> LoreBook:
     entries = value.get("entries")
     if not isinstance(entries, Mapping):
-        raise ValidationError("lore.entries.invalid", "'entries' must be an object keyed by uid",
-                              pointer="/entries")
+        raise ValidationError("lore.entries.invalid", "'entries' must be an object keyed by uid", pointer="/entries")
     ctx = _Ctx(limits)
     _check_count(len(entries), limits, "/entries")
     items = [(str(k), v, ("entries", str(k))) for k, v in entries.items()]
@@ -215,11 +215,16 @@ def import_world_info(
     ctx.raise_errors()
     top = {k: v for k, v in value.items() if k != "entries"}
     orig = top.get("originalData")
-    book_name = name or _first_str(top.get("name"),
-                                   orig.get("name") if isinstance(orig, Mapping) else None) or book_id
-    return LoreBook(id=book_id, name=book_name, source_format="st-world-info",
-                    entries=_assign_ids(built), description=_opt_str(top.get("description")),
-                    raw_top=_plain(top), warnings=tuple(ctx.warnings))
+    book_name = name or _first_str(top.get("name"), orig.get("name") if isinstance(orig, Mapping) else None) or book_id
+    return LoreBook(
+        id=book_id,
+        name=book_name,
+        source_format="st-world-info",
+        entries=_assign_ids(built),
+        description=_opt_str(top.get("description")),
+        raw_top=_plain(top),
+        warnings=tuple(ctx.warnings),
+    )
 
 
 def import_character_book(
@@ -235,8 +240,9 @@ def import_character_book(
     ``use_regex``, the one field V3 made required)."""
     entries = value.get("entries")
     if not isinstance(entries, list):
-        raise ValidationError("lore.entries.invalid", "character_book 'entries' must be an array",
-                              pointer=pointer_from_parts((*base, "entries")))
+        raise ValidationError(
+            "lore.entries.invalid", "character_book 'entries' must be an array", pointer=pointer_from_parts((*base, "entries"))
+        )
     ctx = _Ctx(limits)
     _check_count(len(entries), limits, pointer_from_parts((*base, "entries")))
     raws = []
@@ -257,10 +263,16 @@ def import_character_book(
         version = 3 if any(isinstance(r, Mapping) and "use_regex" in r for r in entries) else 2
     top = {k: v for k, v in value.items() if k != "entries"}
     hints = {k: top[k] for k in ("scan_depth", "token_budget", "recursive_scanning") if k in top}
-    return LoreBook(id=book_id, name=name or _first_str(top.get("name")) or book_id,
-                    source_format=f"character-book-v{version}", entries=_assign_ids(built),
-                    description=_opt_str(top.get("description")), hints=_plain(hints),
-                    raw_top=_plain(top), warnings=tuple(ctx.warnings))
+    return LoreBook(
+        id=book_id,
+        name=name or _first_str(top.get("name")) or book_id,
+        source_format=f"character-book-v{version}",
+        entries=_assign_ids(built),
+        description=_opt_str(top.get("description")),
+        hints=_plain(hints),
+        raw_top=_plain(top),
+        warnings=tuple(ctx.warnings),
+    )
 
 
 # --------------------------------------------------------------------------- entry mapping
@@ -287,10 +299,13 @@ class _Ctx:
             return
         first = self.errors[0]
         if len(self.errors) == 1:
-            raise ValidationError(first.code, first.message, pointer=first.pointer,
-                                  details=first.details, problems=list(self.errors))
-        raise ValidationError("lore.invalid", f"{len(self.errors)} problems in lorebook; first: "
-                              f"{first.message}", pointer=first.pointer, problems=list(self.errors))
+            raise ValidationError(first.code, first.message, pointer=first.pointer, details=first.details, problems=list(self.errors))
+        raise ValidationError(
+            "lore.invalid",
+            f"{len(self.errors)} problems in lorebook; first: {first.message}",
+            pointer=first.pointer,
+            problems=list(self.errors),
+        )
 
 
 class _Reader:
@@ -318,8 +333,7 @@ class _Reader:
     def opt_boolean(self, value: Any, *path: Any) -> bool | None:
         return None if value is None else self.boolean(value, False, *path)
 
-    def number(self, value: Any, default: int | float | None, *path: Any,
-               integer: bool = False) -> int | float | None:
+    def number(self, value: Any, default: int | float | None, *path: Any, integer: bool = False) -> int | float | None:
         if value is None:
             return default
         if isinstance(value, bool):
@@ -386,20 +400,24 @@ class _Reader:
         out = self.strings(value, *path)
         limits = self.ctx.limits
         if len(out) > limits.max_keys_per_entry:
-            self.ctx.error("lore.limit.keys", f"{len(out)} keys exceed the limit of "
-                           f"{limits.max_keys_per_entry}", (*self.parts, *path))
+            self.ctx.error("lore.limit.keys", f"{len(out)} keys exceed the limit of {limits.max_keys_per_entry}", (*self.parts, *path))
         for i, key in enumerate(out):
             if len(key) > limits.max_key_chars:
-                self.ctx.error("lore.limit.key_length", f"key of {len(key)} characters exceeds the "
-                               f"limit of {limits.max_key_chars}", (*self.parts, *path, i))
+                self.ctx.error(
+                    "lore.limit.key_length",
+                    f"key of {len(key)} characters exceeds the limit of {limits.max_key_chars}",
+                    (*self.parts, *path, i),
+                )
             elif key and not key.strip():
-                self.ctx.warn("lore.entry.blank_key", "whitespace-only key: SillyTavern treats it as "
-                              "matching any text", (*self.parts, *path, i))
+                self.ctx.warn(
+                    "lore.entry.blank_key", "whitespace-only key: SillyTavern treats it as matching any text", (*self.parts, *path, i)
+                )
         return out
 
 
-def _common(r: _Reader, raw: Mapping[str, Any], src: Mapping[str, Any], names: dict[str, str],
-            uid: int | str | None, position: int, content: str) -> dict[str, Any]:
+def _common(
+    r: _Reader, raw: Mapping[str, Any], src: Mapping[str, Any], names: dict[str, str], uid: int | str | None, position: int, content: str
+) -> dict[str, Any]:
     """Fields read the same way from both formats; ``src`` is the entry (world info) or its
     ``extensions`` (card); ``names`` maps our field to the source spelling."""
 
@@ -410,8 +428,11 @@ def _common(r: _Reader, raw: Mapping[str, Any], src: Mapping[str, Any], names: d
         return (names[field],) if src is raw else ("extensions", names[field])
 
     if len(content) > r.ctx.limits.max_content_chars:
-        r.ctx.error("lore.limit.content_length", f"content of {len(content)} characters exceeds the "
-                    f"limit of {r.ctx.limits.max_content_chars}", (*r.parts, "content"))
+        r.ctx.error(
+            "lore.limit.content_length",
+            f"content of {len(content)} characters exceeds the limit of {r.ctx.limits.max_content_chars}",
+            (*r.parts, "content"),
+        )
     dur = g("delay_until_recursion")
     delay_level = 1 if dur is True else 0 if dur in (False, None) else r.integer(dur, 0, *p("delay_until_recursion"))
     role = r.integer(g("role"), 0, *p("role"))
@@ -426,15 +447,17 @@ def _common(r: _Reader, raw: Mapping[str, Any], src: Mapping[str, Any], names: d
         except ValueError:
             r._w(("slot",), f"unknown slot {explicit!r}; classified from position")
     elif position not in Position._value2member_map_:
-        r.ctx.warn("lore.entry.position_unknown", f"unknown position {position}; placed in the "
-                   "world-description slot", (*r.parts, "position"))
+        r.ctx.warn(
+            "lore.entry.position_unknown", f"unknown position {position}; placed in the world-description slot", (*r.parts, "position")
+        )
     filt = raw.get("characterFilter")
     character_filter = None
     if isinstance(filt, Mapping):
         character_filter = CharacterFilter(
             names=r.strings(filt.get("names"), "characterFilter", "names"),
             tags=r.strings(filt.get("tags"), "characterFilter", "tags"),
-            is_exclude=r.boolean(filt.get("isExclude"), False, "characterFilter", "isExclude"))
+            is_exclude=r.boolean(filt.get("isExclude"), False, "characterFilter", "isExclude"),
+        )
     ext = raw.get("extensions") if isinstance(raw.get("extensions"), Mapping) else {}
     return dict(
         uid=uid,
@@ -473,32 +496,59 @@ def _common(r: _Reader, raw: Mapping[str, Any], src: Mapping[str, Any], names: d
 
 
 _WI_NAMES = {
-    "exclude_recursion": "excludeRecursion", "prevent_recursion": "preventRecursion",
-    "delay_until_recursion": "delayUntilRecursion", "probability": "probability",
-    "use_probability": "useProbability", "depth": "depth", "role": "role",
-    "selective_logic": "selectiveLogic", "group": "group", "group_override": "groupOverride",
-    "group_weight": "groupWeight", "scan_depth": "scanDepth", "match_whole_words": "matchWholeWords",
-    "use_group_scoring": "useGroupScoring", "sticky": "sticky", "cooldown": "cooldown",
-    "delay": "delay", "outlet_name": "outletName", "ignore_budget": "ignoreBudget",
-    "triggers": "triggers", "automation_id": "automationId", "vectorized": "vectorized",
+    "exclude_recursion": "excludeRecursion",
+    "prevent_recursion": "preventRecursion",
+    "delay_until_recursion": "delayUntilRecursion",
+    "probability": "probability",
+    "use_probability": "useProbability",
+    "depth": "depth",
+    "role": "role",
+    "selective_logic": "selectiveLogic",
+    "group": "group",
+    "group_override": "groupOverride",
+    "group_weight": "groupWeight",
+    "scan_depth": "scanDepth",
+    "match_whole_words": "matchWholeWords",
+    "use_group_scoring": "useGroupScoring",
+    "sticky": "sticky",
+    "cooldown": "cooldown",
+    "delay": "delay",
+    "outlet_name": "outletName",
+    "ignore_budget": "ignoreBudget",
+    "triggers": "triggers",
+    "automation_id": "automationId",
+    "vectorized": "vectorized",
     "display_index": "displayIndex",
 }
 
 _CARD_NAMES = {
-    "exclude_recursion": "exclude_recursion", "prevent_recursion": "prevent_recursion",
-    "delay_until_recursion": "delay_until_recursion", "probability": "probability",
-    "use_probability": "useProbability", "depth": "depth", "role": "role",
-    "selective_logic": "selectiveLogic", "group": "group", "group_override": "group_override",
-    "group_weight": "group_weight", "scan_depth": "scan_depth",
-    "match_whole_words": "match_whole_words", "use_group_scoring": "use_group_scoring",
-    "sticky": "sticky", "cooldown": "cooldown", "delay": "delay", "outlet_name": "outlet_name",
-    "ignore_budget": "ignore_budget", "triggers": "triggers", "automation_id": "automation_id",
-    "vectorized": "vectorized", "display_index": "display_index",
+    "exclude_recursion": "exclude_recursion",
+    "prevent_recursion": "prevent_recursion",
+    "delay_until_recursion": "delay_until_recursion",
+    "probability": "probability",
+    "use_probability": "useProbability",
+    "depth": "depth",
+    "role": "role",
+    "selective_logic": "selectiveLogic",
+    "group": "group",
+    "group_override": "group_override",
+    "group_weight": "group_weight",
+    "scan_depth": "scan_depth",
+    "match_whole_words": "match_whole_words",
+    "use_group_scoring": "use_group_scoring",
+    "sticky": "sticky",
+    "cooldown": "cooldown",
+    "delay": "delay",
+    "outlet_name": "outlet_name",
+    "ignore_budget": "ignore_budget",
+    "triggers": "triggers",
+    "automation_id": "automation_id",
+    "vectorized": "vectorized",
+    "display_index": "display_index",
 }
 
 
-def _entry_from_world_info(raw: Mapping[str, Any], parts: tuple[Any, ...], uid: int | str | None,
-                           ctx: _Ctx) -> LoreEntry:
+def _entry_from_world_info(raw: Mapping[str, Any], parts: tuple[Any, ...], uid: int | str | None, ctx: _Ctx) -> LoreEntry:
     r = _Reader(ctx, parts)
     # Card-style spellings inside a world-info file (seen in chub exports) are accepted as aliases.
     keys = r.keys(raw.get("key", raw.get("keys")), "key" if "key" in raw else "keys")
@@ -506,20 +556,21 @@ def _entry_from_world_info(raw: Mapping[str, Any], parts: tuple[Any, ...], uid: 
     position = _position(r, raw.get("position"), ("position",))
     common = _common(r, raw, raw, _WI_NAMES, uid, position, r.text(raw.get("content"), "", "content"))
     return LoreEntry(
-        id="", keys=keys, secondary_keys=r.keys(raw.get(sec_name), sec_name),
+        id="",
+        keys=keys,
+        secondary_keys=r.keys(raw.get(sec_name), sec_name),
         comment=r.text(raw.get("comment"), "", "comment"),
         constant=r.boolean(raw.get("constant"), False, "constant"),
         selective=r.boolean(raw.get("selective"), True, "selective"),
         order=r.number(raw.get("order"), DEFAULT_ORDER, "order"),
         disabled=r.boolean(raw.get("disable"), False, "disable"),
         case_sensitive=r.opt_boolean(raw.get("caseSensitive"), "caseSensitive"),
-        match_sources=frozenset(name for wi, _card, name in _MATCH_FIELDS
-                                if r.boolean(raw.get(wi), False, wi)),
-        **common)
+        match_sources=frozenset(name for wi, _card, name in _MATCH_FIELDS if r.boolean(raw.get(wi), False, wi)),
+        **common,
+    )
 
 
-def _entry_from_card(raw: Mapping[str, Any], parts: tuple[Any, ...], uid: int | str | None,
-                     index: int, ctx: _Ctx) -> LoreEntry:
+def _entry_from_card(raw: Mapping[str, Any], parts: tuple[Any, ...], uid: int | str | None, index: int, ctx: _Ctx) -> LoreEntry:
     r = _Reader(ctx, parts)
     ext_raw = raw.get("extensions")
     if ext_raw is not None and not isinstance(ext_raw, Mapping):
@@ -528,33 +579,34 @@ def _entry_from_card(raw: Mapping[str, Any], parts: tuple[Any, ...], uid: int | 
     keys = r.keys(raw.get("keys", raw.get("key")), "keys" if "keys" in raw else "key")
     sec_name = "secondary_keys" if "secondary_keys" in raw else "keysecondary"
     if "enabled" not in raw:
-        ctx.warn("lore.entry.enabled_missing", "'enabled' is missing (required by the spec); "
-                 "treated as enabled", (*parts, "enabled"))
+        ctx.warn("lore.entry.enabled_missing", "'enabled' is missing (required by the spec); treated as enabled", (*parts, "enabled"))
     if raw.get("insertion_order") is None:
-        ctx.warn("lore.entry.order_missing", "'insertion_order' is missing; using 100",
-                 (*parts, "insertion_order"))
-    position = _position(r, ext.get("position"), ("extensions", "position"), raw.get("position"),
-                         card=True)
+        ctx.warn("lore.entry.order_missing", "'insertion_order' is missing; using 100", (*parts, "insertion_order"))
+    position = _position(r, ext.get("position"), ("extensions", "position"), raw.get("position"), card=True)
     common = _common(r, raw, ext, _CARD_NAMES, uid, position, r.text(raw.get("content"), "", "content"))
     if common["display_index"] is None:
         common["display_index"] = index
     case = ext.get("case_sensitive")
     return LoreEntry(
-        id="", keys=keys, secondary_keys=r.keys(raw.get(sec_name), sec_name),
+        id="",
+        keys=keys,
+        secondary_keys=r.keys(raw.get(sec_name), sec_name),
         comment=r.text(raw.get("comment"), "", "comment"),
         constant=r.boolean(raw.get("constant"), False, "constant"),
         selective=r.boolean(raw.get("selective"), False, "selective"),  # ST: `selective || false`
         order=r.number(raw.get("insertion_order"), DEFAULT_ORDER, "insertion_order"),
         disabled=not r.boolean(raw.get("enabled"), True, "enabled"),
-        case_sensitive=(r.opt_boolean(case, "extensions", "case_sensitive") if case is not None
-                        else r.opt_boolean(raw.get("case_sensitive"), "case_sensitive")),
-        match_sources=frozenset(name for _wi, card, name in _MATCH_FIELDS
-                                if r.boolean(ext.get(card), False, "extensions", card)),
-        **common)
+        case_sensitive=(
+            r.opt_boolean(case, "extensions", "case_sensitive")
+            if case is not None
+            else r.opt_boolean(raw.get("case_sensitive"), "case_sensitive")
+        ),
+        match_sources=frozenset(name for _wi, card, name in _MATCH_FIELDS if r.boolean(ext.get(card), False, "extensions", card)),
+        **common,
+    )
 
 
-def _position(r: _Reader, numeric: Any, path: tuple[str, ...], coarse: Any = None,
-              *, card: bool = False) -> int:
+def _position(r: _Reader, numeric: Any, path: tuple[str, ...], coarse: Any = None, *, card: bool = False) -> int:
     """ST position code. The numeric code (world-info ``position`` or card ``extensions.position``)
     wins; a card without it falls back to the coarse V2/V3 string exactly like ST's
     ``convertCharacterBook``: ``before_char`` → 0, anything else (even absent) → 1."""
@@ -578,8 +630,11 @@ def _state_condition(r: _Reader, raw: Mapping[str, Any], ext: Mapping[str, Any])
                 value = src[name]
                 if isinstance(value, str):
                     return value if value.strip() else None
-                r.ctx.warn("lore.entry.state_condition_type", "stateCondition must be a string; the "
-                           "entry will never fire", (*r.parts, *prefix, name))
+                r.ctx.warn(
+                    "lore.entry.state_condition_type",
+                    "stateCondition must be a string; the entry will never fire",
+                    (*r.parts, *prefix, name),
+                )
                 return canonical_json(value)
     return None
 
@@ -608,27 +663,29 @@ def _assign_ids(entries: list[LoreEntry]) -> tuple[LoreEntry, ...]:
 def _load_json(source: str | bytes, limits: ImportLimits) -> Any:
     size = len(source.encode("utf-8", "surrogatepass")) if isinstance(source, str) else len(source)
     if size > limits.max_source_bytes:
-        raise ValidationError("lore.limit.size", f"lorebook of {size} bytes exceeds the limit of "
-                              f"{limits.max_source_bytes}", pointer="")
+        raise ValidationError("lore.limit.size", f"lorebook of {size} bytes exceeds the limit of {limits.max_source_bytes}", pointer="")
     if isinstance(source, bytes):
         try:
             source = source.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise ValidationError("lore.json.encoding", f"lorebook is not UTF-8: {exc.reason} at "
-                                  f"byte {exc.start}", pointer="", details={"offset": exc.start}) from None
+            raise ValidationError(
+                "lore.json.encoding", f"lorebook is not UTF-8: {exc.reason} at byte {exc.start}", pointer="", details={"offset": exc.start}
+            ) from None
     try:
         return json.loads(source, parse_constant=_reject_constant)
     except RpError:
         raise
     except json.JSONDecodeError as exc:
-        raise ValidationError("lore.json.invalid", f"invalid JSON: {exc.msg} (line {exc.lineno}, "
-                              f"column {exc.colno})", pointer="",
-                              details={"line": exc.lineno, "column": exc.colno}) from None
+        raise ValidationError(
+            "lore.json.invalid",
+            f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            pointer="",
+            details={"line": exc.lineno, "column": exc.colno},
+        ) from None
     except RecursionError:
         raise ValidationError("lore.json.too_deep", "JSON nesting is too deep", pointer="") from None
     except ValueError as exc:  # Python's cap on integer digits (4,300): valid JSON we will not read
-        raise ValidationError("lore.json.invalid", f"invalid JSON: a number is too long to read ({exc})",
-                              pointer="") from None
+        raise ValidationError("lore.json.invalid", f"invalid JSON: a number is too long to read ({exc})", pointer="") from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -642,29 +699,26 @@ def _check_json_value(value: Any, limits: ImportLimits) -> None:
     while stack:
         node, parts = stack.pop()
         if len(parts) > limits.max_json_depth:
-            raise ValidationError("lore.json.too_deep", f"JSON nesting exceeds {limits.max_json_depth}"
-                                  " levels", pointer=pointer_from_parts(parts))
+            raise ValidationError(
+                "lore.json.too_deep", f"JSON nesting exceeds {limits.max_json_depth} levels", pointer=pointer_from_parts(parts)
+            )
         if isinstance(node, Mapping):
             for k, v in node.items():
                 if not isinstance(k, str):
-                    raise ValidationError("lore.json.invalid", "object keys must be strings",
-                                          pointer=pointer_from_parts(parts))
+                    raise ValidationError("lore.json.invalid", "object keys must be strings", pointer=pointer_from_parts(parts))
                 stack.append((v, (*parts, k)))
         elif isinstance(node, list):
             stack.extend((v, (*parts, i)) for i, v in enumerate(node))
         elif isinstance(node, float):
             if not math.isfinite(node):
-                raise ValidationError("lore.json.invalid", "numbers must be finite",
-                                      pointer=pointer_from_parts(parts))
+                raise ValidationError("lore.json.invalid", "numbers must be finite", pointer=pointer_from_parts(parts))
         elif node is not None and not isinstance(node, (str, int, bool)):
-            raise ValidationError("lore.json.invalid", f"not a JSON value: {type(node).__name__}",
-                                  pointer=pointer_from_parts(parts))
+            raise ValidationError("lore.json.invalid", f"not a JSON value: {type(node).__name__}", pointer=pointer_from_parts(parts))
 
 
 def _check_count(n: int, limits: ImportLimits, pointer: str) -> None:
     if n > limits.max_entries:
-        raise ValidationError("lore.limit.entries", f"{n} entries exceed the limit of "
-                              f"{limits.max_entries}", pointer=pointer)
+        raise ValidationError("lore.limit.entries", f"{n} entries exceed the limit of {limits.max_entries}", pointer=pointer)
 
 
 def _plain(value: Any) -> Any:

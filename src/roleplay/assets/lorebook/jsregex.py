@@ -46,8 +46,14 @@ _NOT_BOUNDARY = f"(?-i:(?:(?<=[{_WORD}])(?=[{_WORD}])|(?<![{_WORD}])(?![{_WORD}]
 _ANY = "(?s:.)"
 
 _OUTSIDE_SHORTHAND = {
-    "d": "[0-9]", "D": "[^0-9]", "w": _W, "W": _NOT_W,
-    "s": f"[{_JS_SPACE}]", "S": f"[^{_JS_SPACE}]", "b": _BOUNDARY, "B": _NOT_BOUNDARY,
+    "d": "[0-9]",
+    "D": "[^0-9]",
+    "w": _W,
+    "W": _NOT_W,
+    "s": f"[{_JS_SPACE}]",
+    "S": f"[^{_JS_SPACE}]",
+    "b": _BOUNDARY,
+    "B": _NOT_BOUNDARY,
 }
 _CLASS_SHORTHAND = {"d": "0-9", "w": _WORD, "s": _JS_SPACE}
 _CLASS_NEGATED = {"D": "[^0-9]", "W": _NOT_W, "S": f"[^{_JS_SPACE}]"}
@@ -101,15 +107,15 @@ def compile_js_regex(pattern: str, flags: str, *, source: str | None = None) -> 
     try:
         compiled = regex.compile(translated, options)
     except (regex.error, OverflowError, RecursionError, ValueError, IndexError) as exc:
-        raise JsRegexError("lore.regex.invalid", f"regex /{pattern}/{flags} does not compile: {exc}",
-                           details={"pattern": pattern, "flags": flags}) from None
+        raise JsRegexError(
+            "lore.regex.invalid", f"regex /{pattern}/{flags} does not compile: {exc}", details={"pattern": pattern, "flags": flags}
+        ) from None
     required = required_literal(pattern, flags)
     if required is not None and "i" in flags:
         # Only ASCII literals: JavaScript's non-unicode ``i`` never maps other characters onto
         # ASCII ones, so "lower-cased literal in lower-cased text" is then a necessary condition.
         required = required.lower() if required.isascii() and "u" not in flags else None
-    return JsRegex(source if source is not None else f"/{pattern}/{flags}", pattern, flags,
-                   compiled, "y" in flags, required)
+    return JsRegex(source if source is not None else f"/{pattern}/{flags}", pattern, flags, compiled, "y" in flags, required)
 
 
 _META = set("\\^$.|?*+()[]{}")
@@ -221,7 +227,7 @@ def _count_groups(p: str) -> int:
             i += 1
             while i < n and p[i] != "]":
                 i += 2 if p[i] == "\\" else 1
-        elif c == "(" and (p[i + 1:i + 2] != "?" or (p[i + 2:i + 3] == "<" and p[i + 3:i + 4] not in ("=", "!"))):
+        elif c == "(" and (p[i + 1 : i + 2] != "?" or (p[i + 2 : i + 3] == "<" and p[i + 3 : i + 4] not in ("=", "!"))):
             count += 1
         i += 1
     return count
@@ -265,24 +271,24 @@ def _escape(p: str, i: int, unicode: bool, *, in_class: bool, groups: int = 0) -
         return _decimal_escape(p, i, unicode, in_class=in_class, groups=groups)
     if c == "c" and i + 1 < len(p) and p[i + 1].isascii() and p[i + 1].isalpha():
         return "\\x%02x" % (ord(p[i + 1]) % 32), i + 2
-    if c == "x" and re.match(r"[0-9A-Fa-f]{2}", p[i + 1:i + 3]):
-        return "\\x" + p[i + 1:i + 3], i + 3
+    if c == "x" and re.match(r"[0-9A-Fa-f]{2}", p[i + 1 : i + 3]):
+        return "\\x" + p[i + 1 : i + 3], i + 3
     if c == "u":
-        if unicode and p[i + 1:i + 2] == "{":
-            m = re.match(r"\{([0-9A-Fa-f]{1,6})\}", p[i + 1:])
+        if unicode and p[i + 1 : i + 2] == "{":
+            m = re.match(r"\{([0-9A-Fa-f]{1,6})\}", p[i + 1 :])
             if m and int(m.group(1), 16) <= 0x10FFFF:
                 return "\\U%08x" % int(m.group(1), 16), i + 1 + m.end()
             raise JsRegexError("lore.regex.invalid", "bad \\u{…} escape")
-        if re.match(r"[0-9A-Fa-f]{4}", p[i + 1:i + 5]):
-            return "\\u" + p[i + 1:i + 5], i + 5
-    if c == "k" and not in_class and p[i + 1:i + 2] == "<":
+        if re.match(r"[0-9A-Fa-f]{4}", p[i + 1 : i + 5]):
+            return "\\u" + p[i + 1 : i + 5], i + 5
+    if c == "k" and not in_class and p[i + 1 : i + 2] == "<":
         end = p.find(">", i + 2)
         if end > i + 2:
-            return f"(?P={p[i + 2:end]})", end + 1
-    if c in "pP" and unicode and p[i + 1:i + 2] == "{":
+            return f"(?P={p[i + 2 : end]})", end + 1
+    if c in "pP" and unicode and p[i + 1 : i + 2] == "{":
         end = p.find("}", i + 2)
         if end > 0:
-            return "\\" + c + p[i + 1:end + 1], end + 1
+            return "\\" + c + p[i + 1 : end + 1], end + 1
     if c.isascii() and c.isalnum():
         return c, i + 1  # identity escape: ``\a`` is just "a" in JavaScript
     return regex.escape(c), i + 1
@@ -290,7 +296,7 @@ def _escape(p: str, i: int, unicode: bool, *, in_class: bool, groups: int = 0) -
 
 def _char_class(p: str, i: int, unicode: bool) -> tuple[str, int]:
     """Translate a class whose body starts at ``p[i]`` (after ``[``)."""
-    negated = p[i:i + 1] == "^"
+    negated = p[i : i + 1] == "^"
     if negated:
         i += 1
     items: list[str] = []

@@ -123,7 +123,7 @@ class MatcherTable:
     def freeze(self) -> None:
         """Build the word index and the Aho-Corasick automata for every matcher added so far.
         Regex keys' required literals get automata of their own, run under the :class:`RegexGuard`."""
-        for m in self.matchers[self._frozen:]:
+        for m in self.matchers[self._frozen :]:
             if m.kind == WORD:
                 self.word_index[m.case_sensitive].setdefault(m.text, []).append(m.id)
             elif literal_text(m):
@@ -183,26 +183,28 @@ class RegexGuard:
             return False
         assert m.regex is not None
         if len(text) > self.max_text_chars:
-            return self._cut(m, "lore.regex.text_too_long",
-                             f"regex key {m.text!r} skipped: scan text of {len(text)} characters "
-                             f"exceeds {self.max_text_chars}")
+            return self._cut(
+                m,
+                "lore.regex.text_too_long",
+                f"regex key {m.text!r} skipped: scan text of {len(text)} characters exceeds {self.max_text_chars}",
+            )
         if self.total_seconds - self.spent <= 0:
             return self._exhaust(m)
         started = time.perf_counter()
         try:
             if has_literal is not None and m.regex.required is not None and not has_literal(m):
                 return False
-            timeout = min(self.per_search_seconds, self.total_seconds - self.spent
-                          - (time.perf_counter() - started))
+            timeout = min(self.per_search_seconds, self.total_seconds - self.spent - (time.perf_counter() - started))
             if timeout <= 0:
                 return self._exhaust(m)
             pattern = m.regex.compiled
-            found = (pattern.match(text, timeout=timeout) if m.regex.sticky
-                     else pattern.search(text, timeout=timeout))
+            found = pattern.match(text, timeout=timeout) if m.regex.sticky else pattern.search(text, timeout=timeout)
         except TimeoutError:
-            return self._cut(m, "lore.regex.timeout",
-                             f"regex key {m.text!r} was stopped after {timeout:.3f}s "
-                             "(catastrophic backtracking?); it counts as not matching")
+            return self._cut(
+                m,
+                "lore.regex.timeout",
+                f"regex key {m.text!r} was stopped after {timeout:.3f}s (catastrophic backtracking?); it counts as not matching",
+            )
         finally:
             self.spent += time.perf_counter() - started
         return found is not None
@@ -210,9 +212,12 @@ class RegexGuard:
     def _exhaust(self, m: Matcher) -> bool:
         if not self._exhausted:
             self._exhausted = True
-            self.diagnostics.append(Problem("lore.regex.budget_exhausted", "regex time budget of "
-                                            f"{self.total_seconds}s used up; remaining regex keys "
-                                            "count as not matching"))
+            self.diagnostics.append(
+                Problem(
+                    "lore.regex.budget_exhausted",
+                    f"regex time budget of {self.total_seconds}s used up; remaining regex keys count as not matching",
+                )
+            )
         self.cut[m.id] = "lore.regex.budget_exhausted"
         return False
 
@@ -231,8 +236,9 @@ class TextIndex:
     so their results are the union of the parts' results, which are cached across sweeps; regex
     keys, blank keys and keys containing a newline or ``\x01`` are evaluated on the whole text."""
 
-    def __init__(self, table: MatcherTable, text: str, guard: RegexGuard,
-                 *, use_automaton: bool = True, parts: list[TextIndex] | None = None) -> None:
+    def __init__(
+        self, table: MatcherTable, text: str, guard: RegexGuard, *, use_automaton: bool = True, parts: list[TextIndex] | None = None
+    ) -> None:
         self.table, self.guard, self.use_automaton = table, guard, use_automaton
         self.parts = parts or []
         self.variants = {True: text}
@@ -326,8 +332,9 @@ class TextIndex:
         deadline = started + max(self.guard.total_seconds - self.guard.spent, 0.0)
         automaton = self.table.required_automata.get(cs) if use_automaton else None
         hits: set[int] = set()
-        if automaton is not None and _automaton_pass(automaton, text, self.table.required_max[cs] - 1, len(ids),
-                                                     lambda _end, value: hits.update(value[1])):
+        if automaton is not None and _automaton_pass(
+            automaton, text, self.table.required_max[cs] - 1, len(ids), lambda _end, value: hits.update(value[1])
+        ):
             return hits
         for i, mid in enumerate(ids):
             if mid in hits:

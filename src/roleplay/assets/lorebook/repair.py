@@ -84,8 +84,7 @@ def _last_path(value: Any) -> list[Any]:
 
 def _entries(book: Any) -> tuple[list[Any], Any]:
     """(path of the entry collection, the collection) of a world-info or character_book value."""
-    for path in (["entries"], ["data", "entries"], ["character_book", "entries"],
-                 ["data", "character_book", "entries"]):
+    for path in (["entries"], ["data", "entries"], ["character_book", "entries"], ["data", "character_book", "entries"]):
         node = book
         for part in path:
             node = node.get(part) if isinstance(node, Mapping) else None
@@ -117,8 +116,7 @@ def _truncation(text: str, repaired: Any, depth: int, open_value: bool | None) -
         stub = last[len(entries_path)] if len(last) > len(entries_path) else None
         if stub is not None and not isinstance(entries[stub], (Mapping, list)):
             repaired, entries = _without(repaired, entries_path, stub)
-            parts.append(f"entry {pointer_from_parts([*entries_path, stub])} had only its key before the cut "
-                         "and was left out")
+            parts.append(f"entry {pointer_from_parts([*entries_path, stub])} had only its key before the cut and was left out")
             details["droppedStub"] = pointer_from_parts([*entries_path, stub])
     if open_value and isinstance(leaf, str):
         details["cutValue"], details["cutValueKeptChars"] = pointer_from_parts(last), len(leaf)
@@ -128,8 +126,10 @@ def _truncation(text: str, repaired: Any, depth: int, open_value: bool | None) -
     values = entries.values() if isinstance(entries, Mapping) else entries or []
     kept = sum(isinstance(e, Mapping) for e in values)
     details["entriesKept"] = kept
-    parts.append(f"the repair kept {kept} entr{'y' if kept == 1 else 'ies'}"
-                 + (", the last one incomplete (its missing fields take the defaults)" if entry_pointer else ""))
+    parts.append(
+        f"the repair kept {kept} entr{'y' if kept == 1 else 'ies'}"
+        + (", the last one incomplete (its missing fields take the defaults)" if entry_pointer else "")
+    )
     parts.append("whatever followed in the original file (further entries, the rest of the book) is lost")
     return repaired, Problem("lorebook.repair.truncated", "; ".join(parts), f"char:{end}", details)
 
@@ -195,12 +195,23 @@ def _dropped(literals: list[tuple[int, str]], repaired: Any) -> list[Problem]:
         if decoded in haystack:
             continue
         if len(problems) == MAX_DROPPED_REPORTED:
-            problems.append(Problem("lorebook.repair.dropped", "more texts of the file were dropped by the repair; "
-                                    f"only the first {MAX_DROPPED_REPORTED} are listed", f"char:{offset}"))
+            problems.append(
+                Problem(
+                    "lorebook.repair.dropped",
+                    f"more texts of the file were dropped by the repair; only the first {MAX_DROPPED_REPORTED} are listed",
+                    f"char:{offset}",
+                )
+            )
             break
         shown = decoded if len(decoded) <= 80 else decoded[:79] + "…"
-        problems.append(Problem("lorebook.repair.dropped", f"the repair dropped the text {shown!r}",
-                                f"char:{offset}", {"text": shown, "chars": len(decoded)}))
+        problems.append(
+            Problem(
+                "lorebook.repair.dropped",
+                f"the repair dropped the text {shown!r}",
+                f"char:{offset}",
+                {"text": shown, "chars": len(decoded)},
+            )
+        )
     return problems
 
 

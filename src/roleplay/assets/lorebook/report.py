@@ -36,8 +36,14 @@ class EntryDecision:
     details: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"bookId": self.book_id, "entryId": self.entry_id, "activated": self.activated,
-                "reason": self.reason, "sweep": self.sweep, "details": dict(self.details)}
+        return {
+            "bookId": self.book_id,
+            "entryId": self.entry_id,
+            "activated": self.activated,
+            "reason": self.reason,
+            "sweep": self.sweep,
+            "details": dict(self.details),
+        }
 
 
 @dataclass(frozen=True)
@@ -65,8 +71,7 @@ class ActivationResult:
     budget_overflowed: bool
     decisions: Mapping[tuple[str, str], EntryDecision] = field(repr=False, default_factory=dict)
     scan_order: tuple[tuple[str, str], ...] = field(repr=False, default=())
-    fallback: Callable[[tuple[str, str]], EntryDecision] | None = field(repr=False, default=None,
-                                                                          compare=False)
+    fallback: Callable[[tuple[str, str]], EntryDecision] | None = field(repr=False, default=None, compare=False)
 
     def slots(self) -> dict[Slot, tuple[ActivatedEntry, ...]]:
         """Prompt layout per slot: binding order of books, then ascending ``order``. Ties keep
@@ -78,8 +83,7 @@ class ActivationResult:
         for a in self.activated:
             if a.entry.position != Position.OUTLET and a.content:
                 out[a.slot].append(a)
-        return {s: tuple(sorted(v, key=lambda a: (a.book_index, a.entry.order, -rank[id(a)])))
-                for s, v in out.items()}
+        return {s: tuple(sorted(v, key=lambda a: (a.book_index, a.entry.order, -rank[id(a)]))) for s, v in out.items()}
 
     def outlets(self) -> dict[str, tuple[ActivatedEntry, ...]]:
         """Activated outlet entries (position 7) by ``outlet_name``, in the same order rule."""
@@ -88,8 +92,7 @@ class ActivationResult:
         for a in self.activated:
             if a.entry.position == Position.OUTLET and a.content:
                 out.setdefault(a.entry.outlet_name, []).append(a)
-        return {k: tuple(sorted(v, key=lambda a: (a.book_index, a.entry.order, -rank[id(a)])))
-                for k, v in sorted(out.items())}
+        return {k: tuple(sorted(v, key=lambda a: (a.book_index, a.entry.order, -rank[id(a)]))) for k, v in sorted(out.items())}
 
     def explain(self, book_id: str, entry_id: str) -> EntryDecision:
         key = (book_id, entry_id)

@@ -45,9 +45,15 @@ class TimedEffect:
         return (self.book_id, self.entry_id)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "bookId": self.book_id, "entryId": self.entry_id,
-                "start": self.start, "end": self.end, "fingerprint": self.fingerprint,
-                "protected": self.protected}
+        return {
+            "kind": self.kind,
+            "bookId": self.book_id,
+            "entryId": self.entry_id,
+            "start": self.start,
+            "end": self.end,
+            "fingerprint": self.fingerprint,
+            "protected": self.protected,
+        }
 
 
 @dataclass(frozen=True)
@@ -72,8 +78,7 @@ class TimedState:
     def from_dict(value: Any) -> TimedState:
         """Strict inverse of :meth:`to_dict`; anything else is a ``lore.timed.invalid`` error."""
         if not isinstance(value, Mapping) or not isinstance(value.get("effects"), list):
-            raise ValidationError("lore.timed.invalid", "timed state must be {effects: [...]}",
-                                  pointer="")
+            raise ValidationError("lore.timed.invalid", "timed state must be {effects: [...]}", pointer="")
         out: list[TimedEffect] = []
         seen: set[tuple[str, str, str]] = set()
         for i, item in enumerate(value["effects"]):
@@ -82,15 +87,22 @@ class TimedState:
                 raise ValidationError("lore.timed.invalid", "effect must be an object", pointer=ptr)
             kind, book, entry = item.get("kind"), item.get("bookId"), item.get("entryId")
             start, end, fp, prot = item.get("start"), item.get("end"), item.get("fingerprint"), item.get("protected", False)
-            if (kind not in (STICKY, COOLDOWN) or not isinstance(book, str) or not isinstance(entry, str)
-                    or not _is_int(start) or not _is_int(end) or not isinstance(fp, str)
-                    or not isinstance(prot, bool)):
-                raise ValidationError("lore.timed.invalid", "effect needs kind (sticky|cooldown), "
-                                      "bookId, entryId, integer start/end, fingerprint, protected",
-                                      pointer=ptr)
+            if (
+                kind not in (STICKY, COOLDOWN)
+                or not isinstance(book, str)
+                or not isinstance(entry, str)
+                or not _is_int(start)
+                or not _is_int(end)
+                or not isinstance(fp, str)
+                or not isinstance(prot, bool)
+            ):
+                raise ValidationError(
+                    "lore.timed.invalid",
+                    "effect needs kind (sticky|cooldown), bookId, entryId, integer start/end, fingerprint, protected",
+                    pointer=ptr,
+                )
             if (kind, book, entry) in seen:
-                raise ValidationError("lore.timed.invalid", f"duplicate {kind} effect for {book}/{entry}",
-                                      pointer=ptr)
+                raise ValidationError("lore.timed.invalid", f"duplicate {kind} effect for {book}/{entry}", pointer=ptr)
             seen.add((kind, book, entry))
             out.append(TimedEffect(kind, book, entry, start, end, fp, prot))
         return TimedState.of(out)
@@ -106,8 +118,14 @@ class TimedView:
     state: TimedState  # state after expiry processing, before this turn's activations
 
 
-def check_timed_effects(state: TimedState, entries: Mapping[EntryKey, LoreEntry], chat_length: int,
-                        *, dry_run: bool = False, delay_keys: Iterable[EntryKey] | None = None) -> TimedView:
+def check_timed_effects(
+    state: TimedState,
+    entries: Mapping[EntryKey, LoreEntry],
+    chat_length: int,
+    *,
+    dry_run: bool = False,
+    delay_keys: Iterable[EntryKey] | None = None,
+) -> TimedView:
     """``delay_keys``: the entries that have a delay, when the caller precomputed them."""
     keys = entries.keys() if delay_keys is None else delay_keys
     delay = frozenset(k for k in keys if entries[k].delay and chat_length < entries[k].delay)
@@ -122,13 +140,17 @@ def check_timed_effects(state: TimedState, entries: Mapping[EntryKey, LoreEntry]
         _process(eff, entries, chat_length, kept, active, cooldowns)
     for eff in list(cooldowns.values()):
         _process(eff, entries, chat_length, kept, active, None)
-    return TimedView(frozenset(active[STICKY]), frozenset(active[COOLDOWN]), delay,
-                     TimedState.of(list(kept.values())))
+    return TimedView(frozenset(active[STICKY]), frozenset(active[COOLDOWN]), delay, TimedState.of(list(kept.values())))
 
 
-def _process(eff: TimedEffect, entries: Mapping[EntryKey, LoreEntry], n: int,
-             kept: dict[tuple[str, EntryKey], TimedEffect], active: dict[str, set[EntryKey]],
-             cooldowns: dict[EntryKey, TimedEffect] | None) -> None:
+def _process(
+    eff: TimedEffect,
+    entries: Mapping[EntryKey, LoreEntry],
+    n: int,
+    kept: dict[tuple[str, EntryKey], TimedEffect],
+    active: dict[str, set[EntryKey]],
+    cooldowns: dict[EntryKey, TimedEffect] | None,
+) -> None:
     if n <= eff.start and not eff.protected:
         return  # chat did not advance (swipe/regenerate): the effect never happened
     entry = entries.get(eff.key)
@@ -141,15 +163,15 @@ def _process(eff: TimedEffect, entries: Mapping[EntryKey, LoreEntry], n: int,
         return
     if n >= eff.end:
         if cooldowns is not None and entry.cooldown:
-            cooldowns[eff.key] = TimedEffect(COOLDOWN, eff.book_id, eff.entry_id, n,
-                                             n + entry.cooldown, entry.fingerprint, True)
+            cooldowns[eff.key] = TimedEffect(COOLDOWN, eff.book_id, eff.entry_id, n, n + entry.cooldown, entry.fingerprint, True)
         return
     kept[(eff.kind, eff.key)] = eff
     active[eff.kind].add(eff.key)
 
 
-def record_activations(view: TimedView, activated: list[tuple[EntryKey, LoreEntry]], chat_length: int,
-                       *, dry_run: bool = False) -> TimedState:
+def record_activations(
+    view: TimedView, activated: list[tuple[EntryKey, LoreEntry]], chat_length: int, *, dry_run: bool = False
+) -> TimedState:
     """State after this turn: start sticky/cooldown for activated entries that lack a record."""
     if dry_run:
         return view.state
@@ -157,8 +179,7 @@ def record_activations(view: TimedView, activated: list[tuple[EntryKey, LoreEntr
     for key, entry in activated:
         for kind, length in ((STICKY, entry.sticky), (COOLDOWN, entry.cooldown)):
             if length and (kind, key) not in effects:
-                effects[(kind, key)] = TimedEffect(kind, key[0], key[1], chat_length,
-                                                   chat_length + length, entry.fingerprint)
+                effects[(kind, key)] = TimedEffect(kind, key[0], key[1], chat_length, chat_length + length, entry.fingerprint)
     return TimedState.of(list(effects.values()))
 
 

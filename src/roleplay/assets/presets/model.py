@@ -181,9 +181,7 @@ def update_field(preset: Preset, field_id: str, changes: Mapping[str, Any]) -> P
     """Change editable attributes; the id is immutable. A position change appends the field to the
     end of its new group, because "move to bottom" in the editor means "after the others there"."""
     if "id" in changes and changes["id"] != field_id:
-        raise ValidationError(
-            f"{KIND}.field_id_immutable", "a field id never changes", pointer="/id", details={"fieldId": field_id}
-        )
+        raise ValidationError(f"{KIND}.field_id_immutable", "a field id never changes", pointer="/id", details={"fieldId": field_id})
     unknown = sorted(set(changes) - _EDITABLE - {"id"})
     if unknown:
         raise ValidationError(
@@ -209,8 +207,11 @@ def remove_field(preset: Preset, field_id: str) -> Preset:
 def reorder_fields(preset: Preset, position: Position, ordered_ids: Iterable[str]) -> Preset:
     """Set the order inside one position; ``ordered_ids`` must be exactly that group's ids."""
     if position not in POSITIONS:
-        raise ValidationError(f"{KIND}.invalid", f"position must be top or bottom, got {position!r}",
-                              problems=[Problem(f"{KIND}.bad_value", "bad position", "/position")])
+        raise ValidationError(
+            f"{KIND}.invalid",
+            f"position must be top or bottom, got {position!r}",
+            problems=[Problem(f"{KIND}.bad_value", "bad position", "/position")],
+        )
     ordered = list(ordered_ids)
     group = {f.id: f for f in preset.fields_at(position)}
     if sorted(ordered) != sorted(group) or len(set(ordered)) != len(ordered):
@@ -228,8 +229,11 @@ def move_field(preset: Preset, field_id: str, *, index: int, position: Position 
     f = preset.field(field_id)
     target = f.position if position is None else position
     if target not in POSITIONS:
-        raise ValidationError(f"{KIND}.invalid", f"position must be top or bottom, got {target!r}",
-                              problems=[Problem(f"{KIND}.bad_value", "bad position", "/position")])
+        raise ValidationError(
+            f"{KIND}.invalid",
+            f"position must be top or bottom, got {target!r}",
+            problems=[Problem(f"{KIND}.bad_value", "bad position", "/position")],
+        )
     moved = f if target == f.position else rebuild(f, KIND, position=target)
     group = [g for g in preset.fields_at(target) if g.id != field_id]
     group.insert(_check_index(index, len(group) + 1), moved)
@@ -239,15 +243,11 @@ def move_field(preset: Preset, field_id: str, *, index: int, position: Position 
 
 def _check_index(index: int, size: int) -> int:
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < size:
-        raise ValidationError(
-            f"{KIND}.index_out_of_range", f"index {index!r} is outside 0..{size - 1}", details={"size": size}
-        )
+        raise ValidationError(f"{KIND}.index_out_of_range", f"index {index!r} is outside 0..{size - 1}", details={"size": size})
     return index
 
 
-def _with_group(
-    preset: Preset, position: Position, group: list[PresetField], extra: tuple[PresetField, ...] | None = None
-) -> Preset:
+def _with_group(preset: Preset, position: Position, group: list[PresetField], extra: tuple[PresetField, ...] | None = None) -> Preset:
     """Replace one position group; the other group keeps its order (``extra`` replaces it)."""
     other: Position = "bottom" if position == "top" else "top"
     others = preset.fields_at(other) if extra is None else extra

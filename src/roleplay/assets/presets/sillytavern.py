@@ -76,22 +76,58 @@ MARKER_REPLACEMENTS: dict[str, str] = {
     "personaDescription": "rp.persona (用户人设)",
 }
 
-SAMPLER_KEYS = frozenset({
-    "temperature", "top_p", "top_k", "top_a", "min_p", "frequency_penalty", "presence_penalty",
-    "repetition_penalty", "seed", "n", "reasoning_effort", "verbosity", "bias_preset_selected", "logit_bias",
-})
+SAMPLER_KEYS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "top_a",
+        "min_p",
+        "frequency_penalty",
+        "presence_penalty",
+        "repetition_penalty",
+        "seed",
+        "n",
+        "reasoning_effort",
+        "verbosity",
+        "bias_preset_selected",
+        "logit_bias",
+    }
+)
 LIMIT_KEYS = frozenset({"openai_max_context", "openai_max_tokens", "max_context_unlocked"})
-TEMPLATE_KEYS = frozenset({
-    "impersonation_prompt", "new_chat_prompt", "new_group_chat_prompt", "new_example_chat_prompt",
-    "continue_nudge_prompt", "group_nudge_prompt", "wi_format", "scenario_format", "personality_format",
-    "assistant_prefill", "assistant_impersonation", "human_sysprompt_message", "send_if_empty",
-    "continue_postfix",
-})
-CONNECTION_KEYS = frozenset({
-    "chat_completion_source", "custom_url", "reverse_proxy", "proxy_password", "api_url_scale",
-    "custom_include_body", "custom_exclude_body", "custom_include_headers", "bypass_status_check",
-    "show_external_models", "use_alt_scale",
-})
+TEMPLATE_KEYS = frozenset(
+    {
+        "impersonation_prompt",
+        "new_chat_prompt",
+        "new_group_chat_prompt",
+        "new_example_chat_prompt",
+        "continue_nudge_prompt",
+        "group_nudge_prompt",
+        "wi_format",
+        "scenario_format",
+        "personality_format",
+        "assistant_prefill",
+        "assistant_impersonation",
+        "human_sysprompt_message",
+        "send_if_empty",
+        "continue_postfix",
+    }
+)
+CONNECTION_KEYS = frozenset(
+    {
+        "chat_completion_source",
+        "custom_url",
+        "reverse_proxy",
+        "proxy_password",
+        "api_url_scale",
+        "custom_include_body",
+        "custom_exclude_body",
+        "custom_include_headers",
+        "bypass_status_check",
+        "show_external_models",
+        "use_alt_scale",
+    }
+)
 _CONNECTION_PREFIXES = ("openrouter_", "custom_")
 # Whole "_"-separated words, so ``openai_max_tokens`` is not mistaken for a ``token`` secret.
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -187,9 +223,7 @@ class SillyTavernMigration:
 
 def looks_like_sillytavern_preset(data: Any) -> bool:
     """The trigger the preset guide uses: both ``prompts`` and ``prompt_order`` arrays present."""
-    return isinstance(data, Mapping) and isinstance(data.get("prompts"), list) and isinstance(
-        data.get("prompt_order"), list
-    )
+    return isinstance(data, Mapping) and isinstance(data.get("prompts"), list) and isinstance(data.get("prompt_order"), list)
 
 
 def parse_sillytavern_json(raw: bytes | str) -> Any:
@@ -200,9 +234,7 @@ def parse_sillytavern_json(raw: bytes | str) -> Any:
     except UnicodeDecodeError as exc:
         raise ValidationError("sillytavern.not_json", f"not UTF-8: {exc.reason}", details={"offset": exc.start}) from None
     except json.JSONDecodeError as exc:
-        raise ValidationError(
-            "sillytavern.not_json", exc.msg, details={"line": exc.lineno, "column": exc.colno}
-        ) from None
+        raise ValidationError("sillytavern.not_json", exc.msg, details={"line": exc.lineno, "column": exc.colno}) from None
 
 
 # --- the migration -----------------------------------------------------------------------------
@@ -223,8 +255,11 @@ class _Walk:
 
 def is_legacy_sillytavern_preset(data: Any) -> bool:
     """A flat 2023 chat-completion preset: no ``prompts`` array, prompt texts at the root."""
-    return isinstance(data, Mapping) and not isinstance(data.get("prompts"), list) and any(
-        isinstance(data.get(key), str) for key in LEGACY_PROMPTS)
+    return (
+        isinstance(data, Mapping)
+        and not isinstance(data.get("prompts"), list)
+        and any(isinstance(data.get(key), str) for key in LEGACY_PROMPTS)
+    )
 
 
 def migrate_sillytavern_preset(data: Any, *, name: str) -> SillyTavernMigration:
@@ -244,8 +279,9 @@ def migrate_sillytavern_preset(data: Any, *, name: str) -> SillyTavernMigration:
     prompts = data.get("prompts")
     if not isinstance(prompts, list):
         raise ValidationError(
-            "sillytavern.invalid", "no `prompts` array (and no legacy `main_prompt`, `nsfw_prompt` or "
-            "`jailbreak_prompt`): not a chat-completion preset", pointer="/prompts"
+            "sillytavern.invalid",
+            "no `prompts` array (and no legacy `main_prompt`, `nsfw_prompt` or `jailbreak_prompt`): not a chat-completion preset",
+            pointer="/prompts",
         )
     by_id = _index_prompts(prompts, walk)
     used_order, character_id, entries = _choose_order(data, prompts, walk)
@@ -255,12 +291,20 @@ def migrate_sillytavern_preset(data: Any, *, name: str) -> SillyTavernMigration:
     saw_history = False
     for pointer, identifier, enabled in entries:
         if identifier not in by_id:
-            walk.report("sillytavern.order.dangling", f"order names unknown prompt {identifier!r}; "
-                        "SillyTavern ignores it too", pointer, identifier=identifier)
+            walk.report(
+                "sillytavern.order.dangling",
+                f"order names unknown prompt {identifier!r}; SillyTavern ignores it too",
+                pointer,
+                identifier=identifier,
+            )
             continue
         if identifier in seen:
-            walk.report("sillytavern.order.duplicate", f"prompt {identifier!r} is listed twice; only the first "
-                        "occurrence was migrated", pointer, identifier=identifier)
+            walk.report(
+                "sillytavern.order.duplicate",
+                f"prompt {identifier!r} is listed twice; only the first occurrence was migrated",
+                pointer,
+                identifier=identifier,
+            )
             continue
         seen.add(identifier)
         index, prompt = by_id[identifier]
@@ -268,16 +312,23 @@ def migrate_sillytavern_preset(data: Any, *, name: str) -> SillyTavernMigration:
         if _is_marker(identifier, prompt):
             if identifier == "chatHistory":
                 after_history = saw_history = True
-            walk.report("sillytavern.marker", f"marker {identifier!r} is not copied; "
-                        f"replaced by {MARKER_REPLACEMENTS.get(identifier, 'nothing (unknown marker)')}",
-                        source, identifier=identifier, enabled=enabled,
-                        replacement=MARKER_REPLACEMENTS.get(identifier))
+            walk.report(
+                "sillytavern.marker",
+                f"marker {identifier!r} is not copied; replaced by {MARKER_REPLACEMENTS.get(identifier, 'nothing (unknown marker)')}",
+                source,
+                identifier=identifier,
+                enabled=enabled,
+                replacement=MARKER_REPLACEMENTS.get(identifier),
+            )
             continue
         _migrate_prompt(walk, prompt, identifier, source, enabled, "bottom" if after_history else "top", name)
 
     if entries and not saw_history:
-        walk.report("sillytavern.order.no_chat_history", "the order has no chatHistory marker; every migrated "
-                    "field except in-chat injections was placed at top", None)
+        walk.report(
+            "sillytavern.order.no_chat_history",
+            "the order has no chatHistory marker; every migrated field except in-chat injections was placed at top",
+            None,
+        )
     if used_order:
         _report_unordered(prompts, seen, walk)
     _report_settings(data, walk)
@@ -286,17 +337,27 @@ def migrate_sillytavern_preset(data: Any, *, name: str) -> SillyTavernMigration:
 
 
 def _migrate_legacy(data: Mapping[str, Any], walk: _Walk, name: str) -> None:
-    walk.report("sillytavern.legacy", "legacy flat preset (no `prompts` array): its root prompt texts were "
-                "migrated in the order and with the switches SillyTavern used for them", "")
+    walk.report(
+        "sillytavern.legacy",
+        "legacy flat preset (no `prompts` array): its root prompt texts were "
+        "migrated in the order and with the switches SillyTavern used for them",
+        "",
+    )
     for key in ("prompts", "prompt_order"):
         if not _is_empty(data.get(key)):
-            walk.report("sillytavern.order.ignored_list" if key == "prompt_order" else "sillytavern.prompt.malformed",
-                        f"`{key}` is not usable without a `prompts` array; it was not migrated",
-                        pointer_from_parts([key]))
+            walk.report(
+                "sillytavern.order.ignored_list" if key == "prompt_order" else "sillytavern.prompt.malformed",
+                f"`{key}` is not usable without a `prompts` array; it was not migrated",
+                pointer_from_parts([key]),
+            )
     for key in LEGACY_PROMPTS:
         if key in data and data[key] is not None and not isinstance(data[key], str):
-            walk.report("sillytavern.prompt.malformed", f"`{key}` is not text; it was not migrated",
-                        pointer_from_parts([key]), identifier=LEGACY_PROMPTS[key][0])
+            walk.report(
+                "sillytavern.prompt.malformed",
+                f"`{key}` is not text; it was not migrated",
+                pointer_from_parts([key]),
+                identifier=LEGACY_PROMPTS[key][0],
+            )
     nsfw_key = "nsfw_prompt" if data.get("nsfw_toggle", True) is not False else "nsfw_avoidance_prompt"
     top = ["main_prompt", nsfw_key]
     if data.get("nsfw_first") is True:
@@ -310,18 +371,22 @@ def _migrate_legacy(data: Mapping[str, Any], walk: _Walk, name: str) -> None:
             continue
         identifier, pname = LEGACY_PROMPTS[key]
         prompt = {"identifier": identifier, "name": pname, "content": content}
-        _migrate_prompt(walk, prompt, identifier, pointer_from_parts([key]), key in sent, position, name,
-                        content_pointer=pointer_from_parts([key]))
+        _migrate_prompt(
+            walk, prompt, identifier, pointer_from_parts([key]), key in sent, position, name, content_pointer=pointer_from_parts([key])
+        )
 
 
 def _finish(walk: _Walk, name: str, character_id: int | None) -> SillyTavernMigration:
     title = _CONTROL_RE.sub("", name if isinstance(name, str) else "").strip() or "SillyTavern 预设"
-    preset = parse_preset({
-        "name": _clip(title, NAME_MAX),
-        "description": _clip(f"从 SillyTavern 预设「{title}」迁移。未能迁移的采样参数、marker、宏、"
-                             "扩展与注入语义见迁移报告。", NOTE_MAX),
-        "fields": walk.fields,
-    })
+    preset = parse_preset(
+        {
+            "name": _clip(title, NAME_MAX),
+            "description": _clip(
+                f"从 SillyTavern 预设「{title}」迁移。未能迁移的采样参数、marker、宏、扩展与注入语义见迁移报告。", NOTE_MAX
+            ),
+            "fields": walk.fields,
+        }
+    )
     styles = tuple(parse_writing_style(s) for s in walk.styles)
     report = MigrationReport(character_id, tuple(walk.migrated), tuple(walk.problems))
     return SillyTavernMigration(preset, styles, report)
@@ -339,9 +404,7 @@ def _index_prompts(prompts: list[Any], walk: _Walk) -> dict[str, tuple[int, Mapp
     return by_id
 
 
-def _choose_order(
-    data: Mapping[str, Any], prompts: list[Any], walk: _Walk
-) -> tuple[bool, int | None, list[tuple[str, str, bool]]]:
+def _choose_order(data: Mapping[str, Any], prompts: list[Any], walk: _Walk) -> tuple[bool, int | None, list[tuple[str, str, bool]]]:
     """(an order list was used, its character_id, [(pointer, identifier, enabled)])."""
     lists = data.get("prompt_order")
     candidates: list[tuple[int, Any, list[Any]]] = []
@@ -350,8 +413,11 @@ def _choose_order(
             if isinstance(item, Mapping) and isinstance(item.get("order"), list):
                 candidates.append((k, item.get("character_id"), item["order"]))
     if not candidates:
-        walk.report("sillytavern.order.missing", "no usable prompt_order; prompts were walked in file order "
-                    "using each prompt's own `enabled`", "/prompt_order")
+        walk.report(
+            "sillytavern.order.missing",
+            "no usable prompt_order; prompts were walked in file order using each prompt's own `enabled`",
+            "/prompt_order",
+        )
         entries = [
             (pointer_from_parts(["prompts", i]), p["identifier"], p.get("enabled", True) is not False)
             for i, p in enumerate(prompts)
@@ -365,8 +431,12 @@ def _choose_order(
     k, character_id, order = chosen
     for other_k, other_id, _ in candidates:
         if other_k != k:
-            walk.report("sillytavern.order.ignored_list", f"order list for character_id {other_id} was not used",
-                        pointer_from_parts(["prompt_order", other_k]), characterId=other_id)
+            walk.report(
+                "sillytavern.order.ignored_list",
+                f"order list for character_id {other_id} was not used",
+                pointer_from_parts(["prompt_order", other_k]),
+                characterId=other_id,
+            )
     entries = []
     for i, entry in enumerate(order):
         pointer = pointer_from_parts(["prompt_order", k, "order", i])
@@ -387,54 +457,92 @@ def _is_marker(identifier: str, prompt: Mapping[str, Any]) -> bool:
 
 
 def _migrate_prompt(
-    walk: _Walk, prompt: Mapping[str, Any], identifier: str, source: str, enabled: bool, position: str, preset_name: str,
-    *, content_pointer: str | None = None,
+    walk: _Walk,
+    prompt: Mapping[str, Any],
+    identifier: str,
+    source: str,
+    enabled: bool,
+    position: str,
+    preset_name: str,
+    *,
+    content_pointer: str | None = None,
 ) -> None:
     raw_name = prompt.get("name")
     pname = raw_name.strip() if isinstance(raw_name, str) and raw_name.strip() else identifier
     content = prompt.get("content")
     content = content if isinstance(content, str) else ""
     if not enabled:
-        walk.report("sillytavern.prompt.disabled", f"prompt {pname!r} is disabled in the order and was not "
-                    "migrated", source, identifier=identifier, name=pname, hasContent=bool(content.strip()))
+        walk.report(
+            "sillytavern.prompt.disabled",
+            f"prompt {pname!r} is disabled in the order and was not migrated",
+            source,
+            identifier=identifier,
+            name=pname,
+            hasContent=bool(content.strip()),
+        )
         return
     if not content.strip():
-        walk.report("sillytavern.prompt.empty", f"prompt {pname!r} is empty", source, identifier=identifier,
-                    name=pname)
+        walk.report("sillytavern.prompt.empty", f"prompt {pname!r} is empty", source, identifier=identifier, name=pname)
         return
 
     if prompt.get("injection_position") == 1:
         position = "bottom"
-        walk.report("sillytavern.injection.absolute", f"{pname!r} was injected in-chat at depth "
-                    f"{prompt.get('injection_depth', 4)}; it became a bottom field, exact depth is lost", source,
-                    identifier=identifier, depth=prompt.get("injection_depth"), order=prompt.get("injection_order"))
+        walk.report(
+            "sillytavern.injection.absolute",
+            f"{pname!r} was injected in-chat at depth {prompt.get('injection_depth', 4)}; it became a bottom field, exact depth is lost",
+            source,
+            identifier=identifier,
+            depth=prompt.get("injection_depth"),
+            order=prompt.get("injection_order"),
+        )
     role = prompt.get("role")
     if role not in (None, "system"):
-        walk.report("sillytavern.injection.role", f"{pname!r} was sent as a {role!r} message; fields are plain "
-                    "prompt text", source, identifier=identifier, role=role)
+        walk.report(
+            "sillytavern.injection.role",
+            f"{pname!r} was sent as a {role!r} message; fields are plain prompt text",
+            source,
+            identifier=identifier,
+            role=role,
+        )
     trigger = prompt.get("injection_trigger")
     if isinstance(trigger, list) and trigger:
-        walk.report("sillytavern.injection.trigger", f"{pname!r} only ran for generation types {trigger}; it now "
-                    "applies to every turn", source, identifier=identifier, trigger=",".join(map(str, trigger)))
+        walk.report(
+            "sillytavern.injection.trigger",
+            f"{pname!r} only ran for generation types {trigger}; it now applies to every turn",
+            source,
+            identifier=identifier,
+            trigger=",".join(map(str, trigger)),
+        )
     if prompt.get("forbid_overrides") is True:
-        walk.report("sillytavern.injection.forbid_overrides", f"{pname!r} forbade card overrides; cards never "
-                    "override preset fields here", source, identifier=identifier)
+        walk.report(
+            "sillytavern.injection.forbid_overrides",
+            f"{pname!r} forbade card overrides; cards never override preset fields here",
+            source,
+            identifier=identifier,
+        )
 
     cls = classify_prompt(identifier, pname, content)
     title = _clip(pname, NAME_MAX)
     if title != pname:
-        walk.report("sillytavern.prompt.title_truncated", f"name longer than {NAME_MAX} characters was shortened",
-                    source, identifier=identifier)
+        walk.report(
+            "sillytavern.prompt.title_truncated", f"name longer than {NAME_MAX} characters was shortened", source, identifier=identifier
+        )
     if cls.responsibility == "expressive":
         if len(content) > STYLE_REQUIREMENTS_MAX:
-            walk.report("sillytavern.prompt.too_long", f"{pname!r} exceeds {STYLE_REQUIREMENTS_MAX} characters",
-                        source, identifier=identifier, length=len(content))
+            walk.report(
+                "sillytavern.prompt.too_long",
+                f"{pname!r} exceeds {STYLE_REQUIREMENTS_MAX} characters",
+                source,
+                identifier=identifier,
+                length=len(content),
+            )
             return
         target = f"/writingStyles/{len(walk.styles)}"
         style = {
             "name": title,
-            "applicability": _clip(f"迁移自 SillyTavern 预设「{preset_name.strip()}」的 Prompt「{pname}」。"
-                                   "请补充它适用的题材、场景或基调。", NOTE_MAX),
+            "applicability": _clip(
+                f"迁移自 SillyTavern 预设「{preset_name.strip()}」的 Prompt「{pname}」。请补充它适用的题材、场景或基调。", NOTE_MAX
+            ),
             "requirements": content,
         }
         if not _acceptable(walk, parse_writing_style, style, source, identifier):
@@ -445,12 +553,16 @@ def _migrate_prompt(
         return
 
     if len(content) > LONG_TEXT_MAX or walk.total_content + len(content) > MAX_TOTAL_CONTENT:
-        walk.report("sillytavern.prompt.too_long", f"{pname!r} does not fit the preset size limits", source,
-                    identifier=identifier, length=len(content))
+        walk.report(
+            "sillytavern.prompt.too_long",
+            f"{pname!r} does not fit the preset size limits",
+            source,
+            identifier=identifier,
+            length=len(content),
+        )
         return
     if len(walk.fields) >= MAX_FIELDS:
-        walk.report("sillytavern.prompt.too_many", f"a preset holds at most {MAX_FIELDS} fields", source,
-                    identifier=identifier)
+        walk.report("sillytavern.prompt.too_many", f"a preset holds at most {MAX_FIELDS} fields", source, identifier=identifier)
         return
     field_id = _field_id(identifier, set(walk.used_ids))
     candidate = {
@@ -479,8 +591,14 @@ def _acceptable(walk: _Walk, parse: Any, candidate: dict[str, Any], source: str,
         parse(candidate)
     except ValidationError as exc:
         first = exc.problems[0] if exc.problems else Problem(exc.code, exc.message, exc.pointer)
-        walk.report("sillytavern.prompt.invalid", f"prompt {identifier!r} cannot be stored: {first.message}",
-                    source, identifier=identifier, problem=first.code, at=first.pointer)
+        walk.report(
+            "sillytavern.prompt.invalid",
+            f"prompt {identifier!r} cannot be stored: {first.message}",
+            source,
+            identifier=identifier,
+            problem=first.code,
+            at=first.pointer,
+        )
         return False
     return True
 
@@ -499,11 +617,21 @@ def _field_id(identifier: str, used: set[str]) -> str:
 def _report_macros(walk: _Walk, text: str, pointer: str, identifier: str, target: str) -> None:
     for macro, count in find_macros(text).items():
         handling = macro_handling(macro)
-        note = ("kept: expanded per run from the bound card/persona" if handling == "kept"
-                else "unsupported: left verbatim, the model will see it as literal text")
-        walk.report("sillytavern.macro", f"macro {macro!r} x{count} in {identifier!r}: {note}",
-                    pointer,
-                    macro=macro, count=count, handling=handling, identifier=identifier, target=target)
+        note = (
+            "kept: expanded per run from the bound card/persona"
+            if handling == "kept"
+            else "unsupported: left verbatim, the model will see it as literal text"
+        )
+        walk.report(
+            "sillytavern.macro",
+            f"macro {macro!r} x{count} in {identifier!r}: {note}",
+            pointer,
+            macro=macro,
+            count=count,
+            handling=handling,
+            identifier=identifier,
+            target=target,
+        )
 
 
 def _report_unordered(prompts: list[Any], seen: set[str], walk: _Walk) -> None:
@@ -514,9 +642,13 @@ def _report_unordered(prompts: list[Any], seen: set[str], walk: _Walk) -> None:
             continue
         reported.add(identifier)
         content = prompt.get("content")
-        walk.report("sillytavern.prompt.unordered", f"prompt {identifier!r} is not in the used order list, so "
-                    "SillyTavern never sent it; not migrated", pointer_from_parts(["prompts", index]),
-                    identifier=identifier, hasContent=isinstance(content, str) and bool(content.strip()))
+        walk.report(
+            "sillytavern.prompt.unordered",
+            f"prompt {identifier!r} is not in the used order list, so SillyTavern never sent it; not migrated",
+            pointer_from_parts(["prompts", index]),
+            identifier=identifier,
+            hasContent=isinstance(content, str) and bool(content.strip()),
+        )
 
 
 def _is_empty(value: Any) -> bool:
@@ -551,8 +683,7 @@ def _report_settings(data: Mapping[str, Any], walk: _Walk, *, skip: tuple[str, .
             shown = _clip(value, 200)
         else:
             shown = f"<{type(value).__name__}>"
-        walk.report(code, f"setting {key!r} has no equivalent in a preset", pointer_from_parts([key]),
-                    key=key, value=shown)
+        walk.report(code, f"setting {key!r} has no equivalent in a preset", pointer_from_parts([key]), key=key, value=shown)
 
 
 def _report_extensions(extensions: Any, walk: _Walk) -> None:
@@ -572,8 +703,12 @@ def _report_extensions(extensions: Any, walk: _Walk) -> None:
             if isinstance(scripts, list):
                 names = [s.get("name") for s in scripts if isinstance(s, Mapping) and isinstance(s.get("name"), str)]
                 details["scriptNames"] = ", ".join(names)[:500]
-        walk.report("sillytavern.extension", f"extension data {key!r} is not migrated and never executed",
-                    pointer_from_parts(["extensions", key]), **details)
+        walk.report(
+            "sillytavern.extension",
+            f"extension data {key!r} is not migrated and never executed",
+            pointer_from_parts(["extensions", key]),
+            **details,
+        )
 
 
 def _clip(text: str, limit: int) -> str:

@@ -139,7 +139,15 @@ def build_namespace(ctx: _Context, data: InitVarResult) -> NamespaceBuild:
             return disabled(title, problems)
         violations = validate_value(mapped, derived.value)
         if violations:
-            problems += [diag("mvu.zod.value_invalid", f"the InitVar value breaks schema.json at {v.pointer or '/'}: {v.message}", ctx.zod_loc, statePointer=v.pointer) for v in violations[:20]]
+            problems += [
+                diag(
+                    "mvu.zod.value_invalid",
+                    f"the InitVar value breaks schema.json at {v.pointer or '/'}: {v.message}",
+                    ctx.zod_loc,
+                    statePointer=v.pointer,
+                )
+                for v in violations[:20]
+            ]
             return disabled(title, problems)
         schema = mapped
     rules = derive_rules(ctx.rule_entries, derived.value, schema, char=ctx.card.name, user=ctx.user, zod=zod)
@@ -148,7 +156,9 @@ def build_namespace(ctx: _Context, data: InitVarResult) -> NamespaceBuild:
     if not rules.rules:
         mode = "schema-only"
         if not rules.found:
-            problems.append(diag("mvu.rules.none", "no structured 变量更新规则: updates are checked by the schema only", Loc("adapter"), "info"))
+            problems.append(
+                diag("mvu.rules.none", "no structured 变量更新规则: updates are checked by the schema only", Loc("adapter"), "info")
+            )
     elif rules.dynamic_groups:
         mode = "schema-only"
     else:
@@ -156,7 +166,12 @@ def build_namespace(ctx: _Context, data: InitVarResult) -> NamespaceBuild:
         if missing:
             mode = "schema-only"
             problems.append(
-                diag("mvu.rules.partial_coverage", f"{len(missing)} variables have no rule (e.g. {', '.join(missing[:3])}); the namespace is schema-only so they stay writable", Loc("adapter"), "info")
+                diag(
+                    "mvu.rules.partial_coverage",
+                    f"{len(missing)} variables have no rule (e.g. {', '.join(missing[:3])}); the namespace is schema-only so they stay writable",
+                    Loc("adapter"),
+                    "info",
+                )
             )
     definition: dict[str, Any] = {"title": title, "updateMode": mode, "schema": rules.schema, "rules": rules.rules}
     description = "\n\n".join(g for g in rules.guidance if g)
@@ -215,10 +230,19 @@ def adapt_opening(ctx: _Context, greeting: Greeting, card_level: InitVarResult, 
         else:
             # A command the schema refuses is not a structure we failed to understand: the
             # namespace stays enabled and starts from the InitVar value, as if the group were absent.
-            note = diag("mvu.opening.commands_refused", f"the opening's {len(commands)} command(s) were refused as a group; the story state starts from the InitVar value", greeting.loc, "warning")
-            namespace = NamespaceBuild("ok", namespace.definition, copy.deepcopy(namespace.initial_value), [*namespace.diagnostics, *problems, note], namespace.vwd)
+            note = diag(
+                "mvu.opening.commands_refused",
+                f"the opening's {len(commands)} command(s) were refused as a group; the story state starts from the InitVar value",
+                greeting.loc,
+                "warning",
+            )
+            namespace = NamespaceBuild(
+                "ok", namespace.definition, copy.deepcopy(namespace.initial_value), [*namespace.diagnostics, *problems, note], namespace.vwd
+            )
     elif problems:
-        namespace = NamespaceBuild(namespace.status, namespace.definition, namespace.initial_value, [*namespace.diagnostics, *problems], namespace.vwd)
+        namespace = NamespaceBuild(
+            namespace.status, namespace.definition, namespace.initial_value, [*namespace.diagnostics, *problems], namespace.vwd
+        )
     return OpeningReport(greeting.key, greeting.source, greeting.index, namespace, records, text, own is not None)
 
 
@@ -228,11 +252,25 @@ def _script_notes(card: CardSource, books: list[Book]) -> list[Problem]:
     scripts = helper.get("scripts") if isinstance(helper, dict) else None
     for i, script in enumerate(scripts if isinstance(scripts, list) else []):
         name = script.get("name") if isinstance(script, dict) else None
-        notes.append(diag("mvu.script.dropped", f"TavernHelper script {name!r} is not executed (event listeners, zod transforms and lodash callbacks have no native equivalent)", Loc(card.source, f"/data/extensions/tavern_helper/scripts/{i}"), "info"))
+        notes.append(
+            diag(
+                "mvu.script.dropped",
+                f"TavernHelper script {name!r} is not executed (event listeners, zod transforms and lodash callbacks have no native equivalent)",
+                Loc(card.source, f"/data/extensions/tavern_helper/scripts/{i}"),
+                "info",
+            )
+        )
     regexes = card.extensions.get("regex_scripts")
     for i, regex in enumerate(regexes if isinstance(regexes, list) else []):
         name = regex.get("scriptName") if isinstance(regex, dict) else None
-        notes.append(diag("mvu.script.regex_dropped", f"regex script {name!r} is display/prompt formatting for MVU blocks; not applied by the adapter", Loc(card.source, f"/data/extensions/regex_scripts/{i}"), "info"))
+        notes.append(
+            diag(
+                "mvu.script.regex_dropped",
+                f"regex script {name!r} is display/prompt formatting for MVU blocks; not applied by the adapter",
+                Loc(card.source, f"/data/extensions/regex_scripts/{i}"),
+                "info",
+            )
+        )
     for book in books:
         for entry in book.entries:
             if next(ejs_tags(entry.content), None) is None:

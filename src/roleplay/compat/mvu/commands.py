@@ -114,7 +114,14 @@ def extract_text_commands(text: str, loc: Loc, lines: LineIndex | None = None) -
             i = m.end()
             continue
         if close + 1 >= len(text) or text[close + 1] != ";":
-            problems.append(diag("mvu.command.missing_semicolon", f"_.{name}(…) is not followed directly by ';'; MVU drops it and so does the adapter", loc.at(line), "warning"))
+            problems.append(
+                diag(
+                    "mvu.command.missing_semicolon",
+                    f"_.{name}(…) is not followed directly by ';'; MVU drops it and so does the adapter",
+                    loc.at(line),
+                    "warning",
+                )
+            )
             i = close + 1
             continue
         end = close + 2
@@ -125,12 +132,26 @@ def extract_text_commands(text: str, loc: Loc, lines: LineIndex | None = None) -
             end = rm.end()
         args = split_arguments(text[m.end() : close])
         if not _arity_ok(name, len(args)):
-            problems.append(diag("mvu.command.arity", f"_.{name} with {len(args)} argument(s) is not a valid MVU command; dropped", loc.at(line), "warning"))
+            problems.append(
+                diag(
+                    "mvu.command.arity",
+                    f"_.{name} with {len(args)} argument(s) is not a valid MVU command; dropped",
+                    loc.at(line),
+                    "warning",
+                )
+            )
         else:
             commands.append(Command(ALIASES.get(name, name), name, args, reason, m.start(), end, line))
         i = end
     for m in RETIRED.finditer(text):
-        problems.append(diag("mvu.command.retired", f"_.{m.group(1)}(…) is not an MVU command (retired or never textual); ignored", loc.at(lines.line(m.start())), "info"))
+        problems.append(
+            diag(
+                "mvu.command.retired",
+                f"_.{m.group(1)}(…) is not an MVU command (retired or never textual); ignored",
+                loc.at(lines.line(m.start())),
+                "info",
+            )
+        )
     return commands, problems
 
 
@@ -152,7 +173,9 @@ def extract_patches(text: str, loc: Loc, lines: LineIndex | None = None) -> tupl
         parsed = parse_data(_split_objects(body), loc.shifted(line - 1), want="array-or-object")
         problems += parsed.diagnostics
         if not parsed.ok:
-            problems.append(diag("mvu.patch.parse_failed", "the JSON Patch block could not be read; its operations are dropped", loc.at(line)))
+            problems.append(
+                diag("mvu.patch.parse_failed", "the JSON Patch block could not be read; its operations are dropped", loc.at(line))
+            )
             continue
         ops = parsed.value if isinstance(parsed.value, list) else [parsed.value]
         for index, op in enumerate(ops):

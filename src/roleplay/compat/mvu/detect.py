@@ -129,4 +129,7 @@ def detect(card: CardSource, books: list[Book] | None = None) -> list[Finding]:
 
 
 def is_mvu(findings: list[Finding]) -> bool:
-    return any(f.kind in ("initvar_entry", "initvar_block", "mvu_update_tag", "mvu_plot_tag", "get_message_variable", "format_message_variable") for f in findings)
+    return any(
+        f.kind in ("initvar_entry", "initvar_block", "mvu_update_tag", "mvu_plot_tag", "get_message_variable", "format_message_variable")
+        for f in findings
+    )

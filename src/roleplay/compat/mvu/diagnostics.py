@@ -81,7 +81,12 @@ def capped(problems: list[Problem], limit: int = MAX_CARRIED) -> list[Problem]:
         return problems
     rest = problems[limit - 1 :]
     errors = sum(1 for p in rest if severity(p) == "error")
-    summary = Problem("mvu.diagnostics.truncated", f"{len(rest)} more diagnostics ({errors} errors) are not listed", None, {"severity": "error" if errors else "warning", "source": "adapter", "omitted": len(rest)})
+    summary = Problem(
+        "mvu.diagnostics.truncated",
+        f"{len(rest)} more diagnostics ({errors} errors) are not listed",
+        None,
+        {"severity": "error" if errors else "warning", "source": "adapter", "omitted": len(rest)},
+    )
     return [*problems[: limit - 1], summary]
 
 

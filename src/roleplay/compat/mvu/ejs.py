@@ -38,7 +38,9 @@ class TemplateSyntaxError(Exception):
         self.code = code
 
 
-WRITE_CALL = re.compile(r"(?:set|inc|dec|del|insert|assign|update|unset|remove)\w*$|^(?:setLocalVar|setGlobalVar|setMessageVar|setChatVar)$", re.IGNORECASE)
+WRITE_CALL = re.compile(
+    r"(?:set|inc|dec|del|insert|assign|update|unset|remove)\w*$|^(?:setLocalVar|setGlobalVar|setMessageVar|setChatVar)$", re.IGNORECASE
+)
 
 
 # --- expression tree -------------------------------------------------------------------------------
@@ -113,7 +115,37 @@ class If:
 
 # --- tokenizer ------------------------------------------------------------------------------------------
 
-_PUNCT = ("===", "!==", "==", "!=", "<=", ">=", "&&", "||", "=>", "<", ">", "!", "(", ")", "{", "}", "[", "]", ".", ",", ";", ":", "-", "?", "=", "+", "*", "/", "%")
+_PUNCT = (
+    "===",
+    "!==",
+    "==",
+    "!=",
+    "<=",
+    ">=",
+    "&&",
+    "||",
+    "=>",
+    "<",
+    ">",
+    "!",
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    ".",
+    ",",
+    ";",
+    ":",
+    "-",
+    "?",
+    "=",
+    "+",
+    "*",
+    "/",
+    "%",
+)
 _IDENT = re.compile(r"[A-Za-z_$\u00a0-\uffff][A-Za-z0-9_$\u00a0-\uffff]*")
 _NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
@@ -214,7 +246,9 @@ class ExprParser:
         node = self.or_()
         self.depth -= 1
         if self.is_("?") or self.is_("=") or self.is_("=>"):
-            raise TemplateSyntaxError(f"{self.tok.text!r} (conditional, assignment or function) is not in the read-only subset", self.tok.offset)
+            raise TemplateSyntaxError(
+                f"{self.tok.text!r} (conditional, assignment or function) is not in the read-only subset", self.tok.offset
+            )
         return node
 
     def or_(self) -> Any:
@@ -441,7 +475,13 @@ def _statements(toks: list[Tok], stack: list[tuple[If, list]], root: list, body:
             except TemplateSyntaxError:
                 expr = None
             callee = expr.callee if isinstance(expr, Call) else None
-            name = callee.name if isinstance(callee, Name) else callee.key.value if isinstance(callee, Member) and isinstance(callee.key, Lit) else None
+            name = (
+                callee.name
+                if isinstance(callee, Name)
+                else callee.key.value
+                if isinstance(callee, Member) and isinstance(callee.key, Lit)
+                else None
+            )
             if isinstance(name, str) and WRITE_CALL.search(name):
                 raise TemplateSyntaxError(f"{name}(…) writes state and is never executed", offset, "mvu.template.write_forbidden")
             raise TemplateSyntaxError(f"statement starting with {start!r} is not in the read-only subset", offset)

@@ -96,7 +96,14 @@ def unwrap(content: str, loc: Loc) -> tuple[str, Loc, list[Problem]]:
         if one:
             # MVU's regex needs line breaks around the body and would parse the tags as YAML text
             # (a garbage object); the author's intent is unambiguous, so unwrap and say so.
-            notes.append(diag("mvu.initvar.single_line_wrapper", "a one-line <initvar>…</initvar> was unwrapped (MVU itself would misread it)", loc, "warning"))
+            notes.append(
+                diag(
+                    "mvu.initvar.single_line_wrapper",
+                    "a one-line <initvar>…</initvar> was unwrapped (MVU itself would misread it)",
+                    loc,
+                    "warning",
+                )
+            )
             content = one.group(1)
     span = _fence(content)
     if span:
@@ -123,7 +130,9 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def parse_initvar_text(text: str, loc: Loc, *, char: str, user: str) -> tuple[dict[str, Any] | None, dict[str, tuple[Loc, int]], list[Problem]]:
+def parse_initvar_text(
+    text: str, loc: Loc, *, char: str, user: str
+) -> tuple[dict[str, Any] | None, dict[str, tuple[Loc, int]], list[Problem]]:
     body, inner, notes = unwrap(text, loc)
     expanded = expand_macros(body, char=char, user=user)
     for macro in leftover_macros(expanded):
@@ -172,7 +181,9 @@ def ordered(books: list[Book]) -> list[Book]:
     return sorted(books, key=lambda b: BOOK_ORDER.get(b.role, 2))
 
 
-def load_initvar(books: list[Book], *, char: str, user: str, skip_character: bool = False, base: dict[str, Any] | None = None) -> InitVarResult:
+def load_initvar(
+    books: list[Book], *, char: str, user: str, skip_character: bool = False, base: dict[str, Any] | None = None
+) -> InitVarResult:
     """InitVar of ``books`` in MVU's order, shallow-merged on top of ``base`` (earlier wins)."""
     result = InitVarResult(True, dict(base or {}))
     for book in ordered(books):

@@ -162,7 +162,9 @@ def _run(root: Any, command: Command, schema: dict[str, Any], vwd: dict[str, str
         value = patch["value"] if patch else _literal(command.args[-1], notes)
         parent, key = _container(root, parts)
         old = parent.get(key) if isinstance(parent, dict) else None
-        expects_number = _schema_at(schema, parts).get("type") in ("number", "integer") or isinstance(old, (int, float)) and not isinstance(old, bool)
+        expects_number = (
+            _schema_at(schema, parts).get("type") in ("number", "integer") or isinstance(old, (int, float)) and not isinstance(old, bool)
+        )
         if expects_number and isinstance(value, str) and _numeric(value) is not None:
             notes.append(f"text {value!r} converted to a number, as MVU does for numeric fields")
             value = _numeric(value)
@@ -381,7 +383,14 @@ def apply_commands(value: Any, schema: dict[str, Any], vwd: dict[str, str], comm
         try:
             op, pointer = _run(working, command, schema, vwd, notes)
         except _Refused as exc:
-            problems.append(diag(exc.code, f"opening command {index} (_.{command.name} / {command.origin}): {exc.message}; no opening command is applied", where, command=index))
+            problems.append(
+                diag(
+                    exc.code,
+                    f"opening command {index} (_.{command.name} / {command.origin}): {exc.message}; no opening command is applied",
+                    where,
+                    command=index,
+                )
+            )
             return CommandOutcome(False, value, [], problems)
         for note in notes:
             problems.append(diag("mvu.command.value_normalized", f"opening command {index}: {note}", where, "warning", command=index))
@@ -392,7 +401,13 @@ def apply_commands(value: Any, schema: dict[str, Any], vwd: dict[str, str], comm
         if violations:
             for v in violations[:10]:
                 problems.append(
-                    diag("mvu.command.schema_violation", f"after opening command {index} (_.{command.name}) the state breaks its schema at {v.pointer or '/'}: {v.message}; no opening command is applied", where, command=index, statePointer=v.pointer)
+                    diag(
+                        "mvu.command.schema_violation",
+                        f"after opening command {index} (_.{command.name}) the state breaks its schema at {v.pointer or '/'}: {v.message}; no opening command is applied",
+                        where,
+                        command=index,
+                        statePointer=v.pointer,
+                    )
                 )
             return CommandOutcome(False, value, [], problems)
         record = {"op": op, "path": pointer, "source": command.origin, "line": where.line}

@@ -51,6 +51,7 @@ def _bracket_depth(text: str) -> int:
         deepest = max(deepest, depth)
     return deepest
 
+
 _TAG = "tag:yaml.org,2002:"
 _NULL = re.compile(r"(?:~|null|Null|NULL|)\Z")
 _TRUE = ("true", "True", "TRUE")
@@ -159,7 +160,12 @@ class _Builder:
         tag = str(node.tag)
         if tag not in (_TAG + kind, _TAG + "omap", _TAG + "set"):
             self.diagnostics.append(
-                diag("mvu.parse.yaml_tag_unknown", f"YAML tag {tag!r} is not understood; the {kind} is read as plain data", self.loc.at(line), "warning")
+                diag(
+                    "mvu.parse.yaml_tag_unknown",
+                    f"YAML tag {tag!r} is not understood; the {kind} is read as plain data",
+                    self.loc.at(line),
+                    "warning",
+                )
             )
 
     def _scalar(self, node: ScalarNode, line: int) -> Any:
@@ -173,7 +179,9 @@ class _Builder:
             value = resolve_plain_scalar(text.strip())
         else:
             self.diagnostics.append(
-                diag("mvu.parse.yaml_tag_unknown", f"YAML tag {tag!r} is not understood; the scalar stays text", self.loc.at(line), "warning")
+                diag(
+                    "mvu.parse.yaml_tag_unknown", f"YAML tag {tag!r} is not understood; the scalar stays text", self.loc.at(line), "warning"
+                )
             )
             value = text
         if isinstance(value, float) and not math.isfinite(value):
@@ -217,7 +225,12 @@ class _Builder:
             for key, value in new.items():
                 out[key] = self._merge_duplicate(out[key], value, (*parts, key), line) if key in out else value
             self.diagnostics.append(
-                diag("mvu.parse.duplicate_key_merged", f"repeated group {_pointer(parts)!r} merged with the earlier one", self.loc.at(line), "warning")
+                diag(
+                    "mvu.parse.duplicate_key_merged",
+                    f"repeated group {_pointer(parts)!r} merged with the earlier one",
+                    self.loc.at(line),
+                    "warning",
+                )
             )
             return out
         if old == new:
@@ -399,7 +412,15 @@ def parse_data(text: str, loc: Loc, *, want: str = "object") -> Parsed:
         # not look like JSON, and YAML reads it as one long string.
         for candidate, note in (
             (text, None),
-            (normalize_json_punctuation(text), diag("mvu.parse.fullwidth_normalized", "full-width punctuation or Chinese quotes outside strings read as JSON syntax", loc, "warning")),
+            (
+                normalize_json_punctuation(text),
+                diag(
+                    "mvu.parse.fullwidth_normalized",
+                    "full-width punctuation or Chinese quotes outside strings read as JSON syntax",
+                    loc,
+                    "warning",
+                ),
+            ),
         ):
             if note is not None and candidate == text:
                 continue
@@ -418,7 +439,15 @@ def parse_data(text: str, loc: Loc, *, want: str = "object") -> Parsed:
             pass
         for candidate, note in (
             (text, None),
-            (normalize_json_punctuation(text), diag("mvu.parse.fullwidth_normalized", "full-width punctuation or Chinese quotes outside strings read as JSON syntax", loc, "warning")),
+            (
+                normalize_json_punctuation(text),
+                diag(
+                    "mvu.parse.fullwidth_normalized",
+                    "full-width punctuation or Chinese quotes outside strings read as JSON syntax",
+                    loc,
+                    "warning",
+                ),
+            ),
         ):
             if note is not None and candidate == text:
                 continue
@@ -443,7 +472,14 @@ def parse_data(text: str, loc: Loc, *, want: str = "object") -> Parsed:
                 result = accept(
                     repaired,
                     "json-repair",
-                    extra=[diag("mvu.parse.repaired", "malformed JSON was repaired (missing commas or brackets, quotes, Python literals); check the result", loc, "warning")],
+                    extra=[
+                        diag(
+                            "mvu.parse.repaired",
+                            "malformed JSON was repaired (missing commas or brackets, quotes, Python literals); check the result",
+                            loc,
+                            "warning",
+                        )
+                    ],
                 )
                 if result:
                     return result

@@ -176,17 +176,26 @@ class _Reader:
                 )
             else:
                 self.out.diagnostics.append(
-                    diag("mvu.rules.path_unresolved", f"rule path {'.'.join(missing) or '?'} does not exist in the state; rule dropped", where, "warning")
+                    diag(
+                        "mvu.rules.path_unresolved",
+                        f"rule path {'.'.join(missing) or '?'} does not exist in the state; rule dropped",
+                        where,
+                        "warning",
+                    )
                 )
             return
         for name in missing:
-            self.out.diagnostics.append(diag("mvu.rules.path_unresolved", f"alternative {name!r} does not exist in the state; skipped", where, "warning"))
+            self.out.diagnostics.append(
+                diag("mvu.rules.path_unresolved", f"alternative {name!r} does not exist in the state; skipped", where, "warning")
+            )
         specificity = sum(1 for s in segments if s.literal)
         for parts in targets:
             old = self.specs.get(parts)
             if old is None or specificity > old.specificity:
                 if old is not None:
-                    self.out.diagnostics.append(diag("mvu.rules.wildcard_overridden", f"the rule for {_dotted(parts)} overrides a wildcard rule", where, "info"))
+                    self.out.diagnostics.append(
+                        diag("mvu.rules.wildcard_overridden", f"the rule for {_dotted(parts)} overrides a wildcard rule", where, "info")
+                    )
                 self.specs[parts] = Spec(dict(fields), where, specificity)
             elif specificity == old.specificity:
                 self.specs[parts] = Spec(self.merge(old, fields, where, parts), where, specificity)
@@ -199,10 +208,15 @@ class _Reader:
             if key not in merged or merged[key] == value:
                 merged[key] = value
             elif key in ("type", "range", "format"):
-                self.out.diagnostics.append(diag("mvu.rules.conflict", f"{_dotted(parts)} declares different {key!r} values; the rule is refused", where))
+                self.out.diagnostics.append(
+                    diag("mvu.rules.conflict", f"{_dotted(parts)} declares different {key!r} values; the rule is refused", where)
+                )
                 merged["$conflict"] = True
             else:
-                merged[key] = [*(merged[key] if isinstance(merged[key], list) else [merged[key]]), *(value if isinstance(value, list) else [value])]
+                merged[key] = [
+                    *(merged[key] if isinstance(merged[key], list) else [merged[key]]),
+                    *(value if isinstance(value, list) else [value]),
+                ]
         return merged
 
     def expand(self, segments: list[Segment], parts: tuple[str, ...], node: dict[str, Any] | None, depth: int):
@@ -213,7 +227,13 @@ class _Reader:
             return [], [], [".".join(parts)]
         seg, rest = segments[0], segments[1:]
         # ``x[0]`` on a split [value, description] pair addresses the value itself.
-        if seg.literal and seg.names[0] == "0" and node.get("type") != "array" and _value(self.value, parts) is not _MISSING and not isinstance(_value(self.value, parts), list):
+        if (
+            seg.literal
+            and seg.names[0] == "0"
+            and node.get("type") != "array"
+            and _value(self.value, parts) is not _MISSING
+            and not isinstance(_value(self.value, parts), list)
+        ):
             return self.expand(rest, parts, node, depth)
         if seg.kind == "wild":
             if _is_open(node) or node.get("type") == "array":
@@ -247,7 +267,9 @@ class _Reader:
     def refine_type(self, parts: tuple[str, ...], text: Any, where: Any) -> bool:
         """Replace the schema at ``parts`` by the parsed type; False when refused."""
         if self.zod:
-            self.out.diagnostics.append(diag("mvu.rules.type_ignored", f"type of {_dotted(parts)} ignored: schema.json is authoritative", where, "info"))
+            self.out.diagnostics.append(
+                diag("mvu.rules.type_ignored", f"type of {_dotted(parts)} ignored: schema.json is authoritative", where, "info")
+            )
             return True
         if not isinstance(text, str):
             self.out.diagnostics.append(diag("mvu.rules.type_unsupported", f"type of {_dotted(parts)} is not text", where))
@@ -255,7 +277,9 @@ class _Reader:
         try:
             schema, warnings = parse_type(text)
         except TypeFailure as exc:
-            self.out.diagnostics.append(diag("mvu.rules.type_unsupported", f"type of {_dotted(parts)} cannot be read safely: {exc.message}", where))
+            self.out.diagnostics.append(
+                diag("mvu.rules.type_unsupported", f"type of {_dotted(parts)} cannot be read safely: {exc.message}", where)
+            )
             return False
         for warning in warnings:
             self.out.diagnostics.append(diag("mvu.rules.type_normalized", f"type of {_dotted(parts)}: {warning}", where, "warning"))
@@ -265,7 +289,11 @@ class _Reader:
         value = _value(self.value, parts)
         if value is not _MISSING and validate_value(schema, value):
             self.out.diagnostics.append(
-                diag("mvu.rules.type_conflict", f"the initial value of {_dotted(parts)} does not match its declared type; the inferred schema is kept", where)
+                diag(
+                    "mvu.rules.type_conflict",
+                    f"the initial value of {_dotted(parts)} does not match its declared type; the inferred schema is kept",
+                    where,
+                )
             )
             return False
         self.out.schema = _replace(self.out.schema, parts, schema)
@@ -284,7 +312,9 @@ class _Reader:
                 try:
                     member, _w = parse_type(fields["type"]) if isinstance(fields["type"], str) else ({}, [])
                 except TypeFailure as exc:
-                    self.out.diagnostics.append(diag("mvu.rules.type_unsupported", f"type of {_dotted(container)}.{label}: {exc.message}", where))
+                    self.out.diagnostics.append(
+                        diag("mvu.rules.type_unsupported", f"type of {_dotted(container)}.{label}: {exc.message}", where)
+                    )
                     continue
                 candidate = {**node, "additionalProperties": member}
                 value = _value(self.value, container)
@@ -292,7 +322,9 @@ class _Reader:
                     node = candidate
                     self.out.schema = _replace(self.out.schema, container, node)
                 else:
-                    self.out.diagnostics.append(diag("mvu.rules.type_conflict", f"members of {_dotted(container)} do not match {label}'s type", where))
+                    self.out.diagnostics.append(
+                        diag("mvu.rules.type_conflict", f"members of {_dotted(container)} do not match {label}'s type", where)
+                    )
         self.mark_group(container, "\n".join(lines), items[0][2])
 
     def mark_group(self, container: tuple[str, ...], text: str, where: Any) -> None:
@@ -300,7 +332,12 @@ class _Reader:
         if pointer not in self.out.dynamic_groups:
             self.out.dynamic_groups.append(pointer)
             self.out.diagnostics.append(
-                diag("mvu.rules.dynamic_group", f"{_dotted(container)} has dynamic keys: schema and guidance only, the namespace is schema-only", where, "info")
+                diag(
+                    "mvu.rules.dynamic_group",
+                    f"{_dotted(container)} has dynamic keys: schema and guidance only, the namespace is schema-only",
+                    where,
+                    "info",
+                )
             )
         node = _node(self.out.schema, container) or {}
         described = "\n".join(x for x in (node.get("description"), text) if x)
@@ -358,7 +395,13 @@ class _Reader:
         candidate = {**node, "minimum": low, "maximum": high}
         value = _value(self.value, parts)
         if value is not _MISSING and validate_value(candidate, value):
-            self.out.diagnostics.append(diag("mvu.rules.range_conflict", f"the initial value of {_dotted(parts)} lies outside {low}~{high}; bounds not applied", where))
+            self.out.diagnostics.append(
+                diag(
+                    "mvu.rules.range_conflict",
+                    f"the initial value of {_dotted(parts)} lies outside {low}~{high}; bounds not applied",
+                    where,
+                )
+            )
             return True
         self.out.schema = _replace(self.out.schema, parts, candidate)
         return True
@@ -370,7 +413,11 @@ def parse_range(raw: Any) -> tuple[float, float] | None:
         low, high = raw
     elif isinstance(raw, str):
         text = raw.strip()
-        m = re.fullmatch(r"\[\s*([-+]?\d+(?:\.\d+)?)\s*[,，]\s*([-+]?\d+(?:\.\d+)?)\s*\]", text) or _RANGE_RIGHT_NEG.match(text) or _RANGE.match(text)
+        m = (
+            re.fullmatch(r"\[\s*([-+]?\d+(?:\.\d+)?)\s*[,，]\s*([-+]?\d+(?:\.\d+)?)\s*\]", text)
+            or _RANGE_RIGHT_NEG.match(text)
+            or _RANGE.match(text)
+        )
         if not m:
             return None
         low, high = (float(g) if "." in g else int(g) for g in m.groups())
@@ -394,16 +441,27 @@ def _rules_tree(entry: BookEntry, *, char: str, user: str, out: RulesResult) -> 
         lines = LineIndex(content)
         for start, _end, _body_start, _body_end in tags:
             out.diagnostics.append(
-                diag("mvu.rules.ejs_unsupported", "EJS in update rules depends on state at render time; the entry is not used for rules", entry.loc.at(lines.line(start)))
+                diag(
+                    "mvu.rules.ejs_unsupported",
+                    "EJS in update rules depends on state at render time; the entry is not used for rules",
+                    entry.loc.at(lines.line(start)),
+                )
             )
         return None
     parsed = parse_data(content, entry.loc, want="any")
     if not parsed.ok or not isinstance(parsed.value, dict) or ROOT_KEY not in parsed.value:
         if ROOT_KEY in content:
-            out.diagnostics += parsed.diagnostics or [diag("mvu.rules.parse_failed", "the 变量更新规则 block is not a YAML mapping", entry.loc)]
+            out.diagnostics += parsed.diagnostics or [
+                diag("mvu.rules.parse_failed", "the 变量更新规则 block is not a YAML mapping", entry.loc)
+            ]
         else:
             out.diagnostics.append(
-                diag("mvu.rules.protocol_dropped", "this [mvu_update] entry holds output-protocol or prose text, not structured rules; the native commit contract replaces it", entry.loc, "info")
+                diag(
+                    "mvu.rules.protocol_dropped",
+                    "this [mvu_update] entry holds output-protocol or prose text, not structured rules; the native commit contract replaces it",
+                    entry.loc,
+                    "info",
+                )
             )
         return None
     tree = parsed.value[ROOT_KEY]

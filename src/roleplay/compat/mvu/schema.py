@@ -75,9 +75,7 @@ def merge_item_schemas(schemas: list[dict[str, Any]]) -> dict[str, Any]:
         names: list[str] = []
         for s in schemas:
             names += [n for n in s.get("properties", {}) if n not in names]
-        out["properties"] = {
-            n: merge_item_schemas([s["properties"][n] for s in schemas if n in s.get("properties", {})]) for n in names
-        }
+        out["properties"] = {n: merge_item_schemas([s["properties"][n] for s in schemas if n in s.get("properties", {})]) for n in names}
         out["required"] = [n for n in names if all(n in s.get("required", []) for s in schemas)]
         out["additionalProperties"] = any(s.get("additionalProperties", True) is not False for s in schemas) or False
     elif kind == "array":
@@ -128,7 +126,12 @@ class _Walker:
                 self.out.vwd[pointer_of(parts)] = node[1]
                 if isinstance(node[1], str) and isinstance(node[0], str) and node[0] != "":
                     self.out.diagnostics.append(
-                        diag("mvu.vwd.string_pair", f"the two-string array at {pointer_of(parts) or '/'} is read as [value, description], as MVU does; write it as a longer list if it is data", self.where(parts), "info")
+                        diag(
+                            "mvu.vwd.string_pair",
+                            f"the two-string array at {pointer_of(parts) or '/'} is read as [value, description], as MVU does; write it as a longer list if it is data",
+                            self.where(parts),
+                            "info",
+                        )
                     )
                 schema = dict(schema)
                 schema["description"] = node[1]
@@ -139,28 +142,50 @@ class _Walker:
     def walk_object(self, node: dict, parts: tuple[str, ...], inherited: bool) -> tuple[Any, dict[str, Any]]:
         meta = node.get("$meta", {})
         if not isinstance(meta, dict):
-            self.out.diagnostics.append(diag("mvu.meta.invalid", "$meta must be a mapping; it is ignored", self.where((*parts, "$meta")), "warning"))
+            self.out.diagnostics.append(
+                diag("mvu.meta.invalid", "$meta must be a mapping; it is ignored", self.where((*parts, "$meta")), "warning")
+            )
             meta = {}
         for key in meta:
             if key in ROOT_SWITCHES:
                 if parts:
-                    self.out.diagnostics.append(diag("mvu.meta.root_only", f"$meta.{key} only has an effect on the root; ignored here", self.where(parts), "warning"))
+                    self.out.diagnostics.append(
+                        diag(
+                            "mvu.meta.root_only", f"$meta.{key} only has an effect on the root; ignored here", self.where(parts), "warning"
+                        )
+                    )
                 elif key == "strictSet":
                     self.out.strict_set = meta[key] is True
                 else:
-                    self.out.diagnostics.append(diag("mvu.meta.template_unsupported", f"$meta.{key} configures templates, which the adapter does not apply", self.where(parts), "info"))
+                    self.out.diagnostics.append(
+                        diag(
+                            "mvu.meta.template_unsupported",
+                            f"$meta.{key} configures templates, which the adapter does not apply",
+                            self.where(parts),
+                            "info",
+                        )
+                    )
             elif key == "template":
                 self.out.diagnostics.append(
-                    diag("mvu.meta.template_unsupported", "$meta.template is not applied: native inserts take complete values", self.where(parts), "warning")
+                    diag(
+                        "mvu.meta.template_unsupported",
+                        "$meta.template is not applied: native inserts take complete values",
+                        self.where(parts),
+                        "warning",
+                    )
                 )
             elif key not in META_KEYS:
-                self.out.diagnostics.append(diag("mvu.meta.unknown_key", f"unknown $meta key {key!r} ignored", self.where(parts), "warning"))
+                self.out.diagnostics.append(
+                    diag("mvu.meta.unknown_key", f"unknown $meta key {key!r} ignored", self.where(parts), "warning")
+                )
         recursive = meta.get("recursiveExtensible") is True
         extensible = meta["extensible"] is True if isinstance(meta.get("extensible"), bool) else (recursive or inherited)
         inherit_down = (recursive or inherited) and extensible
         forced = meta.get("required", [])
         if not (isinstance(forced, list) and all(isinstance(n, str) for n in forced)):
-            self.out.diagnostics.append(diag("mvu.meta.invalid", "$meta.required must be a list of keys; ignored", self.where(parts), "warning"))
+            self.out.diagnostics.append(
+                diag("mvu.meta.invalid", "$meta.required must be a list of keys; ignored", self.where(parts), "warning")
+            )
             forced = []
         value: dict[str, Any] = {}
         properties: dict[str, Any] = {}
@@ -173,7 +198,12 @@ class _Walker:
                 required.append(key)
         for missing in [n for n in forced if n not in node]:
             self.out.diagnostics.append(
-                diag("mvu.meta.required_missing", f"$meta.required names {missing!r}, which the data does not have; ignored", self.where(parts), "warning")
+                diag(
+                    "mvu.meta.required_missing",
+                    f"$meta.required names {missing!r}, which the data does not have; ignored",
+                    self.where(parts),
+                    "warning",
+                )
             )
         schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": extensible}
         return value, schema
@@ -190,7 +220,12 @@ class _Walker:
                     extensible = meta.get("extensible", extensible) is True
                     if "template" in meta:
                         self.out.diagnostics.append(
-                            diag("mvu.meta.template_unsupported", "$arrayMeta template is not applied: native appends take complete values", self.where(parts), "warning")
+                            diag(
+                                "mvu.meta.template_unsupported",
+                                "$arrayMeta template is not applied: native appends take complete values",
+                                self.where(parts),
+                                "warning",
+                            )
                         )
                 continue
             elements.append(item)
@@ -212,7 +247,12 @@ def derive_from_data(data: dict[str, Any], *, lines: dict[str, tuple[Loc, int]] 
     walker.out.schema = schema
     if walker.out.vwd:
         walker.out.diagnostics.append(
-            diag("mvu.vwd.split", f"{len(walker.out.vwd)} [value, description] pairs split into plain values with schema descriptions", walker.loc, "info")
+            diag(
+                "mvu.vwd.split",
+                f"{len(walker.out.vwd)} [value, description] pairs split into plain values with schema descriptions",
+                walker.loc,
+                "info",
+            )
         )
     return walker.out
 
@@ -220,9 +260,47 @@ def derive_from_data(data: dict[str, Any], *, lines: dict[str, tuple[Loc, int]] 
 # --- JSON Schema (zod export) → restricted schema --------------------------------------------------------
 
 KEEP = ("type", "title", "description", "enum", "const", "required", "minItems", "maxItems", "minimum", "maximum", "minLength", "maxLength")
-ANNOTATIONS = ("$schema", "$id", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "id", "$anchor")
-WIDENING = ("pattern", "format", "multipleOf", "uniqueItems", "minProperties", "maxProperties", "contentEncoding", "contentMediaType", "contains", "minContains", "maxContains")
-FAIL = ("not", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies", "prefixItems", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef")
+ANNOTATIONS = (
+    "$schema",
+    "$id",
+    "$comment",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$defs",
+    "definitions",
+    "id",
+    "$anchor",
+)
+WIDENING = (
+    "pattern",
+    "format",
+    "multipleOf",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "contentEncoding",
+    "contentMediaType",
+    "contains",
+    "minContains",
+    "maxContains",
+)
+FAIL = (
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "dependentRequired",
+    "dependencies",
+    "prefixItems",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "$dynamicRef",
+    "$recursiveRef",
+)
 
 
 class _Mapper:
@@ -301,10 +379,14 @@ class _Mapper:
             elif key in ANNOTATIONS:
                 self.note("mvu.zod.keyword_dropped", f"annotation {key!r} dropped", at, "info")
             elif key in WIDENING:
-                self.note("mvu.zod.keyword_dropped", f"constraint {key!r} dropped: values are checked less strictly than in zod", at, "warning")
+                self.note(
+                    "mvu.zod.keyword_dropped", f"constraint {key!r} dropped: values are checked less strictly than in zod", at, "warning"
+                )
             elif key == "patternProperties":
                 if node.get("additionalProperties", True) is False:
-                    self.note("mvu.zod.undecidable", "patternProperties with closed additionalProperties cannot be represented", at, "error")
+                    self.note(
+                        "mvu.zod.undecidable", "patternProperties with closed additionalProperties cannot be represented", at, "error"
+                    )
                 else:
                     self.note("mvu.zod.keyword_dropped", "patternProperties dropped (extra keys stay open)", at, "warning")
             elif key in FAIL:
@@ -340,7 +422,9 @@ class _Mapper:
             elif m == {}:
                 return {}
             else:
-                self.note("mvu.zod.undecidable", "a union of structured schemas (objects, arrays, bounds) cannot be represented", path, "error")
+                self.note(
+                    "mvu.zod.undecidable", "a union of structured schemas (objects, arrays, bounds) cannot be represented", path, "error"
+                )
                 return {}
         if types and literals:
             if all(json_type(v) in types or (json_type(v) == "number" and "integer" in types) for v in literals):
@@ -391,7 +475,13 @@ def from_json_schema(document: Any, loc: Loc) -> tuple[dict[str, Any] | None, li
     problems = check_restricted_schema(schema)
     if problems:
         return None, mapper.diagnostics + [
-            diag("mvu.zod.undecidable", f"the mapped schema is not a restricted schema: {p.message}", loc.with_pointer(p.pointer or ""), "error", code=p.code)
+            diag(
+                "mvu.zod.undecidable",
+                f"the mapped schema is not a restricted schema: {p.message}",
+                loc.with_pointer(p.pointer or ""),
+                "error",
+                code=p.code,
+            )
             for p in problems
         ]
     return schema, mapper.diagnostics

@@ -84,7 +84,9 @@ def compile_template(text: str, loc: Loc) -> Compiled:
     try:
         return Compiled(True, parse_template(text))
     except TemplateSyntaxError as exc:
-        return Compiled(False, [], [diag(exc.code, f"{exc.message}; the entry is not rendered (fail closed)", loc.at(line_of(text, exc.offset)))])
+        return Compiled(
+            False, [], [diag(exc.code, f"{exc.message}; the entry is not rendered (fail closed)", loc.at(line_of(text, exc.offset)))]
+        )
     except RecursionError:
         return Compiled(False, [], [diag("mvu.template.unsupported", "the template nests too deeply", loc)])
 
@@ -182,7 +184,9 @@ def _loose_equal(a: Any, b: Any) -> bool:
         return a in nullish and b in nullish
     if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
         return a is b
-    if type(a) is type(b) or (isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool)):
+    if type(a) is type(b) or (
+        isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool)
+    ):
         return _strict_equal(a, b)
     return to_number(a) == to_number(b)
 
@@ -312,7 +316,11 @@ class _Evaluator:
                 return found is not UNDEFINED
             return self.eval(node.args[2]) if found is UNDEFINED and len(node.args) == 3 else found
         shown = name or "a computed function"
-        code = "mvu.template.write_forbidden" if name and re.match(r"(set|inc|dec|del)\w*var|_\.(set|unset|update|merge)|setLocalVar|setGlobalVar|setMessageVar", name) else "mvu.template.call_forbidden"
+        code = (
+            "mvu.template.write_forbidden"
+            if name and re.match(r"(set|inc|dec|del)\w*var|_\.(set|unset|update|merge)|setLocalVar|setGlobalVar|setMessageVar", name)
+            else "mvu.template.call_forbidden"
+        )
         raise TemplateRefused(code, f"{shown}(…) is not executed: only getvar, getwi, _.get and _.has are read", node.offset)
 
     def getvar(self, node: Call) -> Any:
@@ -323,14 +331,18 @@ class _Evaluator:
         if len(node.args) == 2:
             options = node.args[1]
             if not isinstance(options, ObjectLit) or any(k != "defaults" for k, _v in options.items):
-                raise TemplateRefused("mvu.template.scope_forbidden", "getvar options other than {defaults: …} (scopes, flags) are not supported", node.offset)
+                raise TemplateRefused(
+                    "mvu.template.scope_forbidden", "getvar options other than {defaults: …} (scopes, flags) are not supported", node.offset
+                )
             defaults = self.eval(options.items[0][1]) if options.items else UNDEFINED
         try:
             tokens = split_lodash(key)
         except PathError as exc:
             raise TemplateRefused("mvu.template.path_invalid", str(exc), node.offset) from None
         if not tokens or tokens[0] not in ALIASES:
-            raise TemplateRefused("mvu.template.scope_forbidden", f"getvar({key!r}) reads a variable outside stat_data/display_data", node.offset)
+            raise TemplateRefused(
+                "mvu.template.scope_forbidden", f"getvar({key!r}) reads a variable outside stat_data/display_data", node.offset
+            )
         value = lodash_get(self.alias, tokens)
         return defaults if value is UNDEFINED else value
 
@@ -431,7 +443,14 @@ def alias_root(story: Any, vwd: Mapping[str, str] | None = None) -> dict[str, An
     return {"stat_data": view, "display_data": view}
 
 
-def render_template(text: str, story: Any, *, loc: Loc | None = None, vwd: Mapping[str, str] | None = None, lookup: Callable[[str], str | None] | None = None) -> TemplateResult:
+def render_template(
+    text: str,
+    story: Any,
+    *,
+    loc: Loc | None = None,
+    vwd: Mapping[str, str] | None = None,
+    lookup: Callable[[str], str | None] | None = None,
+) -> TemplateResult:
     """Render one entry's text; ``ok=False`` (text None) means the entry must not be injected."""
     loc = loc or Loc("entry")
     alias = alias_root(story, vwd)
@@ -441,7 +460,17 @@ def render_template(text: str, story: Any, *, loc: Loc | None = None, vwd: Mappi
     try:
         rendered = _Evaluator(alias, lookup, 0).render(compiled.tree)
     except TemplateRefused as exc:
-        return TemplateResult(False, None, [diag(exc.code, f"{exc.message}; the entry is not rendered (fail closed)", loc.at(line_of(text, exc.offset) if exc.offset else None))])
+        return TemplateResult(
+            False,
+            None,
+            [
+                diag(
+                    exc.code,
+                    f"{exc.message}; the entry is not rendered (fail closed)",
+                    loc.at(line_of(text, exc.offset) if exc.offset else None),
+                )
+            ],
+        )
     except TemplateSyntaxError as exc:
         return TemplateResult(False, None, [diag("mvu.template.unsupported", f"getwi target: {exc.message}", loc)])
     except RecursionError:
@@ -456,7 +485,9 @@ class TemplateHook:
     renders as empty text; the reasons collect in :attr:`diagnostics` for the turn's report.
     """
 
-    def __init__(self, story: Any, *, vwd: Mapping[str, str] | None = None, entries: Mapping[str, str] | None = None, loc: Loc | None = None) -> None:
+    def __init__(
+        self, story: Any, *, vwd: Mapping[str, str] | None = None, entries: Mapping[str, str] | None = None, loc: Loc | None = None
+    ) -> None:
         self.story = story
         self.vwd = vwd
         self.entries = dict(entries or {})

@@ -94,9 +94,7 @@ class DemoModel:
     async def choose(self, request: ModelRequest) -> Reply:
         seed = request_seed(request)
         may_call_tools = (
-            bool(request.tools)
-            and request.tool_choice != "none"
-            and trailing_tool_rounds(request.messages) < self.max_tool_rounds
+            bool(request.tools) and request.tool_choice != "none" and trailing_tool_rounds(request.messages) < self.max_tool_rounds
         )
         offered = {tool.name for tool in request.tools}
         for _name, policy in self.policies:
@@ -116,12 +114,7 @@ class DemoModel:
 
 def request_seed(request: ModelRequest) -> str:
     """A stable hash of what the model was shown: the source of every 'random' choice."""
-    return sha256_hex(
-        [
-            [m.role, m.content, [[c.name, c.arguments] for c in m.tool_calls], m.tool_call_id]
-            for m in request.messages
-        ]
-    )
+    return sha256_hex([[m.role, m.content, [[c.name, c.arguments] for c in m.tool_calls], m.tool_call_id] for m in request.messages])
 
 
 def trailing_tool_rounds(messages: list[ChatMessage]) -> int:
@@ -167,8 +160,7 @@ def fallback_reply(request: ModelRequest, seed: str) -> Reply:
         results = [m.text() for m in _trailing_tool_results(request.messages)]
         summary = "; ".join(_shorten(r, 60) for r in results if r) or "no output"
         text = (
-            f"[demo reply: offline, not a real model] The tools answered ({summary}). "
-            "A real model would now continue the story from here."
+            f"[demo reply: offline, not a real model] The tools answered ({summary}). A real model would now continue the story from here."
         )
         return Reply(text=text, reasoning=_reasoning(request, seed))
     user = next((m for m in reversed(request.messages) if m.role == "user"), None)

@@ -136,9 +136,7 @@ def map_error(
             details=details,
         )
     if status >= 500:
-        return RpError(
-            "model.server_error", f"{where} failed with HTTP {status} after {attempts} attempt(s): {raw}", details=details
-        )
+        return RpError("model.server_error", f"{where} failed with HTTP {status} after {attempts} attempt(s): {raw}", details=details)
     overflow = _context_overflow(exc, raw, caps)
     if overflow is not None:
         if overflow:

@@ -63,8 +63,12 @@ def _char_name(ch: str) -> str:
 def _check_model_name(model: str) -> None:
     bad = _surrogate_at(model)
     if bad is not None:
-        raise RpError("model.bad_route", f"model route {model!r} is not valid UTF-8 text ({_char_name(model[bad])} at offset "
-                      f"{bad}); check the environment's encoding", pointer="/model", details={"offset": bad})
+        raise RpError(
+            "model.bad_route",
+            f"model route {model!r} is not valid UTF-8 text ({_char_name(model[bad])} at offset {bad}); check the environment's encoding",
+            pointer="/model",
+            details={"offset": bad},
+        )
 
 
 def _check_environment(name: str, value: str | None, *, header: bool) -> None:
@@ -75,9 +79,12 @@ def _check_environment(name: str, value: str | None, *, header: bool) -> None:
         return
     bad = next((i for i, ch in enumerate(value) if not " " <= ch <= "~"), None) if header else _surrogate_at(value)
     if bad is not None:
-        raise RpError("model.bad_environment", f"{name} holds {_char_name(value[bad])} at offset {bad}, which an HTTP "
-                      "request cannot carry; check for a pasted quote, a line break or a stray byte",
-                      details={"variable": name, "offset": bad})
+        raise RpError(
+            "model.bad_environment",
+            f"{name} holds {_char_name(value[bad])} at offset {bad}, which an HTTP "
+            "request cannot carry; check for a pasted quote, a line break or a stray byte",
+            details={"variable": name, "offset": bad},
+        )
 
 
 def parse_route_spec(spec: str, env: Mapping[str, str] | None = None) -> Route:
@@ -211,8 +218,7 @@ def build_model(
     if official and not key:
         raise RpError(
             "model.not_configured",
-            f"route {route.spec} needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server); "
-            "or use `--model demo` for the offline demo",
+            f"route {route.spec} needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server); or use `--model demo` for the offline demo",
         )
     return OpenAICompatModel(
         model=route.model,

@@ -100,9 +100,7 @@ def split_chunks(text: str, pieces: int) -> list[str]:
     return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
 
 
-async def stream_reply(
-    reply: Reply, request: ModelRequest, *, provider: str, model: str, pieces: int = 3
-) -> AsyncIterator[StreamEvent]:
+async def stream_reply(reply: Reply, request: ModelRequest, *, provider: str, model: str, pieces: int = 3) -> AsyncIterator[StreamEvent]:
     for chunk in split_chunks(reply.reasoning or "", pieces):
         yield ReasoningDelta(chunk)
     for chunk in split_chunks(reply.text, pieces):
@@ -115,9 +113,7 @@ async def stream_reply(
     usage = reply.usage
     if usage is None:
         prompt = estimate_prompt_tokens(request)
-        completion = estimate_tokens(reply.text + (reply.reasoning or "")) + sum(
-            estimate_tokens(c.arguments) for c in reply.tool_calls
-        )
+        completion = estimate_tokens(reply.text + (reply.reasoning or "")) + sum(estimate_tokens(c.arguments) for c in reply.tool_calls)
         usage = Usage(prompt, completion, prompt + completion)
     yield Completed(
         ModelResponse(

@@ -40,8 +40,7 @@ def _message_to_wire(message: ChatMessage, index: int, caps: Capabilities) -> di
     if message.role == "assistant":
         if message.tool_calls:
             out["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in message.tool_calls
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in message.tool_calls
             ]
             if caps.requires_reasoning_on_tool_turns:
                 # DeepSeek thinking mode: the field must be present on tool-call turns, even empty,
@@ -150,7 +149,10 @@ def _closed(schema: dict[str, Any]) -> bool:
 
 def _both(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """One object declaration for ``a`` and ``b`` holding together."""
-    out = {**{k: v for k, v in b.items() if k not in ("properties", "required")}, **{k: v for k, v in a.items() if k not in ("properties", "required")}}
+    out = {
+        **{k: v for k, v in b.items() if k not in ("properties", "required")},
+        **{k: v for k, v in a.items() if k not in ("properties", "required")},
+    }
     properties = dict(a.get("properties") or {})
     for key, sub in (b.get("properties") or {}).items():
         properties[key] = sub if key not in properties or properties[key] == sub else {"allOf": [properties[key], sub]}

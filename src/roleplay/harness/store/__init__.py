@@ -20,7 +20,9 @@ def open_store(url: str, *, clock: Clock = system_clock, ids: IdGenerator = ulid
     if url.startswith("sqlite:///"):
         return SQLiteStore(Path(url[len("sqlite:///") :]), clock=clock, ids=ids)
     if "://" in url:
-        raise RpError("store.unsupported_url", f"unsupported database URL scheme in {url.split('://')[0]!r}://…; use sqlite:/// or postgresql://")
+        raise RpError(
+            "store.unsupported_url", f"unsupported database URL scheme in {url.split('://')[0]!r}://…; use sqlite:/// or postgresql://"
+        )
     return SQLiteStore(Path(url), clock=clock, ids=ids)
 
 

@@ -130,9 +130,7 @@ def prepare_drafts(drafts: Sequence[EventDraft]) -> list[PreparedEvent]:
         except ValueError as exc:
             raise ValidationError("event.invalid_payload", f"payload is not valid JSON: {exc}", pointer=f"/{i}/payload") from None
         if len(text.encode("utf-8")) > MAX_EVENT_BYTES:
-            raise ValidationError(
-                "event.too_large", f"event payload exceeds {MAX_EVENT_BYTES} bytes", pointer=f"/{i}/payload"
-            )
+            raise ValidationError("event.too_large", f"event payload exceeds {MAX_EVENT_BYTES} bytes", pointer=f"/{i}/payload")
         prepared.append(PreparedEvent(draft.type, event_version(draft.type), payload, text))
     return prepared
 
@@ -233,9 +231,7 @@ class EventStore(ABC):
     @abstractmethod
     async def _set_archived(self, session_id: str, archived: bool, now: str) -> None: ...
 
-    async def fork(
-        self, source_id: str, at_seq: int, *, session_id: str | None = None, title: str | None = None
-    ) -> SessionRecord:
+    async def fork(self, source_id: str, at_seq: int, *, session_id: str | None = None, title: str | None = None) -> SessionRecord:
         """New session holding events 1..at_seq of the source; the source is untouched."""
         source = await self.get_session(source_id)
         if not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 0 or at_seq > source.head_seq:
@@ -314,9 +310,7 @@ class EventStore(ABC):
         return nullcontext()
 
     @abstractmethod
-    async def read(
-        self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
-    ) -> list[Event]:
+    async def read(self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         """Events with after_seq < seq ≤ until_seq in seq order; ``session.not_found`` if absent."""
 
     async def head(self, session_id: str) -> int:
@@ -362,9 +356,7 @@ class EventStore(ABC):
     # -- helpers ---------------------------------------------------------------------------------
     @staticmethod
     def _as_events(session_id: str, start: int, prepared: Iterable[PreparedEvent], now: str) -> list[Event]:
-        return [
-            Event(session_id, start + i + 1, p.type, p.payload, now, p.version) for i, p in enumerate(prepared)
-        ]
+        return [Event(session_id, start + i + 1, p.type, p.payload, now, p.version) for i, p in enumerate(prepared)]
 
 
 def check_page_args(after_seq: int, until_seq: int | None, limit: int | None) -> None:

@@ -64,15 +64,12 @@ def sqlite_fault(exc: BaseException, path: str | os.PathLike[str]) -> RpError | 
         if limit is not None:
             return RpError(
                 "store.file_too_large",
-                f"writing {where} failed: this process may not write files larger than {limit} bytes "
-                f"(ulimit -f); {NOT_SAVED}",
+                f"writing {where} failed: this process may not write files larger than {limit} bytes (ulimit -f); {NOT_SAVED}",
                 details={**details, "fileSizeLimit": limit},
             )
         free = free_bytes(Path(where).parent)
         if free is not None and free < LOW_SPACE:
-            return RpError(
-                "store.disk_full", f"the disk holding {where} is full ({free} bytes free); {NOT_SAVED}", details=details
-            )
+            return RpError("store.disk_full", f"the disk holding {where} is full ({free} bytes free); {NOT_SAVED}", details=details)
         return RpError("store.io_error", f"the disk failed while writing {where} ({name or exc}); {NOT_SAVED}", details=details)
     if name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "malformed" in str(exc) or "not a database" in str(exc):
         return RpError(
@@ -124,7 +121,9 @@ def postgres_fault(exc: BaseException) -> RpError | None:
     if state in ("53100", "53200", "53400") or isinstance(exc, psycopg.errors.DiskFull):
         return RpError("store.disk_full", f"PostgreSQL is out of disk or memory ({state}); {NOT_SAVED}", details=details)
     if state == "25006":
-        return RpError("store.readonly", f"the PostgreSQL server is read-only (a standby or read-only transaction); {NOT_SAVED}", details=details)
+        return RpError(
+            "store.readonly", f"the PostgreSQL server is read-only (a standby or read-only transaction); {NOT_SAVED}", details=details
+        )
     if state.startswith("58") or state == "XX001":
         return RpError("store.io_error", f"PostgreSQL reported a storage failure ({state}): {exc}", details=details)
     if isinstance(exc, psycopg.OperationalError) or state.startswith(("08", "57P")):

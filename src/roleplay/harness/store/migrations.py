@@ -213,8 +213,12 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 LATEST = MIGRATIONS[-1].number
-MIGRATIONS_TABLE_SQLITE = "CREATE TABLE IF NOT EXISTS _migrations (number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-MIGRATIONS_TABLE_POSTGRES = "CREATE TABLE IF NOT EXISTS _migrations (number integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)"
+MIGRATIONS_TABLE_SQLITE = (
+    "CREATE TABLE IF NOT EXISTS _migrations (number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+)
+MIGRATIONS_TABLE_POSTGRES = (
+    "CREATE TABLE IF NOT EXISTS _migrations (number integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)"
+)
 
 
 def _check_sequence() -> None:

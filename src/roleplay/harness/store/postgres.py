@@ -161,9 +161,7 @@ class PostgresStore(EventStore):
                         continue
                     for stmt in m.postgres:
                         await conn.execute(stmt)
-                    await conn.execute(
-                        "INSERT INTO _migrations(number, name, applied_at) VALUES (%s,%s,%s)", (m.number, m.name, now)
-                    )
+                    await conn.execute("INSERT INTO _migrations(number, name, applied_at) VALUES (%s,%s,%s)", (m.number, m.name, now))
                     applied.append(m.number)
         return applied
 
@@ -182,8 +180,17 @@ class PostgresStore(EventStore):
                     await conn.execute(
                         f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                         (
-                            record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
-                            record.workspace, record.title, record.archived, record.head_seq, now, now,
+                            record.id,
+                            record.preset,
+                            record.parent_id,
+                            record.forked_from,
+                            record.forked_at_seq,
+                            record.workspace,
+                            record.title,
+                            record.archived,
+                            record.head_seq,
+                            now,
+                            now,
                         ),
                     )
                     if events:
@@ -212,8 +219,17 @@ class PostgresStore(EventStore):
                 await conn.execute(
                     f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                     (
-                        record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
-                        record.workspace, record.title, False, at_seq, record.created_at, record.updated_at,
+                        record.id,
+                        record.preset,
+                        record.parent_id,
+                        record.forked_from,
+                        record.forked_at_seq,
+                        record.workspace,
+                        record.title,
+                        False,
+                        at_seq,
+                        record.created_at,
+                        record.updated_at,
                     ),
                 )
                 await conn.execute(
@@ -267,9 +283,7 @@ class PostgresStore(EventStore):
         # A transaction-level advisory lock, so a crashed holder's lock goes with its connection.
         # Keyed like the run leases (schema-qualified), with its own prefix.
         async with self._connection(self._lock_pool) as conn, conn.transaction():
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':append:' || %s, 0))", (session_id,)
-            )
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':append:' || %s, 0))", (session_id,))
             yield
 
     @staticmethod
@@ -289,9 +303,7 @@ class PostgresStore(EventStore):
             ),
         )
 
-    async def read(
-        self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
-    ) -> list[Event]:
+    async def read(self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         check_page_args(after_seq, until_seq, limit)
         sql = "SELECT seq, type, v, payload::text, created_at FROM events WHERE session_id=%s AND seq>%s"
         args: list[Any] = [session_id, after_seq]
@@ -309,9 +321,7 @@ class PostgresStore(EventStore):
         return [Event(session_id, r[0], r[1], loads(r[3]), r[4], r[2]) for r in rows]
 
     async def dump(self) -> list[tuple[Any, ...]]:
-        ev = await self._fetchall(
-            "SELECT 'event', session_id, seq, type, v, payload::text, created_at FROM events ORDER BY global_pos"
-        )
+        ev = await self._fetchall("SELECT 'event', session_id, seq, type, v, payload::text, created_at FROM events ORDER BY global_pos")
         ses = await self._fetchall(f"SELECT 'session', {SESSION_COLUMNS} FROM sessions ORDER BY id")
         return ev + ses
 
@@ -364,9 +374,7 @@ class PostgresStore(EventStore):
             self._listening = asyncio.Event()
             self._listener = asyncio.create_task(self._listen_loop(), name="rp-pg-listener")
         assert self._listening is not None
-        done, _ = await asyncio.wait(
-            {asyncio.ensure_future(self._listening.wait()), self._listener}, return_when=asyncio.FIRST_COMPLETED
-        )
+        done, _ = await asyncio.wait({asyncio.ensure_future(self._listening.wait()), self._listener}, return_when=asyncio.FIRST_COMPLETED)
         if self._listener.done() and self._listener.exception() is not None:
             raise RpError("store.listen_failed", f"cannot LISTEN on PostgreSQL: {self._listener.exception()}")
 

@@ -40,7 +40,6 @@ from .migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
 T = TypeVar("T")
 
 
-
 def _session(row: tuple[Any, ...]) -> SessionRecord:
     return SessionRecord(
         id=row[0],
@@ -175,6 +174,7 @@ class SQLiteStore(EventStore):
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise RpError("store.closed", "the store is closed")
+
         def run() -> T:
             try:
                 conn = self._reader()
@@ -248,8 +248,17 @@ class SQLiteStore(EventStore):
             conn.execute(
                 f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
-                    record.workspace, record.title, int(record.archived), record.head_seq, now, now,
+                    record.id,
+                    record.preset,
+                    record.parent_id,
+                    record.forked_from,
+                    record.forked_at_seq,
+                    record.workspace,
+                    record.title,
+                    int(record.archived),
+                    record.head_seq,
+                    now,
+                    now,
                 ),
             )
             _insert_events(conn, record.id, 0, events, now)
@@ -261,9 +270,7 @@ class SQLiteStore(EventStore):
             raise RpError("session.exists", f"session {record.id!r} already exists") from exc
 
     async def get_session(self, session_id: str) -> SessionRecord:
-        row = await self._read(
-            lambda c: c.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id=?", (session_id,)).fetchone()
-        )
+        row = await self._read(lambda c: c.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id=?", (session_id,)).fetchone())
         if row is None:
             raise session_not_found(session_id)
         return _session(row)
@@ -288,8 +295,17 @@ class SQLiteStore(EventStore):
             conn.execute(
                 f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    record.id, record.preset, record.parent_id, record.forked_from, record.forked_at_seq,
-                    record.workspace, record.title, 0, at_seq, record.created_at, record.updated_at,
+                    record.id,
+                    record.preset,
+                    record.parent_id,
+                    record.forked_from,
+                    record.forked_at_seq,
+                    record.workspace,
+                    record.title,
+                    0,
+                    at_seq,
+                    record.created_at,
+                    record.updated_at,
                 ),
             )
             conn.execute(
@@ -340,9 +356,7 @@ class SQLiteStore(EventStore):
 
         return await self._write(run)
 
-    async def read(
-        self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
-    ) -> list[Event]:
+    async def read(self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         check_page_args(after_seq, until_seq, limit)
 
         def run(conn: sqlite3.Connection) -> tuple[bool, list[tuple[Any, ...]]]:
