@@ -1,22 +1,82 @@
-"""``rp``: the command-line interface. Each feature contributes its own command group."""
+"""``rp``: the command-line interface. Each feature contributes its own command group.
+
+The groups are imported only when used. Importing all of them costs about a second (the
+``openai`` SDK alone most of it), which ``rp --help`` and every command would otherwise pay
+before doing anything; ``COMMANDS`` keeps each one's module and one-line help so the top-level
+help needs no import. ``tests/test_cli.py`` checks the help lines against the real commands.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 import click
 
 from roleplay import __version__
 from roleplay.cli_context import CliState, fail_on_store_fault, guard_text_arguments
-from roleplay.assets.cli import assets, export, import_command
-from roleplay.assets.lorebook.cli import lorebook
-from roleplay.compat.mvu.cli import mvu_group
-from roleplay.core.cli import COMMANDS as STORY_COMMANDS
-from roleplay.harness.chat import chat
-from roleplay.harness.cli import db, sessions
-from roleplay.harness.models.cli import models
-from roleplay.state.cli import state_group
+
+# name -> (module, attribute, the command's one-line help as ``rp --help`` shows it)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "assets": ("roleplay.assets.cli", "assets", "List, show and delete shared assets."),
+    "chat": ("roleplay.harness.chat", "chat", "Chat with the configured model; every exchange is saved as a session."),
+    "db": ("roleplay.harness.cli", "db", "Database maintenance."),
+    "export": ("roleplay.assets.cli", "export", "Export assets as community files."),
+    "import": ("roleplay.assets.cli", "import_command", "Import character cards (PNG/JSON/CHARX), SillyTavern lorebooks and presets."),
+    "lorebook": ("roleplay.assets.lorebook.cli", "lorebook", "Inspect lorebooks (world info)."),
+    "models": ("roleplay.harness.models.cli", "models", "List model providers and test a model route."),
+    "mvu": ("roleplay.compat.mvu.cli", "mvu_group", "MVU / MVU Zod variable-card compatibility."),
+    "new": ("roleplay.core.cli", "new_command", "Start a story."),
+    "play": ("roleplay.core.cli", "play_command", "Interactive play."),
+    "prompt": ("roleplay.core.cli", "prompt_command", "Show the exact Writer prompt and parent views the next turn would use."),
+    "say": ("roleplay.core.cli", "say_command", "Play one turn of SESSION_ID and stream the reply."),
+    "sessions": ("roleplay.harness.cli", "sessions", "List, inspect, fork and archive sessions."),
+    "state": ("roleplay.state.cli", "state_group", "Check rp.state v2 namespace definitions and simulate state.update effects."),
+}
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = self.commands.get(cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            module, attr, _ = COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), attr)
+            # Every command, with or without ``run``, refuses arguments that are not UTF-8 text.
+            guard_text_arguments(command)
+            self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            loaded = self.commands.get(name)
+            if loaded is not None:
+                if loaded.hidden:
+                    continue
+                rows.append((name, loaded.get_short_help_str(limit)))
+            else:
+                rows.append((name, click.utils.make_default_short_help(COMMANDS[name][2], limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _build_runtime(*args: Any, **kwargs: Any) -> Any:
+    # Imported when a command opens a runtime, not when ``rp`` starts.
+    from roleplay.features import build_runtime
+
+    return build_runtime(*args, **kwargs)
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="rp")
 @click.option(
     "--home",
@@ -31,24 +91,9 @@ def cli(ctx: click.Context, home: str | None) -> None:
     if state.home is None:
         state.home = home
     if state.runtime_factory is None:
-        from roleplay.features import build_runtime
-
-        state.runtime_factory = build_runtime
+        state.runtime_factory = _build_runtime
 
 
-cli.add_command(db)
-cli.add_command(sessions)
-cli.add_command(models)
-cli.add_command(chat)
-cli.add_command(import_command)
-cli.add_command(assets)
-cli.add_command(export)
-cli.add_command(lorebook)
-cli.add_command(mvu_group)
-for _command in STORY_COMMANDS:
-    cli.add_command(_command)
-cli.add_command(state_group)
-# Every command, with or without ``run``, refuses arguments that are not UTF-8 text.
 guard_text_arguments(cli)
 
 

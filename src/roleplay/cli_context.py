@@ -18,7 +18,6 @@ letting them drive the terminal, and ``echo_json`` escapes the same characters i
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import re
@@ -248,6 +247,8 @@ def run(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import asyncio  # ~0.1 s to import: only commands that run pay it, not ``--help``
+
         as_json = kwargs.get("as_json", False)
         try:
             check_text_args(kwargs)
