@@ -58,7 +58,7 @@ def test_db_migrate_is_idempotent(env: dict[str, str]) -> None:
 def test_sessions_list_show_events_fork_archive(env: dict[str, str], store_url: str) -> None:
     sid, child = seed(store_url)
     code, out, _ = invoke(env, "sessions", "list", "--json")
-    assert code == 0 and {s["id"] for s in json.loads(out)} == {sid, child}
+    assert code == 0 and [s["id"] for s in json.loads(out)] == [sid]
     code, out, _ = invoke(env, "sessions", "list", "--roots", "--json")
     assert [s["id"] for s in json.loads(out)] == [sid]
     code, out, _ = invoke(env, "sessions", "list", "--parent", sid, "--json")
@@ -89,6 +89,18 @@ def test_sessions_list_show_events_fork_archive(env: dict[str, str], store_url: 
     assert [s["id"] for s in json.loads(out)] == [fork["id"]]
     code, out, _ = invoke(env, "sessions", "archive", fork["id"], "--undo")
     assert code == 0 and out.startswith("unarchived")
+
+
+def test_sessions_list_shows_top_level_sessions_unless_all_asks_for_children(env: dict[str, str], store_url: str) -> None:
+    sid, child = seed(store_url)
+    code, out, _ = invoke(env, "sessions", "list")
+    assert code == 0 and sid in out and child not in out
+    code, out, _ = invoke(env, "sessions", "list", "--all", "--json")
+    assert code == 0 and {s["id"] for s in json.loads(out)} == {sid, child}
+    code, out, _ = invoke(env, "sessions", "list", "--all")
+    assert f"{child}" in out and f"child of {sid}" in out
+    code, out, _ = invoke(env, "sessions", "list", "--parent", sid, "--json")
+    assert [s["id"] for s in json.loads(out)] == [child]
 
 
 def test_errors_have_codes_and_exit_1(env: dict[str, str], store_url: str) -> None:

@@ -49,20 +49,24 @@ def sessions() -> None:
 @sessions.command("list")
 @home_option
 @click.option("--archived", "which", flag_value="archived", help="Only archived sessions.")
-@click.option("--all", "which", flag_value="all", help="Archived and active sessions.")
+@click.option("--all", "which", flag_value="all", help="Every session: archived ones and Writer/sub-agent children too.")
 @click.option("--parent", "parent_id", help="Only the child sessions of this session.")
-@click.option("--roots", is_flag=True, help="Only top-level sessions (no Writer or sub-agent children).")
+# Top-level only is the default now; the flag stays so existing scripts keep working.
+@click.option("--roots", is_flag=True, hidden=True)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
 @json_option
 @click.pass_context
 @run
 async def sessions_list(ctx: click.Context, which: str | None, parent_id: str | None, roots: bool, limit: int, as_json: bool) -> None:
-    """List sessions, most recently updated first."""
+    """List stories and chats, most recently updated first. Each turn's Writer runs in a child
+    session; those are listed with --all or --parent ID."""
     archived = {None: False, "archived": True, "all": None}[which]
+    # Children only when asked for: one story makes a Writer child per turn.
+    roots_only = parent_id is None and (roots or which != "all")
     async with state_of(ctx).open_store() as store:
         if parent_id is not None:
             await store.get_session(parent_id)
-        rows = await store.list_sessions(SessionFilter(archived=archived, parent_id=parent_id, roots_only=roots, limit=limit))
+        rows = await store.list_sessions(SessionFilter(archived=archived, parent_id=parent_id, roots_only=roots_only, limit=limit))
     if as_json:
         echo_json([r.to_dict() for r in rows])
         return
