@@ -4,11 +4,15 @@ and its invariants (current input exactly once, never-idle sources, stable epoch
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
 from roleplay.core import context_build as cb
+from roleplay.core.conversation import Entry, text_of_entries
 from roleplay.core.profile import LOCAL_ID_PATTERN, SessionProfile
 from roleplay.core.types import (
     CARD,
@@ -26,6 +30,8 @@ from roleplay.core.types import (
     Slot,
 )
 from roleplay.errors import ValidationError
+from roleplay.harness.models.routes import Route
+from roleplay.harness.models.tokens import count_tokens
 
 
 def src(id_: str, text: str = "", title: str = "", **kw) -> ContextSource:
@@ -390,3 +396,129 @@ def test_source_map_rejects_mismatch_and_duplicates() -> None:
     with pytest.raises(ValidationError) as e:
         cb.as_source_map([src(CARD), src(CARD)])
     assert e.value.code == "context.duplicate_source"
+
+
+# -- the Writer route's window (issue 12) ---------------------------------------------------------
+
+
+def history(n: int) -> list[Entry]:
+    # Mixed scripts, so the estimate's CJK and Latin rules both take part.
+    return [
+        Entry(f"m{i}", "user" if i % 2 == 0 else "writing", f"Message {i}: 她推开门，看见 number {i} waiting in the rain." * 3)
+        for i in range(n)
+    ]
+
+
+def window_sources(entries: list[Entry], card: str = "Alice is a ferrywoman.") -> dict[str, ContextSource]:
+    items = [src(CARD, card, "Alice"), src(CURRENT_INPUT, "I board the ferry."), src(CONVERSATION, text_of_entries(entries))]
+    return {s.id: s for s in items}
+
+
+def kept_messages(build) -> list[str]:
+    return re.findall(r"Message (\d+):", build.writer_prompt)
+
+
+def test_a_long_history_in_a_small_window_keeps_the_newest_whole_messages_and_reports_how_many_were_left_out() -> None:
+    entries = history(60)
+    sources = window_sources(entries)
+    slots = cb.default_layout(sources)
+    budget = cb.WindowBudget(window=3000, reply_reserve=500, fixed_tokens=100)
+    build = cb.freeze(slots, sources, history=entries, budget=budget)
+    kept = kept_messages(build)
+    assert 0 < len(set(kept)) < 60
+    # The newest are kept, contiguously up to the last one; the oldest go first.
+    numbers = sorted({int(k) for k in kept})
+    assert numbers == list(range(60 - len(numbers), 60))
+    # Never split: every kept message is there whole.
+    for i in numbers:
+        assert entries[i].text in build.writer_prompt
+    assert count_tokens(build.writer_prompt) <= budget.prompt_budget
+    assert build.window is not None
+    assert build.window.omitted == 60 - len(numbers)
+    assert build.window.messages == 60
+    assert build.window.budget == 2400 and build.window.prompt_tokens == count_tokens(build.writer_prompt)
+    [note] = [d for d in build.diagnostics if d.code == "context.history_trimmed"]
+    assert note.source_id == CONVERSATION
+    assert note.details["omitted"] == build.window.omitted
+    assert f"{build.window.omitted} of 60 earlier messages were left out" in note.message
+    # One more message would not have fitted: the cut is as late as it can be.
+    more = window_sources(entries[-len(numbers) - 1 :])
+    assert count_tokens(cb.freeze(slots, more).writer_prompt) > budget.prompt_budget
+
+
+def test_a_history_that_fits_is_left_whole_and_the_build_still_records_the_budget() -> None:
+    entries = history(5)
+    sources = window_sources(entries)
+    build = cb.freeze(cb.default_layout(sources), sources, history=entries, budget=cb.WindowBudget(100_000, 16_384, 300))
+    assert len(set(kept_messages(build))) == 5
+    assert build.window is not None and build.window.omitted == 0 and build.window.budget == 100_000 - 16_384 - 300
+    assert not [d for d in build.diagnostics if d.code.startswith("context.history")]
+    unbudgeted = cb.freeze(cb.default_layout(sources), sources)
+    assert unbudgeted.window is None and unbudgeted.writer_prompt == build.writer_prompt
+
+
+def test_the_budget_leaves_room_for_the_other_slots_and_the_reply_reserve() -> None:
+    entries = history(60)
+    plain = window_sources(entries)
+    slots = cb.default_layout(plain)
+
+    def kept(sources: dict[str, ContextSource], reserve: int) -> int:
+        build = cb.freeze(slots, sources, history=entries, budget=cb.WindowBudget(4000, reserve, 100))
+        assert count_tokens(build.writer_prompt) <= 4000 - reserve - 100
+        return 60 - build.window.omitted
+
+    base = kept(plain, 500)
+    assert kept(window_sources(entries, card="A long card. " * 150), 500) < base  # a bigger card slot
+    assert kept(plain, 1500) < base  # a bigger reply reserve
+
+
+def test_when_nothing_fits_the_history_is_dropped_whole_and_an_oversized_prompt_is_reported() -> None:
+    entries = history(10)
+    sources = window_sources(entries, card="A long card. " * 400)
+    build = cb.freeze(cb.default_layout(sources), sources, history=entries, budget=cb.WindowBudget(1000, 200, 50))
+    assert kept_messages(build) == [] and "Conversation" not in build.writer_prompt
+    assert build.window.omitted == 10
+    codes = [d.code for d in build.diagnostics]
+    assert codes == ["context.history_trimmed", "context.over_window"]
+
+
+def test_the_history_given_must_be_the_one_the_conversation_was_rendered_from() -> None:
+    entries = history(4)
+    sources = window_sources(entries)
+    with pytest.raises(ValidationError) as err:
+        cb.freeze(cb.default_layout(sources), sources, history=entries[1:], budget=cb.WindowBudget(1000, 100, 10))
+    assert err.value.code == "context.history_mismatch"
+
+
+def test_a_trimmed_build_is_the_same_twice_and_in_another_process() -> None:
+    entries = history(60)
+    sources = window_sources(entries)
+    slots = cb.default_layout(sources)
+    budget = cb.WindowBudget(3000, 500, 100)
+    one = cb.freeze(slots, sources, history=entries, budget=budget)
+    two = cb.freeze(slots, sources, history=entries, budget=budget)
+    assert (one.writer_prompt, one.epoch, one.window) == (two.writer_prompt, two.epoch, two.window)
+    code = (
+        "import sys; sys.path.insert(0, 'tests/core'); import hashlib, test_context_build as t; "
+        "from roleplay.core import context_build as cb; e = t.history(60); s = t.window_sources(e); "
+        "b = cb.freeze(cb.default_layout(s), s, history=e, budget=cb.WindowBudget(3000, 500, 100)); print(b.epoch)"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "7"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.strip()
+    assert out == one.epoch
+
+
+def test_writer_budget_takes_the_window_from_the_override_the_route_or_the_model() -> None:
+    system = "You write the story."
+    fixed = count_tokens(system) + cb.MESSAGE_FRAMING
+    listed = cb.writer_budget(Route("deepseek", "deepseek-flash"), system)
+    assert listed == cb.WindowBudget(1_000_000, cb.DEFAULT_REPLY_RESERVE, fixed)
+    # An explicit output limit is the reserve; images take a flat allowance each.
+    capped = cb.writer_budget(Route("deepseek", "deepseek-flash", max_output_tokens=2048), system, images=2)
+    assert capped == cb.WindowBudget(1_000_000, 2048, fixed + 2 * cb.IMAGE_TOKENS)
+    # A small window keeps three quarters for the prompt.
+    assert cb.writer_budget(Route("demo", "demo", context_window=4000), system) == cb.WindowBudget(4000, 1000, fixed)
+    assert cb.writer_budget(Route("demo", "demo", context_window=4000), system, window=2000).window == 2000
+    # Unknown windows leave the history whole.
+    assert cb.writer_budget(Route("openai", "llama3"), system) is None
+    assert cb.writer_budget(Route("demo", "demo"), system) is None

@@ -2,8 +2,18 @@
 
 Spec (``roleplay-plugins.zh.md`` 产品边界, 数据所有权): a session orders its material in
 ``contextBuild.slots``; every enabled slot whose sources are available this run goes verbatim into
-the Writer's flat prompt, in that order. Nothing is trimmed here: the Writer's provider checks
-the real context size.
+the Writer's flat prompt, in that order.
+
+Window (issue 12, a departure from the spec's "no local trimming")
+    A long story outgrows any window, so ``rp.conversation`` is the one source that gives way:
+    :func:`freeze` keeps whole messages, newest first, as many as fit the budget, which is the
+    Writer route's context window minus every other slot, the Writer's system prompt and framing,
+    and a reply reserve (:func:`writer_budget`). A message is never split; the oldest go first; a
+    ``context.history_trimmed`` diagnostic says how many were left out. Every other slot stays
+    verbatim (they are the story's rules and facts); if they alone overflow, a
+    ``context.over_window`` diagnostic says so and the provider's own check has the last word.
+    Tokens are estimated by ``harness.models.tokens`` (deterministic, no vocabulary download), so
+    a replay or ``rp prompt`` in another process builds the same prompt.
 
 Layout
     Without a saved layout a session uses :func:`default_layout`, with the conversation history as
@@ -33,11 +43,15 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from roleplay.canonical import sha256_hex
 from roleplay.errors import ValidationError
+from roleplay.harness.models.routes import Route, route_context_window
+from roleplay.harness.models.tokens import count_tokens
 
+from .conversation import CONVERSATION_NOTE, Entry, render_entries, text_of_entries
 from .types import (
     CARD,
     CONVERSATION,
@@ -58,6 +72,7 @@ from .types import (
     Diagnostic,
     FrozenBuild,
     Slot,
+    WindowFit,
 )
 
 # Tags that structure the parent's first-step input (prompts.render_roleplay_request) and the
@@ -418,6 +433,118 @@ def normalize_bindings(bindings: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+# -- the window ---------------------------------------------------------------------------------
+
+# Kept free for the Writer's answer when its route sets no output limit: a long reply plus a
+# thinking model's reasoning, which counts as output. Never more than a quarter of the window, so
+# a small local model still sees some history.
+DEFAULT_REPLY_RESERVE = 16_384
+# Images are priced by the provider from their pixels, which the build does not read: a flat
+# allowance near a high-detail 1024×1024 image's cost on OpenAI's scale.
+IMAGE_TOKENS = 1_536
+# Role markers and chat-template tokens of the Writer's two messages (system, user).
+MESSAGE_FRAMING = 16
+
+
+@dataclass(frozen=True)
+class WindowBudget:
+    """What one Writer request may spend: its window, the reply reserve and the tokens of
+    everything in the request besides the flat prompt."""
+
+    window: int
+    reply_reserve: int
+    fixed_tokens: int
+
+    @property
+    def prompt_budget(self) -> int:
+        return self.window - self.reply_reserve - self.fixed_tokens
+
+
+def writer_budget(route: Route, system_prompt: str, images: int = 0, *, window: int | None = None) -> WindowBudget | None:
+    """The budget of the Writer request on ``route``. ``window`` (a settings override) beats the
+    route's own override, which beats the model's listed window; None when no window is known
+    (any model of an OpenAI-compatible server), and then no history is left out."""
+    size = window or route_context_window(route)
+    if size is None:
+        return None
+    reserve = route.max_output_tokens or min(DEFAULT_REPLY_RESERVE, size // 4)
+    fixed = count_tokens(system_prompt) + images * IMAGE_TOKENS + MESSAGE_FRAMING
+    return WindowBudget(size, reserve, fixed)
+
+
+def _entry_cost(entry: Entry, escape: Callable[[str], str]) -> int:
+    # One entry as rendered, plus the blank line joining it to its neighbour.
+    return count_tokens(escape(render_entries((entry,)))) + 1
+
+
+def _fit_history(
+    slots: Sequence[Slot],
+    by_id: dict[str, ContextSource],
+    history: Sequence[Entry],
+    budget: WindowBudget,
+) -> tuple[dict[str, ContextSource], WindowFit, list[Diagnostic]]:
+    """Keep the newest whole messages of ``rp.conversation`` that fit ``budget``."""
+    conversation = by_id.get(CONVERSATION)
+    full = _build(slots, by_id, pick=lambda s: True, use_parent_text=False)
+    tokens = count_tokens(join_sections(full))
+    limit = budget.prompt_budget
+
+    def fit(omitted: int, prompt_tokens: int) -> WindowFit:
+        return WindowFit(budget.window, budget.reply_reserve, budget.fixed_tokens, prompt_tokens, len(history), omitted)
+
+    if conversation is None or tokens <= limit:
+        return by_id, fit(0, tokens), _over_window(fit(0, tokens))
+    # Sum per-message costs (the estimate is close to additive) to pick the cut in one pass, then
+    # check the real prompt and drop one more message while it is still over.
+    without = {sid: src for sid, src in by_id.items() if sid != CONVERSATION}
+    rest = count_tokens(join_sections(_build(slots, without, pick=lambda s: True, use_parent_text=False)))
+    tagged = next((slot.section_tag for slot in slots if CONVERSATION in slot.sources and not slot.idle), True)
+    escape = escape_control_tags if tagged else escape_request_tags
+    wrapper = count_tokens(f'<section name="{_FIXED_NAMES[CONVERSATION]}">\n\n</section>\n\n')
+    room = limit - rest - wrapper - count_tokens(CONVERSATION_NOTE) - 1
+    keep = 0
+    for entry in reversed(history):
+        room -= _entry_cost(entry, escape)
+        if room < 0:
+            break
+        keep += 1
+    while True:
+        kept = history[len(history) - keep :] if keep else ()
+        trimmed = dict(by_id)
+        if kept:
+            trimmed[CONVERSATION] = replace(conversation, text=text_of_entries(kept))
+        else:
+            del trimmed[CONVERSATION]  # nothing fits: the source is unavailable, no empty tag
+        tokens = count_tokens(join_sections(_build(slots, trimmed, pick=lambda s: True, use_parent_text=False)))
+        if tokens <= limit or keep == 0:
+            break
+        keep -= 1
+    result = fit(len(history) - keep, tokens)
+    note = Diagnostic(
+        "context.history_trimmed",
+        f"{result.omitted} of {result.messages} earlier messages were left out, oldest first, to fit the Writer's "
+        f"context window of {result.window} tokens ({result.budget} for the prompt after {result.reply_reserve} "
+        f"for the reply and {result.fixed_tokens} for the system prompt and framing)",
+        source_id=CONVERSATION,
+        details=result.to_dict(),
+    )
+    return trimmed, result, [note, *_over_window(result)]
+
+
+def _over_window(result: WindowFit) -> list[Diagnostic]:
+    if result.prompt_tokens <= result.budget:
+        return []
+    return [
+        Diagnostic(
+            "context.over_window",
+            f"the Writer prompt takes about {result.prompt_tokens} tokens without any conversation history it "
+            f"could still drop; the budget is {result.budget} of the {result.window}-token window, so the "
+            "provider may refuse it",
+            details=result.to_dict(),
+        )
+    ]
+
+
 # -- the frozen build ---------------------------------------------------------------------------
 
 
@@ -451,6 +578,9 @@ def freeze(
     sources: Mapping[str, ContextSource] | Iterable[ContextSource],
     bindings: Mapping[str, Any] | None = None,
     diagnostics: Iterable[Diagnostic] = (),
+    *,
+    history: Sequence[Entry] = (),
+    budget: WindowBudget | None = None,
 ) -> FrozenBuild:
     """Freeze one run's build from its effective layout.
 
@@ -464,9 +594,24 @@ def freeze(
 
     ``rp.current-input`` must be assembled exactly once (with non-blank text: a run whose input
     is only images must still give it a text, or the Writer has nothing to answer).
+
+    With a ``budget``, ``rp.conversation`` keeps only the newest whole messages of ``history``
+    (the entries its text was rendered from) that fit; ``window`` records the cut.
     """
     by_id = as_source_map(sources)
     check_idle(slots, by_id)
+    window: WindowFit | None = None
+    diags = list(diagnostics)
+    if budget is not None:
+        conversation = by_id.get(CONVERSATION)
+        if conversation is not None and conversation.text != text_of_entries(history):
+            raise ValidationError(
+                "context.history_mismatch",
+                "rp.conversation was not rendered from the history given to fit it into the window",
+                details={"sourceId": CONVERSATION, "messages": len(history)},
+            )
+        by_id, window, notes = _fit_history(slots, by_id, history, budget)
+        diags += notes
     sections = _build(slots, by_id, pick=lambda s: True, use_parent_text=False)
     count = sum(1 for section in sections for sid in section.source_ids if sid == CURRENT_INPUT)
     if count == 0:
@@ -488,7 +633,6 @@ def freeze(
     parent_context = join_sections(parent)
     commit_context = join_sections(commit)
     bound = normalize_bindings(bindings)
-    diags = tuple(diagnostics)
     epoch = sha256_hex(
         {
             "slots": [_slot_record(s) for s in slots],
@@ -499,6 +643,7 @@ def freeze(
             "commitContext": _digest(commit_context),
             "bindings": bound,
             "diagnostics": [d.to_dict() for d in diags],
+            "window": None if window is None else window.to_dict(),
         }
     )
     return FrozenBuild(
@@ -507,7 +652,8 @@ def freeze(
         parent_context=parent_context,
         commit_context=commit_context,
         bindings=bound,
-        diagnostics=diags,
+        diagnostics=tuple(diags),
         epoch=epoch,
         sources=by_id,
+        window=window,
     )

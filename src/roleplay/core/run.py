@@ -56,7 +56,7 @@ from roleplay.state.events import state_document
 
 from .chat_draft import commit_for_plain_reply
 from .commit import SERVICE_KEY, CommitSession
-from .context_build import effective_layout, freeze
+from .context_build import effective_layout, freeze, writer_budget
 from .conversation import project, summary_source_text, text_of_entries
 from .macros import MacroContext, expand
 from .profile import SESSION_PROJECTION, SessionProfile, profile_of
@@ -176,12 +176,14 @@ async def prepare_run(
     sources = await collect_sources(inputs, reader)
     saved = _saved_slots(profile)
     slots = effective_layout(saved, sources.sources, sources.preset_positions)
-    build = freeze(slots, sources.sources, sources.bindings, sources.diagnostics)
     mode = profile.execution_mode
     if mode != "chat":
         raise RpError("run.mode_unsupported", f"execution mode {mode!r} is not available yet; switch the session to chat")
     writer_route = resolve_writer_route(rt, profile, parent_route)
     writer_prompt = PromptAssembly([IDENTITY, *writer_sections()]).assemble(PromptContext(session_id, frozenset()))
+    # The history gives way to the Writer route's window (issue 12): whole messages, newest first.
+    budget = writer_budget(writer_route, writer_prompt.text, len(images or []))
+    build = freeze(slots, sources.sources, sources.bindings, sources.diagnostics, history=entries, budget=budget)
     return PreparedRun(
         run_id=inputs.run_id,
         turn_id=rt.ids("turn_"),

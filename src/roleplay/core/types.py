@@ -100,6 +100,35 @@ class BuiltSection:
 
 
 @dataclass(frozen=True)
+class WindowFit:
+    """How the conversation history was fitted into the Writer route's context window. Token
+    figures come from ``harness.models.tokens.count_tokens``, the same in every process."""
+
+    window: int  # the route's context window
+    reply_reserve: int  # kept free for the reply (and a thinking model's reasoning)
+    fixed_tokens: int  # the rest of the Writer request: system prompt, images, message framing
+    prompt_tokens: int  # the Writer prompt as built
+    messages: int  # history messages available to ``rp.conversation``
+    omitted: int  # the oldest of them left out, whole
+
+    @property
+    def budget(self) -> int:
+        """What the Writer prompt (every slot together) may take."""
+        return self.window - self.reply_reserve - self.fixed_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "window": self.window,
+            "replyReserve": self.reply_reserve,
+            "fixedTokens": self.fixed_tokens,
+            "budget": self.budget,
+            "promptTokens": self.prompt_tokens,
+            "messages": self.messages,
+            "omitted": self.omitted,
+        }
+
+
+@dataclass(frozen=True)
 class FrozenBuild:
     """The context build of one run, frozen at prepare time."""
 
@@ -111,6 +140,8 @@ class FrozenBuild:
     diagnostics: tuple[Diagnostic, ...]
     epoch: str  # sha256 of everything above: the context epoch a retry token is bound to
     sources: dict[str, ContextSource] = field(default_factory=dict)
+    # None when the Writer route's window is unknown: then nothing is left out.
+    window: WindowFit | None = None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ registry, not here.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .failures import RetryPolicy
 from .openai_compat import OpenAICompatModel, Sleep
 from .types import Capabilities
@@ -57,7 +59,10 @@ def deepseek_model(
     sleep: Sleep | None = None,
     timeout: float = 300.0,
     default_max_tokens: int | None = None,
+    context_window: int | None = None,
 ) -> OpenAICompatModel:
+    """``context_window`` is the model's window from the registry (or a route's override); it
+    lives there, not in ``DEEPSEEK_CAPABILITIES``, because it changes between model generations."""
     base = base_url or DEEPSEEK_BASE_URL
     # A custom base (a proxy, the fake server) gets its beta path derived from it; the real API's
     # beta URL is known.
@@ -68,7 +73,7 @@ def deepseek_model(
         api_key=api_key,
         provider="deepseek",
         label=f"DeepSeek {model}",
-        capabilities=DEEPSEEK_CAPABILITIES,
+        capabilities=replace(DEEPSEEK_CAPABILITIES, context_window=context_window),
         thinking_default=model not in _NON_THINKING_MODELS,
         beta_base_url=beta,
         retry=retry,

@@ -139,6 +139,15 @@ def provider_for_model(name: str) -> str | None:
     return None
 
 
+def context_window(provider: str, model: str) -> int | None:
+    """The context window of a listed model in tokens, or None (an unlisted model, or one whose
+    window we do not know: the demo, any model of an OpenAI-compatible server)."""
+    info = PROVIDERS[provider].model(model) if provider in PROVIDERS else None
+    if info is not None and info.context_window is None and info.alias_of is not None:
+        info = PROVIDERS[provider].model(info.alias_of)
+    return info.context_window if info is not None else None
+
+
 def is_configured(provider: ProviderInfo, env: Mapping[str, str]) -> bool:
     if provider.demo or provider.test_double:
         return True

@@ -24,7 +24,7 @@ from .deepseek import deepseek_model
 from .demo import DemoModel, DemoPolicies
 from .failures import RetryPolicy
 from .openai_compat import OpenAICompatModel, Sleep
-from .registry import OPENAI_BASE_URL, PROVIDERS, get_provider, provider_for_model
+from .registry import OPENAI_BASE_URL, PROVIDERS, context_window, get_provider, provider_for_model
 from .scripted import ScriptedModel
 from .types import REASONING_EFFORTS, Capabilities, ChatModel
 
@@ -36,6 +36,8 @@ class Route:
     reasoning_effort: str | None = None
     max_output_tokens: int | None = None
     base_url: str | None = None
+    # Overrides the model's known context window (a local server's model, a smaller budget).
+    context_window: int | None = None
 
     @property
     def spec(self) -> str:
@@ -122,10 +124,11 @@ def resolve_route(
     env: Mapping[str, str] | None = None,
 ) -> Route:
     """The route for a run. ``settings`` may hold ``model`` (a spec), ``reasoning_effort``,
-    ``max_output_tokens`` and ``base_url``; a spec's own effort wins over the settings'."""
+    ``max_output_tokens``, ``base_url`` and ``context_window``; a spec's own effort wins over the
+    settings'."""
     env = os.environ if env is None else env
     settings = dict(settings or {})
-    unknown = set(settings) - {"model", "reasoning_effort", "max_output_tokens", "base_url"}
+    unknown = set(settings) - {"model", "reasoning_effort", "max_output_tokens", "base_url", "context_window"}
     if unknown:
         name = sorted(unknown)[0]
         raise RpError("model.bad_route", f"unknown route setting {name!r}", pointer=f"/{name}")
@@ -149,10 +152,18 @@ def resolve_route(
     max_out = settings.get("max_output_tokens")
     if max_out is not None and (isinstance(max_out, bool) or not isinstance(max_out, int) or max_out < 1):
         raise RpError("model.bad_route", "max_output_tokens must be a positive integer", pointer="/max_output_tokens")
+    window = settings.get("context_window")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise RpError("model.bad_route", "context_window must be a positive integer", pointer="/context_window")
     base_url = settings.get("base_url")
     if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
         raise RpError("model.bad_route", "base_url must be an http(s) URL", pointer="/base_url")
-    return Route(route.provider, route.model, effort, max_out, base_url)
+    return Route(route.provider, route.model, effort, max_out, base_url, window)
+
+
+def route_context_window(route: Route) -> int | None:
+    """The route's own window, else the listed model's, else None (unknown)."""
+    return route.context_window or context_window(route.provider, route.model)
 
 
 def _default_provider(env: Mapping[str, str], *, spec: str | None) -> str:
@@ -213,6 +224,7 @@ def build_model(
             sleep=sleep,
             timeout=timeout,
             default_max_tokens=route.max_output_tokens,
+            context_window=route_context_window(route),
         )
     official = base_url is None or base_url.rstrip("/") == OPENAI_BASE_URL
     if official and not key:
@@ -228,7 +240,9 @@ def build_model(
         # The label is stored with every model request and printed: never with credentials.
         label=f"{route.model} via {'OpenAI' if official else redact_url(base_url or '')}",
         # OpenAI's reasoning models reject ``max_tokens``; most other servers only know it.
-        capabilities=Capabilities(max_tokens_param="max_completion_tokens" if official else "max_tokens"),
+        capabilities=Capabilities(
+            max_tokens_param="max_completion_tokens" if official else "max_tokens", context_window=route_context_window(route)
+        ),
         retry=retry,
         sleep=sleep,
         timeout=timeout,

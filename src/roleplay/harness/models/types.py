@@ -188,6 +188,10 @@ class Capabilities:
     # Regex on the error message that marks a context-window overflow; group 1, when present, is
     # the window in tokens. OpenAI's ``context_length_exceeded`` code is always recognised too.
     context_overflow_pattern: str | None = r"maximum context length is (\d+) tokens"
+    # Tokens one request may hold, prompt and output together, or None when unknown (any model
+    # of an OpenAI-compatible server we do not list). Providers fill it per known model from the
+    # registry (``registry.context_window``); the roleplay Writer fits its history within it.
+    context_window: int | None = None
 
 
 @runtime_checkable

@@ -1,0 +1,54 @@
+"""The deterministic token estimate: per-script rules, additivity, no dependence on the process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from roleplay.harness.models.tokens import count_tokens
+
+TEXT = '她轻轻推开门，月光洒在地板上。"Who is there?" he asked, stepping back 2048 paces.\n\n  Привет 🙂'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", 0),
+        ("月光洒在地板上", 7),  # one per CJK character
+        ("ひらがなカタカナ한국어", 11),
+        ("a", 1),  # at least one per word
+        ("the cat", 3),  # ceil((6 + 3 * 2) / 4): an upper bound of the per-word sum
+        ("stepping", 3),  # ceil((8 + 3) / 4)
+        ("Привет", 4),  # another script: ceil((6 + 1) / 2)
+        ("2048", 2),  # digits in groups of three
+        ("123456", 2),
+        ("a\n\nb", 3),  # a line break run is a token, a single space is not
+        ("a b", 2),
+        ("a,b.", 4),  # punctuation one each
+        ("🙂", 2),  # outside the BMP
+    ],
+)
+def test_count_tokens_follows_the_documented_rules(text: str, expected: int) -> None:
+    assert count_tokens(text) == expected
+
+
+def test_count_tokens_scales_with_the_text_and_is_close_to_additive() -> None:
+    one = count_tokens(TEXT)
+    assert one > 30
+    joined = count_tokens(TEXT + "\n\n" + TEXT)
+    # Joining texts may merge a word across the seam, never add more than the separator.
+    assert joined <= 2 * one + 1
+    assert joined >= 2 * one - 2
+
+
+def test_count_tokens_is_the_same_in_a_fresh_process_with_another_hash_seed() -> None:
+    code = f"from roleplay.harness.models.tokens import count_tokens; print(count_tokens({TEXT!r} * 50))"
+    out = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed, "PATH": ""}
+        ).stdout.strip()
+        for seed in ("1", "2")
+    }
+    assert out == {str(count_tokens(TEXT * 50))}
