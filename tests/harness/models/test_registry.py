@@ -40,3 +40,22 @@ def test_unknown_provider():
     with pytest.raises(RpError) as err:
         get_provider("anthropic")
     assert err.value.code == "model.unknown_provider" and "deepseek" in err.value.message
+
+
+def test_context_window_is_known_per_listed_model_and_the_built_model_carries_it():
+    from roleplay.harness.models.registry import context_window
+    from roleplay.harness.models.routes import Route, build_model, resolve_route, route_context_window
+
+    assert context_window("deepseek", "deepseek-v4-pro") == 1_000_000
+    assert context_window("deepseek", "deepseek-chat") == 1_000_000  # a deprecated alias
+    assert context_window("openai", "some-local-model") is None and context_window("demo", "demo") is None
+    env = {"DEEPSEEK_API_KEY": "k", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    assert build_model(Route("deepseek", "deepseek-flash"), env).capabilities.context_window == 1_000_000
+    # A route's own window beats the listed one, for the request budget and the capability flag.
+    small = resolve_route("deepseek/deepseek-flash", {"context_window": 32_000}, env)
+    assert route_context_window(small) == 32_000
+    assert build_model(small, env).capabilities.context_window == 32_000
+    assert build_model(Route("openai", "llama3", context_window=8192), env).capabilities.context_window == 8192
+    with pytest.raises(RpError) as err:
+        resolve_route("demo", {"context_window": 0}, env)
+    assert err.value.code == "model.bad_route" and err.value.pointer == "/context_window"
