@@ -154,3 +154,94 @@ def test_story_output_shows_terminal_escapes_from_cards_and_replies_inert(tmp_pa
     played = rp(tmp_path, "play", "--card", card_id, "--model", "demo", stdin=f"hi {HOSTILE}\n/quit\n".encode())
     assert played.returncode == 0, played.stderr.decode()
     assert_inert(played.stdout.decode())
+
+
+# -- routes kept on the session (issue 13 item 3) ------------------------------------------------
+
+
+def test_new_with_model_keeps_the_route_and_later_commands_use_it(tmp_path: Path) -> None:
+    story = new_sample(tmp_path, "--model", "demo")
+    sid = story["sessionId"]
+    assert story["route"].startswith("demo/")
+    said = invoke(tmp_path, "say", sid, "我敲了敲铁门。")  # no --model, no key, no RP_MODEL
+    assert said.exit_code == 0, said.output
+    assert said.stdout.startswith("[demo · offline narration]")
+    view = json.loads(invoke(tmp_path, "prompt", sid, "--json").stdout)
+    assert view["parent"]["route"] == story["route"] and view["writer"]["route"] == story["route"]
+    played = invoke(tmp_path, "play", "--session", sid, input="我说明来意。\n/quit\n")
+    assert played.exit_code == 0, played.output
+    assert "[demo · offline narration]" in played.stdout
+
+
+def test_an_explicit_model_overrides_the_stored_route_for_that_command_only(tmp_path: Path) -> None:
+    sid = new_sample(tmp_path, "--model", "demo")["sessionId"]
+    view = json.loads(invoke(tmp_path, "prompt", sid, "--model", "deepseek/deepseek-flash", "--json").stdout)
+    assert view["parent"]["route"] == "deepseek/deepseek-flash"
+    again = json.loads(invoke(tmp_path, "prompt", sid, "--json").stdout)
+    assert again["parent"]["route"].startswith("demo/")
+
+
+def test_a_session_without_its_own_route_follows_the_environment(tmp_path: Path) -> None:
+    sid = new_sample(tmp_path)["sessionId"]
+    refused = invoke(tmp_path, "say", sid, "你好")
+    assert refused.exit_code == 1 and "model.not_configured" in refused.stderr
+    result = CliRunner().invoke(cli, ["--home", str(tmp_path), "say", sid, "你好"], env={**CLEAN, "RP_MODEL": "demo"}, obj=CliState())
+    assert result.exit_code == 0 and result.stdout.startswith("[demo · offline narration]")
+
+
+def test_a_bad_route_on_new_creates_no_session(tmp_path: Path) -> None:
+    bad = invoke(tmp_path, "new", "--sample", "--model", "nosuch/model")
+    assert bad.exit_code == 1 and "model.unknown_provider" in bad.stderr
+    listed = json.loads(invoke(tmp_path, "sessions", "list", "--all", "--json").stdout)
+    assert listed == []
+
+
+def test_the_stored_route_carries_no_credentials(tmp_path: Path) -> None:
+    env = {**CLEAN, "OPENAI_API_KEY": "sk-secret-key", "OPENAI_BASE_URL": "http://user:hunter2@llm.example/v1?token=abc"}
+    made = CliRunner().invoke(
+        cli, ["--home", str(tmp_path), "new", "--sample", "--model", "openai/some-model", "--json"], env=env, obj=CliState()
+    )
+    assert made.exit_code == 0, made.output
+    sid = json.loads(made.stdout)["sessionId"]
+    events = invoke(tmp_path, "sessions", "events", sid, "--json").stdout
+    assert "hunter2" not in events and "sk-secret" not in events and "token=abc" not in events
+    runs = [e for e in json.loads(events) if e["type"] == "command/done"]
+    assert runs[0]["payload"]["result"]["profile"]["runtime"]["route"] == {"provider": "openai", "model": "some-model"}
+
+
+# -- rp play rough edges (issue 13 item 8) ------------------------------------------------------
+
+
+def test_play_help_lists_every_command_and_refuses_unknown_ones_and_an_empty_undo(tmp_path: Path) -> None:
+    from roleplay.core.cli import PLAY_COMMANDS
+
+    lines = "/help\n/undo\n/dance wildly\n//slash text\n/quit\n"
+    proc = rp(tmp_path, "play", "--sample", "--model", "demo", stdin=lines.encode())
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    for name in PLAY_COMMANDS:
+        assert f"\n{name} " in err
+    assert "error [message.nothing_to_undo]" in err  # reported; play went on to the next lines
+    assert "error [cli.play.unknown_command]: unknown command /dance" in err
+    out = proc.stdout.decode()
+    assert out.count("[demo · offline narration]") == 1  # only "//slash text" was played
+    assert "dance" not in out
+
+
+def test_play_counts_an_undo_in_messages_the_player_saw(tmp_path: Path) -> None:
+    result = invoke(tmp_path, "play", "--sample", "--model", "demo", input="我走进灯塔。\n/undo\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "(undone: your last turn, 1 message of yours and 1 reply)" in result.stderr
+
+
+def test_resuming_a_session_recaps_the_last_exchange(tmp_path: Path) -> None:
+    sid = new_sample(tmp_path, "--model", "demo")["sessionId"]
+    said = invoke(tmp_path, "say", sid, "我敲了敲铁门。")
+    reply = said.stdout.strip()
+    resumed = invoke(tmp_path, "play", "--session", sid, input="/quit\n")
+    assert resumed.exit_code == 0, resumed.output
+    assert "(where you left off)" in resumed.stderr
+    assert "> 我敲了敲铁门。" in resumed.stdout and reply.splitlines()[-1] in resumed.stdout
+    fresh = new_sample(tmp_path, "--model", "demo")
+    opened = invoke(tmp_path, "play", "--session", fresh["sessionId"], input="/quit\n")
+    assert fresh["opening"].splitlines()[0] in opened.stdout  # never spoke: the opening is the recap

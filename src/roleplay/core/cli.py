@@ -1,8 +1,15 @@
 """``rp new``, ``rp say``, ``rp play``, ``rp prompt``: play stories from the terminal.
 
 Every command honours ``--model`` (the parent's route) and ``--home``/``RP_HOME``/
-``RP_DATABASE_URL``. The Writer uses the session's own route when its profile sets one, else the
-global default ``RP_WRITER_MODEL``, else it follows ``--model``.
+``RP_DATABASE_URL``. ``rp new --model`` (and ``rp play --model`` starting a story) keeps the route
+on the session profile; later commands use it unless they are given ``--model`` themselves, and a
+session without one follows ``RP_MODEL`` and the keys set (``core/session_route.py``). The Writer
+uses the session's own Writer route when its profile sets one, else the global default
+``RP_WRITER_MODEL``, else it follows the conversation's route.
+
+``rp play`` reads lines: ``/``-commands are handled (an unknown one is refused, never sent as story
+text; ``//`` sends a line that starts with ``/``), everything else is played. An error inside play
+(nothing to undo, a busy session, a failed turn) is reported and play goes on.
 
 Story text (openings, replies, prompts, state) comes from cards, players and models, so it is
 printed through ``terminal_safe``; a typed line that is not UTF-8 is refused and play goes on.
@@ -24,16 +31,36 @@ from roleplay.errors import RpError
 from roleplay.harness.chat import stream_turn
 from roleplay.harness.models.routes import Route, resolve_route
 from roleplay.harness.prompts import PromptAssembly, PromptContext
+from roleplay.harness.surface import SURFACE
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 from roleplay.state.events import activity_document, state_document
 
+from .conversation import Entry, project
 from .message_actions import undo_last_turn
-from .run import RunResult, play_turn, prepare_run
+from .replies import replies_projection
+from .run import RunResult, opening_message_id, play_turn, prepare_run
 from .runtime import RoleplayRuntime
 from .session_create import StoryRequest, create_story
+from .session_route import resolve_session_route
 from .turn_eligibility import require_playable
 
-model_option = click.option("--model", "model_spec", help="Route, e.g. deepseek/deepseek-flash, openai/<model>, or demo (offline).")
+model_option = click.option(
+    "--model",
+    "model_spec",
+    help="Route, e.g. deepseek/deepseek-flash, openai/<model>, or demo (offline). Default: the session's own route, else $RP_MODEL.",
+)
+new_model_option = click.option(
+    "--model",
+    "model_spec",
+    help="The story's route, kept on the session and used by later commands: deepseek/deepseek-flash, openai/<model>, demo (offline)…",
+)
+# The play commands and what /help says about them, in /help order.
+PLAY_COMMANDS = {
+    "/state": "show the story state",
+    "/undo": "take back your last turn",
+    "/help": "list these commands",
+    "/quit": "leave (also /exit or Ctrl-D)",
+}
 participation_option = click.option(
     "--participation",
     type=click.Choice(["adaptive", "actor", "director"]),
@@ -95,7 +122,7 @@ async def new_story(rt: RoleplayRuntime, card: str | None, sample: bool, **kw: A
 @click.option("--opening-text", help="The text of a custom opening.")
 @participation_option
 @click.option("--title")
-@model_option
+@new_model_option
 @json_option
 @click.pass_context
 @run
@@ -117,10 +144,12 @@ async def new_command(
     """Start a story."""
     if card is None and not sample:
         raise RpError("cli.card_required", "choose a card with --card ID (see `rp assets list --kind card`) or --sample")
+    route = resolve_route(model_spec) if model_spec else None  # a bad route creates nothing
     async with runtime(ctx) as rt:
         record, m = await new_story(
             rt, card, sample, persona=persona, preset=preset, lorebooks=list(lorebooks) or None,
-            writing_styles=list(styles) or None, title=title, participation=participation, **parse_opening(opening, opening_text),
+            writing_styles=list(styles) or None, title=title, participation=participation, route=route,
+            **parse_opening(opening, opening_text),
         )  # fmt: skip
     if as_json:
         echo_json(
@@ -128,6 +157,7 @@ async def new_command(
                 "sessionId": record.id,
                 "title": record.title,
                 "participation": participation,
+                "route": route.spec if route else None,
                 "opening": m.opening_message_text,
                 "diagnostics": m.diagnostics,
             }
@@ -148,8 +178,8 @@ async def new_command(
 @run
 async def say_command(ctx: click.Context, session_id: str, text: str, model_spec: str | None, as_json: bool) -> None:
     """Play one turn of SESSION_ID and stream the reply."""
-    route = resolve_route(model_spec)
     async with runtime(ctx) as rt:
+        route = await resolve_session_route(rt, session_id, model_spec)
         result = await _turn(rt, session_id, text, route, sys.stdout if not as_json else _Quiet())
     if as_json:
         echo_json(_result_json(result))
@@ -169,20 +199,24 @@ async def say_command(ctx: click.Context, session_id: str, text: str, model_spec
 async def play_command(
     ctx: click.Context, card: str | None, sample: bool, session_id: str | None, participation: str, model_spec: str | None
 ) -> None:
-    """Interactive play. Commands: /state, /undo, /help, /quit."""
-    route = resolve_route(model_spec)
+    """Interactive play. Type to play; /help lists the commands."""
     async with runtime(ctx) as rt:
         if session_id is None:
+            # Resolved before the story exists: a bad or missing route creates nothing.
+            route = resolve_route(model_spec)
             if card is None and not sample:
                 card = await _choose_card(rt)
-            record, m = await new_story(rt, card, sample and card is None, participation=participation)
+            record, m = await new_story(rt, card, sample and card is None, participation=participation, route=route if model_spec else None)
             session_id = record.id
             click.echo(terminal_safe(f"session {record.id} · {record.title} · model {rt.model_for(route).label}", one_line=True), err=True)
             if m.opening_message_text:
                 click.echo(terminal_safe(m.opening_message_text) + "\n")
         else:
             await require_playable(rt, session_id)  # refuse before the prompt, not at the first line
-        click.echo("type to play · /state · /undo · /help · /quit", err=True)
+            route = await resolve_session_route(rt, session_id, model_spec)
+            click.echo(terminal_safe(f"session {session_id} · model {rt.model_for(route).label}", one_line=True), err=True)
+            _echo_recap(await _entries(rt, session_id))
+        click.echo("type to play · " + " · ".join(PLAY_COMMANDS), err=True)
         number = 0
         while True:
             number += 1
@@ -193,25 +227,82 @@ async def play_command(
                 continue
             if line is None or line.strip() in ("/quit", "/exit"):
                 return
-            command = line.strip()
-            if not command:
-                continue
-            if command == "/help":
-                click.echo("/state shows the story state · /undo removes your last turn · /quit leaves", err=True)
-            elif command == "/state":
-                click.echo(json_text(await _state(rt, session_id)))
-            elif command == "/undo":
-                removed = await undo_last_turn(rt, session_id)
-                click.echo(f"(undone: {len(removed)} message(s))", err=True)
-            else:
-                result = await _turn(rt, session_id, line, route, sys.stdout)
-                if result.turn.outcome != "completed":
-                    err = result.turn.error or {}
-                    click.echo(
-                        terminal_safe(f"(turn ended: {result.turn.outcome} {err.get('code', '')} {err.get('message', '')})", one_line=True),
-                        err=True,
-                    )
-                click.echo("")
+            try:
+                await _play_line(rt, session_id, line, route)
+            except RpError as exc:
+                echo_error(exc)  # nothing to undo, a busy session, a refused turn: play goes on
+
+
+async def _play_line(rt: RoleplayRuntime, session_id: str, line: str, route: Route) -> None:
+    command = line.strip()
+    if not command:
+        return
+    if command.startswith("//"):
+        line = line.lstrip()[1:]  # "//text" sends "/text" as story text
+    elif command.startswith("/"):
+        name = command.split()[0]
+        if name == "/help":
+            for key, what in PLAY_COMMANDS.items():
+                click.echo(f"{key:<10} {what}", err=True)
+            click.echo("//text     send text that starts with /", err=True)
+        elif name == "/state":
+            click.echo(json_text(await _state(rt, session_id)))
+        elif name == "/undo":
+            before = await _entries(rt, session_id)
+            await undo_last_turn(rt, session_id)
+            click.echo(_undone(before, await _entries(rt, session_id)), err=True)
+        else:
+            raise RpError(
+                "cli.play.unknown_command",
+                f"unknown command {name}; /help lists the commands (start a line with // to send text beginning with /)",
+                details={"command": name},
+            )
+        return
+    result = await _turn(rt, session_id, line, route, sys.stdout)
+    if result.turn.outcome != "completed":
+        err = result.turn.error or {}
+        click.echo(
+            terminal_safe(f"(turn ended: {result.turn.outcome} {err.get('code', '')} {err.get('message', '')})", one_line=True),
+            err=True,
+        )
+    click.echo("")
+
+
+async def _entries(rt: RoleplayRuntime, session_id: str) -> list[Entry]:
+    """The conversation as the player sees it: their messages and the replies, no internal steps."""
+    nodes = (await rt.service.projection(session_id, SURFACE)).state["nodes"]
+    writing = (await rt.service.projection(session_id, replies_projection)).state["writing"]
+    return project(nodes, writing_ids=writing, opening_id=opening_message_id(nodes))
+
+
+def _last_exchange(entries: list[Entry]) -> list[Entry]:
+    """The player's last message and the replies after it; the opening alone if they never spoke."""
+    last_user = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].speaker == "user"), None)
+    if last_user is None:
+        return entries[-1:]
+    return entries[last_user:]
+
+
+def _echo_recap(entries: list[Entry]) -> None:
+    exchange = _last_exchange(entries)
+    if not exchange:
+        click.echo("(no messages yet)", err=True)
+        return
+    click.echo("(where you left off)", err=True)
+    for entry in exchange:
+        click.echo(terminal_safe(f"> {entry.text}" if entry.speaker == "user" else entry.text))
+    click.echo("")
+
+
+def _undone(before: list[Entry], after: list[Entry]) -> str:
+    kept = {e.message_id for e in after}
+    removed = [e for e in before if e.message_id not in kept]
+    mine = sum(e.speaker == "user" for e in removed)
+    replies = len(removed) - mine
+    parts = [f"{mine} message{'s' if mine != 1 else ''} of yours"] if mine else []
+    if replies:
+        parts.append(f"{replies} repl{'ies' if replies != 1 else 'y'}")
+    return f"(undone: your last turn, {' and '.join(parts) or 'nothing visible'})"
 
 
 @click.command("prompt")
@@ -224,9 +315,9 @@ async def play_command(
 @run
 async def prompt_command(ctx: click.Context, session_id: str, text: str, model_spec: str | None, as_json: bool) -> None:
     """Show the exact Writer prompt and parent views the next turn would use."""
-    route = resolve_route(model_spec)
     async with runtime(ctx) as rt:
         await require_playable(rt, session_id, allow_archived=True)  # a preview writes nothing
+        route = await resolve_session_route(rt, session_id, model_spec)
         p = await prepare_run(rt, session_id, text, parent_route=route)
     parent_system = PromptAssembly(p.parent_system_sections).assemble(
         PromptContext(session_id, frozenset({"rp_write_turn", "rp_commit_turn", "rp_asset_read", "rp_state_read"}))
@@ -234,7 +325,7 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
     view = {
         "writer": {"route": p.writer_route.spec, "system": p.writer_system, "user": p.build.writer_prompt,
                    "sections": [s.slot_id for s in p.build.sections]},
-        "parent": {"system": parent_system.text, "runContext": p.run_context},
+        "parent": {"route": route.spec, "system": parent_system.text, "runContext": p.run_context},
         "participation": p.profile.participation,
         "epoch": p.build.epoch,
         "diagnostics": [d.to_dict() for d in p.build.diagnostics],

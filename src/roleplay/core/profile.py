@@ -182,8 +182,23 @@ class WriterRoute(AssetModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+class SessionRoute(AssetModel):
+    """The conversation's own route, ``{provider, model, reasoningEffort?}``, chosen when the story
+    was created (``rp new --model``). Only the route: keys and base URLs stay in the environment,
+    so nothing secret is ever written to the log."""
+
+    provider: RouteText
+    model: RouteText
+    reasoning_effort: Effort | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 class Runtime(AssetModel):
     execution_mode: Literal["chat", "agent"] = "chat"
+    # None: the session has no route of its own; each command uses --model or the environment.
+    route: SessionRoute | None = None
     # None: no session override, every prepareRun reads the latest global default.
     writer_route: WriterRoute | None = None
 
@@ -223,6 +238,11 @@ class SessionProfile(AssetModel):
         # The spec: restoring the global Writer default *removes* ``runtime.writerRoute``; and a
         # route's unused keys stay absent too (its two forms are mutually exclusive).
         out = self.model_dump(mode="json", by_alias=True)
+        # Absent rather than null, so profiles stored before sessions had routes read back unchanged.
+        if self.runtime.route is None:
+            del out["runtime"]["route"]
+        else:
+            out["runtime"]["route"] = self.runtime.route.to_json_dict()
         if self.runtime.writer_route is None:
             del out["runtime"]["writerRoute"]
         else:

@@ -20,6 +20,7 @@ from roleplay.errors import RpError, ValidationError
 from roleplay.harness.commands import CommandContext, CommandSpec
 from roleplay.harness.events import EventDraft
 from roleplay.harness.leases import run_lease
+from roleplay.harness.models.routes import Route
 from roleplay.harness.store.base import SessionRecord
 from roleplay.state import bootstrap_payload
 
@@ -27,6 +28,7 @@ from .macros import MacroContext, expand, macro_context_from
 from .profile import SESSION_APPLY, existing_assets, mentioned_references, profile_of, session_projection, setup_command
 from .run import OPENING
 from .runtime import ROLEPLAY_PRESET, RoleplayRuntime
+from .session_route import route_profile_json
 from .sources import StoreAssetReader
 from .types import AssetView
 
@@ -47,6 +49,7 @@ class StoryRequest:
     mode: Literal["chat", "agent"] = "chat"
     participation: Literal["adaptive", "actor", "director"] = "adaptive"  # spec: nothing to configure up front
     title: str | None = None
+    route: Route | None = None  # the conversation's own route (runtime.route); None: follow the environment
 
 
 @dataclass
@@ -132,7 +135,7 @@ async def create_story(
         "participation": request.participation,
         "resources": {"card": request.card, "lorebooks": lorebooks, "persona": persona_id, "preset": preset_id, "writingStyles": styles},
         "scene": {"openingSource": request.opening, "openingIndex": request.opening_index, "openingText": opening or ""},
-        "runtime": {"executionMode": request.mode},
+        "runtime": {"executionMode": request.mode, **({"route": route_profile_json(request.route)} if request.route else {})},
         "contextBuild": None,
         "customPrompts": [],
     }

@@ -1,0 +1,47 @@
+"""Which route a session's conversation (the parent) runs on.
+
+A story may keep its own route on its profile (``runtime.route``, set by ``rp new --model``).
+Order: an explicit route for this command, then the session's stored route, then the
+environment's default (``RP_MODEL``, then whichever key is set; see
+:func:`~roleplay.harness.models.routes.resolve_route`). An explicit route is used for that command
+only; it does not change what is stored.
+
+Only ``provider/model[/effort]`` is stored. Keys and base URLs stay in the environment, so a
+route on the profile never carries a credential and a session follows a rotated key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roleplay.harness.models.registry import get_provider
+from roleplay.harness.models.routes import Route, resolve_route
+
+from .profile import SessionProfile, profile_of, session_projection
+from .runtime import RoleplayRuntime
+
+
+def route_profile_json(route: Route) -> dict[str, Any]:
+    """``runtime.route`` for a profile: the route's provider, model and effort, nothing else."""
+    out: dict[str, Any] = {"provider": route.provider, "model": route.model}
+    if route.reasoning_effort is not None:
+        out["reasoningEffort"] = route.reasoning_effort
+    return out
+
+
+def stored_route(profile: SessionProfile) -> Route | None:
+    """The profile's own route, or None. Raises ``model.unknown_provider`` when the stored
+    provider is no longer known (the profile keeps it; ``--model`` still overrides)."""
+    stored = profile.runtime.route
+    if stored is None:
+        return None
+    get_provider(stored.provider)
+    return Route(stored.provider, stored.model, stored.reasoning_effort)
+
+
+async def resolve_session_route(rt: RoleplayRuntime, session_id: str, spec: str | None = None) -> Route:
+    """The conversation route for the next command on ``session_id`` (see the module docstring)."""
+    if spec:
+        return resolve_route(spec)
+    loaded = await rt.service.projection(session_id, session_projection)
+    return stored_route(profile_of(loaded.state)) or resolve_route(None)

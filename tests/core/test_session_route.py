@@ -1,0 +1,82 @@
+"""A session's own conversation route (``runtime.route``) and the order routes are chosen in."""
+
+from __future__ import annotations
+
+import pytest
+
+from roleplay.assets.seeds import ensure_seeds
+from roleplay.assets.service import AssetService
+from roleplay.core.profile import SessionProfile, apply_profile, parse_profile, profile_of, session_projection
+from roleplay.core.runtime import RoleplayRuntime
+from roleplay.core.session_create import StoryRequest, create_story
+from roleplay.core.session_route import resolve_session_route, route_profile_json, stored_route
+from roleplay.core.sources import StoreAssetReader
+from roleplay.errors import RpError, ValidationError
+from roleplay.harness.models.routes import Route
+from roleplay.harness.store import EventStore
+from roleplay.samples import SAMPLE_CARD, sample_card_bytes
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def _no_model_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "RP_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+async def _story(store: EventStore, route: Route | None) -> tuple[RoleplayRuntime, str]:
+    rt = RoleplayRuntime.create(store)
+    await ensure_seeds(rt.assets)
+    card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
+    record, _ = await create_story(rt, StoryRequest(card=card, route=route))
+    return rt, record.id
+
+
+def test_a_profile_without_a_route_serialises_as_before() -> None:
+    assert "route" not in SessionProfile().to_json_dict()["runtime"]
+    assert parse_profile(SessionProfile().to_json_dict()).runtime.route is None
+
+
+def test_the_stored_route_is_provider_model_and_effort_only() -> None:
+    route = Route("openai", "gpt-x", "high", max_output_tokens=900, base_url="http://u:p@host/v1")
+    assert route_profile_json(route) == {"provider": "openai", "model": "gpt-x", "reasoningEffort": "high"}
+    with pytest.raises(ValidationError) as exc:
+        parse_profile({"runtime": {"route": {"provider": "openai", "model": "m", "baseUrl": "http://host"}}})
+    assert exc.value.code == "profile.invalid" and exc.value.problems[0].pointer == "/runtime/route/baseUrl"
+    with pytest.raises(ValidationError):
+        parse_profile({"runtime": {"route": {"provider": "openai"}}})  # a route needs its model
+
+
+async def test_explicit_then_stored_then_environment(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt, sid = await _story(store, Route("demo", "demo"))
+    assert (await resolve_session_route(rt, sid)).spec == "demo/demo"
+    assert (await resolve_session_route(rt, sid, "deepseek/deepseek-flash")).spec == "deepseek/deepseek-flash"
+    monkeypatch.setenv("RP_MODEL", "openai/from-env")
+    assert (await resolve_session_route(rt, sid)).spec == "demo/demo"  # the session's own route beats RP_MODEL
+
+    plain = (await create_story(rt, StoryRequest(card=(await rt.assets.list("card")).items[0].id)))[0].id
+    assert (await resolve_session_route(rt, plain)).spec == "openai/from-env"
+    monkeypatch.delenv("RP_MODEL")
+    with pytest.raises(RpError) as exc:
+        await resolve_session_route(rt, plain)
+    assert exc.value.code == "model.not_configured"
+
+
+async def test_the_route_changes_through_rp_session_apply(store: EventStore) -> None:
+    rt, sid = await _story(store, None)
+    patch = {"patch": {"runtime": {"route": route_profile_json(Route("demo", "demo", "high"))}}}
+    changed = await apply_profile(rt.service, sid, patch, StoreAssetReader(rt.assets))
+    assert changed.applied
+    profile = profile_of((await rt.service.projection(sid, session_projection)).state)
+    assert stored_route(profile) == Route("demo", "demo", "high")
+    assert (await resolve_session_route(rt, sid)).spec == "demo/demo/high"
+
+
+async def test_an_unknown_stored_provider_is_a_coded_error_and_an_explicit_route_still_works(store: EventStore) -> None:
+    rt, sid = await _story(store, None)
+    await apply_profile(rt.service, sid, {"patch": {"runtime": {"route": {"provider": "gone", "model": "m"}}}}, StoreAssetReader(rt.assets))
+    with pytest.raises(RpError) as exc:
+        await resolve_session_route(rt, sid)
+    assert exc.value.code == "model.unknown_provider"
+    assert (await resolve_session_route(rt, sid, "demo")).provider == "demo"
