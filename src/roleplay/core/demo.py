@@ -7,8 +7,22 @@ It follows the real protocol, not a shortcut, so a demo session's log looks like
 - As the **Chat parent** it calls ``rp_write_turn``, then commits. The first commit of each turn
   is deliberately wrong (its writer reference is off), and the demo repairs it with one
   ``retry.patches`` call, so every demo turn also shows the repair path.
-  The effects come from the turn's ``state_commit_contract``: one small, in-bounds increment per
-  writable namespace. A second failure falls back to a commit with no effects rather than looping.
+
+The effects come from the turn's ``state_commit_contract``: per writable namespace, one small
+increment by the first ``increment`` rule whose target holds a number, the smallest step the
+rule's delta bounds allow, upwards (the story drifts, as a story does). The contract does not
+carry the target's own schema bounds, so the demo learns them as a real model would: from the
+refusal. The repair patch reads every problem the failed commit lists, by pointer:
+
+- ``/references/writer``: the deliberate mistake, replaced with the Writer call id;
+- ``/effects/N/…/by``: the step went past a bound of the target, so it steps back the other way
+  instead (trust at its maximum of 100 goes to 99), when the rule's delta bounds allow that;
+- any other problem under ``/effects/N``: that effect is removed.
+
+So when no change fits, the repair leaves a commit with no effects, and the story plays on
+indefinitely. Should the repaired commit still fail (a target whose schema admits one value
+only), the next call is a full commit with no effects; that is the fourth tool round, which
+:class:`roleplay.harness.models.demo.DemoModel` allows for this reason.
 
 Everything is derived from the request: the same request gives the same reply.
 """
@@ -18,6 +32,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+import jsonpointer
 
 from roleplay.canonical import sha256_hex
 from roleplay.harness.models.demo import register_demo_policy
@@ -30,6 +46,10 @@ DEMO_LABEL = "[demo · offline narration]"
 _TOKEN = re.compile(r"rct_[0-9A-Za-z_-]+")
 _INPUT = re.compile(r'<section name="Current input">\s*(.*?)\s*</section>', re.S)
 _COMMIT_BLOCK = re.compile(r"<commit_context>(.*?)</commit_context>", re.S)
+# One listed problem of a failed commit: "- <pointer> [<code>] <message>" (core.commit._listing).
+_PROBLEM = re.compile(r"^- (\S+) \[[^\]\s]+\] ", re.M)
+_MORE = re.compile(r"^- … \d+ more$", re.M)
+_EFFECT_POINTER = re.compile(r"^/effects/(\d+)(/.*)?$")
 BEATS = (
     "The fog thickens for a moment, then parts just enough to show the way ahead.",
     "Somewhere below, the sea answers with a long, slow breath against the rocks.",
@@ -69,7 +89,7 @@ def roleplay_demo_policy(request: ModelRequest) -> dict[str, Any] | None:
     last = commits[-1][1]
     token = _TOKEN.search(last.text()) if last is not None else None
     if len(commits) == 1 and token is not None:
-        patches = [{"op": "replace", "path": "/references/writer", "value": writer_id}]
+        patches = repair_patches(_arguments(tail, commits[0][0]), last.text(), writer_id, contract)  # type: ignore[union-attr]
         return {"tool_calls": [{"name": COMMIT_TURN_TOOL, "arguments": {"retry": {"token": token.group(0), "patches": patches}}}]}
     # Anything else went wrong: commit the reply without effects rather than retry forever.
     return {"tool_calls": [{"name": COMMIT_TURN_TOOL, "arguments": _commit(writer_id, None)}]}
@@ -116,10 +136,10 @@ def _effects(contract: dict[str, Any] | None) -> list[dict[str, Any]]:
             continue
         for rule in ns.get("rules") or []:
             effect = rule.get("effect") or {}
-            if effect.get("op") != "increment":
+            if effect.get("op") != "increment" or not _is_number(_current(ns, rule["target"])):
                 continue
-            low, high = effect.get("minimum", 1), effect.get("maximum", 1)
-            by = 1 if low <= 1 <= high else (low if low > 0 else None)
+            up, down = _steps(effect)
+            by = up if up is not None else down
             if by is None:
                 continue
             change = {
@@ -134,6 +154,84 @@ def _effects(contract: dict[str, Any] | None) -> list[dict[str, Any]]:
             )
             break
     return effects
+
+
+def repair_patches(draft: dict[str, Any], error_text: str, writer_id: str, contract: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """RFC 6902 patches that repair every problem the failed ``draft``'s error lists (see the
+    module docstring). Replacements come first and removals last, highest index first, so each
+    pointer still names what the error named when its patch applies."""
+    patches: list[dict[str, Any]] = [{"op": "replace", "path": "/references/writer", "value": writer_id}]
+    effects = draft.get("effects") if isinstance(draft.get("effects"), list) else []
+    refused: dict[int, set[str]] = {}
+    for pointer in _PROBLEM.findall(error_text):
+        found = _EFFECT_POINTER.match(pointer)
+        if found and int(found.group(1)) < len(effects):
+            refused.setdefault(int(found.group(1)), set()).add(found.group(2))
+    if _MORE.search(error_text):
+        refused = {i: {"(unlisted)"} for i in range(len(effects))}  # not every problem was listed: drop them all
+    removed = []
+    for i in sorted(refused):
+        back = _step_back(effects[i], contract) if refused[i] == {"/payload/changes/0/by"} else None
+        if back is None:
+            removed.append(i)
+        else:
+            patches.append({"op": "replace", "path": f"/effects/{i}/payload/changes/0/by", "value": back})
+    patches += [{"op": "remove", "path": f"/effects/{i}"} for i in sorted(removed, reverse=True)]
+    return patches
+
+
+def _step_back(effect: Any, contract: dict[str, Any] | None) -> int | float | None:
+    """The opposite step for a refused increment, if its rule allows one."""
+    try:
+        change = effect["payload"]["changes"][0]
+        ns = (contract or {})["namespaces"][effect["namespace"]]
+        rule = next(r for r in ns.get("rules") or [] if r.get("id") == change.get("ruleId"))
+    except (KeyError, IndexError, TypeError, StopIteration):
+        return None
+    up, down = _steps(rule.get("effect") or {})
+    by = change.get("by")
+    if not _is_number(by):
+        return None
+    return down if by > 0 else up if by < 0 else None
+
+
+def _steps(effect: dict[str, Any]) -> tuple[int | float | None, int | float | None]:
+    """The smallest upward and downward deltas an increment rule allows (±1 clamped into its
+    ``minimum``/``maximum``), or None for a direction it forbids."""
+    low, high = effect.get("minimum"), effect.get("maximum")
+
+    def clamp(value: int | float) -> int | float:
+        if _is_number(low):
+            value = max(value, low)
+        if _is_number(high):
+            value = min(value, high)
+        return value
+
+    up, down = clamp(1), clamp(-1)
+    return (up if up > 0 else None), (down if down < 0 else None)
+
+
+def _current(ns: dict[str, Any], target: str) -> Any:
+    try:
+        return jsonpointer.resolve_pointer(ns.get("currentValue"), target, None)
+    except jsonpointer.JsonPointerException:
+        return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _arguments(tail: list[ChatMessage], call_id: str) -> dict[str, Any]:
+    for m in tail:
+        for call in m.tool_calls:
+            if call.id == call_id:
+                try:
+                    value = json.loads(call.arguments) if isinstance(call.arguments, str) else call.arguments
+                except ValueError:
+                    return {}
+                return value if isinstance(value, dict) else {}
+    return {}
 
 
 def register() -> None:

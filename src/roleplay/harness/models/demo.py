@@ -12,7 +12,8 @@ request, never from a global RNG, so recorded demo sessions replay identically.
 Loop safety: tool calls are dropped when no tools are offered, when ``tool_choice`` is "none",
 when they name a tool that was not offered, or after ``max_tool_rounds`` consecutive tool rounds;
 then the reply falls back to text. A demo policy can therefore never keep a turn calling tools
-forever.
+forever. The default of 4 rounds is the roleplay policy's longest honest path: write, a wrong
+commit, its repair, and a plain commit with no effects when the repair still fails.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class DemoModel:
         *,
         model: str = "demo",
         policies: DemoPolicies | None = None,
-        max_tool_rounds: int = 3,
+        max_tool_rounds: int = 4,
     ) -> None:
         self.model = model
         self.label = DEMO_LABEL
