@@ -76,6 +76,12 @@ def _build_runtime(*args: Any, **kwargs: Any) -> Any:
     return build_runtime(*args, **kwargs)
 
 
+async def _asset_users(store: Any, asset_ids: Any) -> Any:
+    from roleplay.core.asset_users import sessions_using
+
+    return await sessions_using(store, asset_ids)
+
+
 @click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="rp")
 @click.option(
@@ -92,6 +98,8 @@ def cli(ctx: click.Context, home: str | None) -> None:
         state.home = home
     if state.runtime_factory is None:
         state.runtime_factory = _build_runtime
+    if state.asset_users is None:
+        state.asset_users = _asset_users
 
 
 guard_text_arguments(cli)

@@ -40,6 +40,9 @@ class CliState:
     # Builds the roleplay runtime over a store; the top-level ``rp`` group injects the one with
     # every enabled feature, so feature packages never import the interface layer.
     runtime_factory: Any = None
+    # ``async (event_store, asset_ids) -> [user]``: the stories that bind any of the assets (each
+    # user has ``to_dict()``). Injected like ``runtime_factory``; None skips the in-use check.
+    asset_users: Any = None
 
     @property
     def paths(self) -> Paths:

@@ -169,3 +169,49 @@ def test_an_id_of_the_wrong_kind_says_what_it_is(env: dict[str, str], tmp_path: 
     assert (error["code"], error["details"]["kind"], error["details"]["expected"]) == ("asset.not_found", "lorebook", "card")
     code, _, err = invoke(env, "lorebook", "test", card_id, "--text", "x")
     assert code == 1 and "is a card ('Alice'), not a lorebook" in err
+
+
+def _story(env: dict[str, str], card_id: str, title: str) -> str:
+    result = CliRunner().invoke(rp, ["new", "--card", card_id, "--title", title, "--json"], env=env, obj=CliState())
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["sessionId"]
+
+
+def test_deleting_a_card_that_stories_use_lists_them_and_asks_first(env: dict[str, str], tmp_path: Path) -> None:
+    code, out, _ = invoke(env, "import", str(card_file(tmp_path)), "--json")
+    assets = {a["kind"]: a["id"] for a in json.loads(out)[0]["assets"]}
+    card, book = assets["card"], assets["lorebook"]
+    sid = _story(env, card, "Tea at dawn")
+
+    refused = CliRunner().invoke(rp, ["assets", "delete", card], env=env, obj=CliState(), input="\n")
+    assert refused.exit_code == 1 and "delete it anyway?" in refused.stderr
+    assert f"{sid}  Tea at dawn" in refused.stderr and "error [asset.in_use]" in refused.stderr
+    no = CliRunner().invoke(rp, ["assets", "delete", card], env=env, obj=CliState(), input="n\n")
+    assert no.exit_code == 1 and invoke(env, "assets", "show", card)[0] == 0  # nothing was deleted
+
+    code, out, _ = invoke(env, "assets", "delete", card, "--json")
+    error = json.loads(out)["error"]
+    assert code == 1 and error["code"] == "asset.in_use"
+    assert {(s["sessionId"], s["at"]) for s in error["details"]["sessions"]} == {(sid, "/resources/card"), (sid, "/resources/lorebooks/0")}
+
+    # The lorebook alone is in use too (the story binds the card's lorebook).
+    code, out, _ = invoke(env, "assets", "delete", book, "--json")
+    assert code == 1 and [s["at"] for s in json.loads(out)["error"]["details"]["sessions"]] == ["/resources/lorebooks/0"]
+
+    yes = CliRunner().invoke(rp, ["assets", "delete", card], env=env, obj=CliState(), input="y\n")
+    assert yes.exit_code == 0 and f"deleted card {card}" in yes.stdout
+    assert invoke(env, "sessions", "show", sid)[0] == 0  # the story itself is untouched
+
+
+def test_deleting_an_unused_asset_or_with_yes_does_not_ask(env: dict[str, str], tmp_path: Path) -> None:
+    code, out, _ = invoke(env, "import", str(card_file(tmp_path)), "--json")
+    card = next(a["id"] for a in json.loads(out)[0]["assets"] if a["kind"] == "card")
+    bob = tmp_path / "bob.json"
+    bob.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Bob", "first_mes": "Yo."}}))
+    code, out, _ = invoke(env, "import", str(bob), "--json")
+    unused = json.loads(out)[0]["assets"][0]["id"]
+    _story(env, card, "In use")
+    code, out, err = invoke(env, "assets", "delete", card, "--yes")
+    assert code == 0 and "anyway" not in err and f"deleted card {card}" in out
+    code, out, err = invoke(env, "assets", "delete", unused)
+    assert code == 0 and "anyway" not in err and f"deleted card {unused}" in out

@@ -18,7 +18,7 @@ import click
 from roleplay.cli_context import echo_json, home_option, json_option, run, state_of, terminal_safe
 from roleplay.errors import RpError
 
-from .kinds import DEFAULT_KINDS, KINDS
+from .kinds import CARD, DEFAULT_KINDS, KINDS
 from .service import AssetService
 
 
@@ -159,12 +159,21 @@ async def assets_show(ctx: click.Context, asset_id: str, as_json: bool) -> None:
 @click.argument("asset_id")
 @click.option("--revision", "expected_revision", type=click.IntRange(1), help="Only if still at this revision.")
 @click.option("--keep-lorebooks", is_flag=True, help="Deleting a card: keep the lorebooks imported with it.")
+@click.option("--yes", "-y", is_flag=True, help="Delete even when stories use it, without asking.")
 @json_option
 @click.pass_context
 @run
-async def assets_delete(ctx: click.Context, asset_id: str, expected_revision: int | None, keep_lorebooks: bool, as_json: bool) -> None:
-    """Delete an asset (a card also deletes its imported lorebooks unless --keep-lorebooks)."""
+async def assets_delete(
+    ctx: click.Context, asset_id: str, expected_revision: int | None, keep_lorebooks: bool, yes: bool, as_json: bool
+) -> None:
+    """Delete an asset (a card also deletes its imported lorebooks unless --keep-lorebooks).
+
+    When stories use it, they are listed and the deletion needs a yes (--yes skips the question;
+    with --json it is refused instead of asked). Stories keep running: the binding reads as
+    unbound."""
     async with _service(ctx) as service:
+        if not yes:
+            await _confirm_unused(ctx, service, asset_id, keep_lorebooks, as_json)
         result = await service.delete(asset_id, expected_revision=expected_revision, cascade_lorebooks=not keep_lorebooks)
     if as_json:
         echo_json(result.to_dict())
@@ -173,6 +182,38 @@ async def assets_delete(ctx: click.Context, asset_id: str, expected_revision: in
         _echo(f"deleted {r.kind} {r.id} ({r.name})")
     for w in result.warnings:
         _echo(f"warning [{w.code}]: {w.message}", err=True)
+
+
+async def _confirm_unused(ctx: click.Context, service: AssetService, asset_id: str, keep_lorebooks: bool, as_json: bool) -> None:
+    """List the stories that bind what would be deleted and ask; raise ``asset.in_use`` on a no."""
+    find = state_of(ctx).asset_users
+    record = await service.store.read(lambda tx: tx.get(asset_id))
+    if find is None or record is None:
+        return  # a missing asset is reported by the delete itself
+    ids = {asset_id}
+    if record.kind == CARD and not keep_lorebooks:
+        ids |= {b.id for b in await service.store.read(lambda tx: tx.linked_lorebooks(asset_id))}
+    users = await find(service.store.events, ids)
+    if not users:
+        return
+    stories = len({u.session_id for u in users})
+    what = f"{record.kind} {record.id} ({record.name})"
+    if not as_json:
+        _echo(f"{what} is used by {stories} stor{'y' if stories == 1 else 'ies'}:", err=True)
+        for u in users:
+            also = "" if u.asset_id == asset_id else f" (its lorebook {u.asset_id})"
+            _echo(f"  {u.session_id}  {u.title or ''}{' [archived]' if u.archived else ''}{also}", err=True)
+        _echo("they keep running, with that binding unbound", err=True)
+        try:
+            if click.confirm("delete it anyway?", default=False, err=True):
+                return
+        except click.Abort:
+            click.echo("", err=True)  # Ctrl-C or end of input: a no
+    raise RpError(
+        "asset.in_use",
+        f"{what} is used by {stories} stor{'y' if stories == 1 else 'ies'}; not deleted (--yes deletes anyway)",
+        details={"sessions": [u.to_dict() for u in users]},
+    )
 
 
 @assets.command("trust")

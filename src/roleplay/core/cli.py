@@ -42,6 +42,7 @@ from .run import RunResult, opening_message_id, play_turn, prepare_run
 from .runtime import RoleplayRuntime
 from .session_create import StoryRequest, create_story
 from .session_route import resolve_session_route
+from .toolfree import NOT_COMMITTED, TOOLS_REFUSED
 from .turn_eligibility import require_playable
 
 model_option = click.option(
@@ -181,6 +182,7 @@ async def say_command(ctx: click.Context, session_id: str, text: str, model_spec
     async with runtime(ctx) as rt:
         route = await resolve_session_route(rt, session_id, model_spec)
         result = await _turn(rt, session_id, text, route, sys.stdout if not as_json else _Quiet())
+    _warn_turn(result)
     if as_json:
         echo_json(_result_json(result))
     elif result.turn.outcome != "completed":
@@ -259,6 +261,7 @@ async def _play_line(rt: RoleplayRuntime, session_id: str, line: str, route: Rou
             )
         return
     result = await _turn(rt, session_id, line, route, sys.stdout)
+    _warn_turn(result)
     if result.turn.outcome != "completed":
         err = result.turn.error or {}
         click.echo(
@@ -398,9 +401,22 @@ def _result_json(result: RunResult) -> dict[str, Any]:
     }
 
 
+def _warn_turn(result: RunResult) -> None:
+    """An uncommitted reply is never silent (the exit code stays 0: a discussion answer is a
+    legitimate reply), nor is a tool-free turn that could not record its state changes."""
+    if result.turn.outcome != "completed":
+        return  # reported as the turn's error
+    for d in result.diagnostics:
+        if d["code"] in WARNED_CODES or d["code"].startswith("toolfree."):
+            click.echo(terminal_safe(f"warning [{d['code']}]: {d['message']}", one_line=True), err=True)
+
+
 def _fail_turn(result: RunResult) -> None:
     err = result.turn.error or {}
     raise RpError(err.get("code", "run.incomplete"), f"the turn ended with {result.turn.outcome}: {err.get('message', 'no commit')}")
+
+
+WARNED_CODES = frozenset({NOT_COMMITTED, TOOLS_REFUSED})
 
 
 class _Quiet:

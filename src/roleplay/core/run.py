@@ -26,8 +26,12 @@ the live story state and surface as a last guard and fails with ``commit.stale_s
 skip.
 
 A parent that answers without tools before the Writer (discussion, clarification) ends the turn
-with that plain reply, streamed the same way; nothing is committed. After the Writer, a plain reply
-becomes a commit of the Writer's draft without effects (``core.chat_draft``).
+with that plain reply, streamed the same way; nothing is committed, and the result carries
+``run.not_committed`` so the caller can flag it. After the Writer, a plain reply becomes a commit
+of the Writer's draft without effects (``core.chat_draft``).
+
+**A route that cannot call tools** (``?tools=off``, or a provider refusal of tools) runs the same
+turn with the runtime in the parent's place (``core.toolfree``).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from .prompts import (
 )
 from .replies import replies_projection
 from .runtime import RoleplayRuntime
+from .toolfree import parent_model, uncommitted_note
 from .sources import (
     SourceInputs,
     SourceSet,
@@ -254,6 +259,9 @@ class RpRun(LoopHooks):
         )
         self._streamed = False
         self.diagnostics: list[Diagnostic] = []  # the run's own notes (e.g. a commit it made for the parent)
+        # Notes on the next model response, carried into the commit it makes (a tool-free turn's
+        # runtime-made commit says so); taken by on_response.
+        self.step_notes: list[Diagnostic] = []
         self.visible = [WRITE_TURN_TOOL, COMMIT_TURN_TOOL, *(t for t in READ_TOOLS if t in rt.tools)]
         if prepared.state is None and "rp_state_read" in self.visible:
             self.visible.remove("rp_state_read")
@@ -285,7 +293,8 @@ class RpRun(LoopHooks):
             self.commit.note_response(step_id, [call.name], "", [diagnostic])
             response, names = replace(response, tool_calls=[call]), [call.name]
         else:
-            self.commit.note_response(step_id, names, response.text)
+            notes, self.step_notes = self.step_notes, []
+            self.commit.note_response(step_id, names, response.text, notes)
         if COMMIT_TURN_TOOL in names and artifact is not None:
             # Every commit attempt's message carries the body (whichever commit succeeds owns the
             # reply), but the user sees it stream once.
@@ -390,11 +399,14 @@ async def play_turn(
         await require_playable(rt, session_id)
         prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images)
         run = RpRun(rt, prepared)
-        model: ChatModel = rt.model_for(parent_route)
+        model: ChatModel = parent_model(run, rt.model_for(parent_route))
         loop = AgentLoop(rt.service, model, run.spec())
         content: list[dict[str, Any]] = [{"type": "text", "text": prepared.input_text}, *prepared.images]
         turn = await loop.run_turn(session_id, content, abort=abort, turn_id=prepared.turn_id, lease=lease)
     committed = any(r.ok and r.name == COMMIT_TURN_TOOL for r in turn.tool_results)
+    flag = uncommitted_note(turn)
+    if flag is not None:
+        run.diagnostics.append(flag)
     return RunResult(
         session_id=session_id,
         turn=turn,

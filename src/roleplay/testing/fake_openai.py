@@ -8,11 +8,12 @@ a usage chunk when ``stream_options.include_usage`` is set (with DeepSeek's cach
 the error bodies providers really send.
 
 Behaviour is scripted per test: a queue of items (``FakeReply``, ``FakeError``, ``FakeDrop``, a
-string or a dict of ``FakeReply`` fields), then an optional responder function, then a
-deterministic demo-style reply. Built-in checks run before the script, as the real API would:
-API key, known models, DeepSeek's "reasoning_content must be passed back" rule, forced
-tool_choice in thinking mode, the function-declaration rules (see ``declaration_error``), and a
-context limit. Every request is recorded.
+string or a dict of ``FakeReply`` fields), then an optional responder function, then (unless
+``strict``) the roleplay protocol of ``fake_roleplay`` for a roleplay parent, Writer or JSON-mode
+request, and a deterministic demo-style reply for anything else. Built-in checks run before the
+script, as the real API would: API key, known models, DeepSeek's "reasoning_content must be
+passed back" rule, forced tool_choice in thinking mode, the function-declaration rules (see
+``declaration_error``), and a context limit. Every request is recorded.
 
 Standalone, for demos: ``python -m roleplay.testing.fake_openai --port 8765``.
 Stdlib only (``http.server`` in a background thread) so it needs no extra dependency.
@@ -31,6 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator, Literal
+
+from roleplay.testing.fake_roleplay import roleplay_reply
 
 Flavor = Literal["openai", "deepseek"]
 
@@ -92,6 +95,11 @@ class FakeError:
     @classmethod
     def server_error(cls, status: int = 500) -> FakeError:
         return cls(status, "The server had an error while processing your request.", type="server_error")
+
+    @classmethod
+    def tools_unsupported(cls, model: str = "fake") -> FakeError:
+        # Ollama's words for a model whose template declares no tool support (ollama#5793).
+        return cls(400, f"registry.ollama.ai/library/{model}:latest does not support tools", type="api_error")
 
     @classmethod
     def reasoning_not_passed_back(cls) -> FakeError:
@@ -256,6 +264,9 @@ class FakeOpenAI:
                 return item
         if self.strict:
             return FakeError(400, "fake server: the script has no reply left for this request", code="fake_script_exhausted")
+        played = roleplay_reply(body)
+        if played is not None:
+            return FakeReply(**played)
         return FakeReply(text=_default_text(body))
 
 

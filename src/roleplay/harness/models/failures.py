@@ -10,6 +10,10 @@ Codes (the public contract):
 - ``model.rate_limited``: 429 after every retry was used.
 - ``model.server_error``: 5xx after every retry, or an error event inside a stream.
 - ``model.timeout`` / ``model.connection``: the request could not complete, after retries.
+- ``model.tools_unsupported``: the endpoint refused a request because it offered tools the model
+  or server cannot use (Ollama "… does not support tools", llama.cpp "tools param requires
+  --jinja flag", vLLM "auto tool choice requires --enable-auto-tool-choice", OpenRouter "No
+  endpoints found that support tool use"). Never retried: the same request fails the same way.
 - ``model.bad_request``: any other 4xx; the provider's message is kept (redacted).
 
 Messages never contain the API key: provider messages are passed through ``redact`` because some
@@ -35,6 +39,20 @@ _UNKNOWN_MODEL = re.compile(
     r"model[^.]{0,80}?(not exist|does not exist|not found)|unknown model|no such model|invalid model",
     re.IGNORECASE,
 )
+
+# The words of the known tool refusals (see the module docstring); each names tools explicitly,
+# so an unrelated 400 is never mistaken for one.
+_TOOLS_UNSUPPORTED = re.compile(
+    r"does not support tools|tools param requires --jinja|unsupported param: tools|tool choice requires --enable-auto-tool-choice"
+    r"|no endpoints found that support tool use|(tools|tool calls|function calling) (are|is) not supported",
+    re.IGNORECASE,
+)
+
+
+def refuses_tools(exc: BaseException) -> bool:
+    return (
+        isinstance(exc, openai.APIStatusError) and 400 <= exc.status_code < 600 and bool(_TOOLS_UNSUPPORTED.search(provider_message(exc)))
+    )
 
 
 @dataclass(frozen=True)
@@ -65,7 +83,7 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500
+        return (exc.status_code == 429 or exc.status_code >= 500) and not refuses_tools(exc)
     return False
 
 
@@ -121,6 +139,12 @@ def map_error(
     details["status"] = status
     if exc.code:
         details["provider_code"] = exc.code
+    if refuses_tools(exc):
+        return RpError(
+            "model.tools_unsupported",
+            f"{where} cannot call tools (HTTP {status}: {raw}); mark the route with ?tools=off, e.g. {provider}/{model}?tools=off",
+            details=details,
+        )
     if status in (401, 403):
         return RpError(
             "model.auth",

@@ -5,6 +5,10 @@ A route spec reads ``provider/model[/effort]``: ``deepseek/deepseek-flash``,
 names may contain slashes; a trailing effort word is the effort), or just ``demo`` / ``scripted``.
 A bare known model name (``deepseek-flash``) finds its provider.
 
+Route options follow a ``?``: ``openai/llama3?tools=off`` marks a model that cannot call tools
+(a roleplay turn then runs without them, ``core/toolfree.py``), ``?json=off`` one that ignores
+JSON mode; both together read ``?tools=off&json=off``. They set the model's capability flags.
+
 Resolution order: the explicit spec, then ``settings["model"]``, then ``RP_MODEL``, then whichever
 key is set (``DEEPSEEK_API_KEY`` before ``OPENAI_API_KEY``/``OPENAI_BASE_URL``). With none of
 them the user is told to set a key or use ``--model demo``; the demo is never chosen silently,
@@ -14,7 +18,7 @@ because a user who thinks they talk to a real model would be misled.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from roleplay.errors import RpError
@@ -38,11 +42,16 @@ class Route:
     base_url: str | None = None
     # Overrides the model's known context window (a local server's model, a smaller budget).
     context_window: int | None = None
+    # Route options (``?tools=off``, ``?json=off``): False turns the capability off, None keeps
+    # the provider's own flag.
+    tools: bool | None = None
+    json_mode: bool | None = None
 
     @property
     def spec(self) -> str:
         out = f"{self.provider}/{self.model}"
-        return f"{out}/{self.reasoning_effort}" if self.reasoning_effort else out
+        out = f"{out}/{self.reasoning_effort}" if self.reasoning_effort else out
+        return out + route_options_suffix(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The route as recorded in the log: a base URL loses its credentials."""
@@ -89,10 +98,37 @@ def _check_environment(name: str, value: str | None, *, header: bool) -> None:
         )
 
 
+ROUTE_OPTIONS = {"tools": "tools", "json": "json_mode"}
+_SWITCH = {"on": True, "off": False}
+
+
+def route_options_suffix(route: Route) -> str:
+    pairs = [(key, getattr(route, field)) for key, field in ROUTE_OPTIONS.items()]
+    shown = [f"{key}={'on' if value else 'off'}" for key, value in pairs if value is not None]
+    return "?" + "&".join(shown) if shown else ""
+
+
+def _parse_options(text: str, query: str) -> dict[str, bool]:
+    """``tools=off&json=off`` → route fields; anything else is refused with the accepted words."""
+    options: dict[str, bool] = {}
+    for item in query.split("&"):
+        key, sep, value = item.partition("=")
+        if key not in ROUTE_OPTIONS or not sep or value.lower() not in _SWITCH:
+            raise RpError(
+                "model.bad_route",
+                f"route {text!r}: unknown option {item!r}; options are tools=on|off and json=on|off, e.g. openai/llama3?tools=off",
+                pointer="/model",
+                details={"route": text, "option": item},
+            )
+        options[ROUTE_OPTIONS[key]] = _SWITCH[value.lower()]
+    return options
+
+
 def parse_route_spec(spec: str, env: Mapping[str, str] | None = None) -> Route:
     env = os.environ if env is None else env
     _check_model_name(spec)
-    text = spec.strip()
+    text, _, query = spec.strip().partition("?")
+    options = _parse_options(spec.strip(), query) if query else {}
     if not text:
         raise RpError("model.bad_route", "an empty model route; use e.g. deepseek/deepseek-flash or demo")
     parts = text.split("/")
@@ -115,7 +151,7 @@ def parse_route_spec(spec: str, env: Mapping[str, str] | None = None) -> Route:
         )
     if any(not p for p in model.split("/")):
         raise RpError("model.bad_route", f"route {text!r} has an empty model name part")
-    return Route(provider=provider.name, model=model, reasoning_effort=effort)
+    return Route(provider=provider.name, model=model, reasoning_effort=effort, **options)
 
 
 def resolve_route(
@@ -158,7 +194,7 @@ def resolve_route(
     base_url = settings.get("base_url")
     if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
         raise RpError("model.bad_route", "base_url must be an http(s) URL", pointer="/base_url")
-    return Route(route.provider, route.model, effort, max_out, base_url, window)
+    return Route(route.provider, route.model, effort, max_out, base_url, window, tools=route.tools, json_mode=route.json_mode)
 
 
 def route_context_window(route: Route) -> int | None:
@@ -198,6 +234,12 @@ def build_model(
     demo_policies: DemoPolicies | None = None,
 ) -> ChatModel:
     """A ready ``ChatModel`` for the route. Keys come from ``env`` and nowhere else."""
+    if route.tools is not None or route.json_mode is not None:
+        # Route options only switch capability flags; the model is built as without them.
+        plain = build_model(
+            replace(route, tools=None, json_mode=None), env, sleep=sleep, retry=retry, timeout=timeout, demo_policies=demo_policies
+        )
+        return with_route_options(plain, route)
     env = os.environ if env is None else env
     provider = get_provider(route.provider)
     if provider.demo:
@@ -248,3 +290,14 @@ def build_model(
         timeout=timeout,
         default_max_tokens=route.max_output_tokens,
     )
+
+
+def with_route_options(model: ChatModel, route: Route) -> ChatModel:
+    """The model with the route's option flags applied over its provider's capabilities."""
+    caps = model.capabilities
+    if route.tools is not None:
+        caps = replace(caps, supports_tools=route.tools)
+    if route.json_mode is not None:
+        caps = replace(caps, supports_json_mode=route.json_mode)
+    model.capabilities = caps
+    return model

@@ -188,6 +188,16 @@ class Capabilities:
     # Regex on the error message that marks a context-window overflow; group 1, when present, is
     # the window in tokens. OpenAI's ``context_length_exceeded`` code is always recognised too.
     context_overflow_pattern: str | None = r"maximum context length is (\d+) tokens"
+    # Whether the model can call tools at all. Many local models (and servers started without a
+    # tool parser) cannot; a roleplay turn on such a route runs Chat mode without tools: the
+    # runtime calls the Writer itself and makes the commit (``core/toolfree.py``). Set per route
+    # (``openai/<model>?tools=off``); a provider's refusal of a tool request is detected too
+    # (``model.tools_unsupported``).
+    supports_tools: bool = True
+    # Whether ``response_format: {"type": "json_object"}`` is honoured. A tool-free roleplay turn
+    # asks for its state changes in one JSON-mode call; without it the turn commits no effects
+    # and says so in a diagnostic (``?json=off`` on the route).
+    supports_json_mode: bool = True
     # Tokens one request may hold, prompt and output together, or None when unknown (any model
     # of an OpenAI-compatible server we do not list). Providers fill it per known model from the
     # registry (``registry.context_window``); the roleplay Writer fits its history within it.
