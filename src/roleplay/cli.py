@@ -31,6 +31,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "prompt": ("roleplay.core.cli", "prompt_command", "Show the exact Writer prompt and parent views the next turn would use."),
     "say": ("roleplay.core.cli", "say_command", "Play one turn of SESSION_ID and stream the reply."),
     "sessions": ("roleplay.harness.cli", "sessions", "List, inspect, fork and archive sessions."),
+    "settings": (
+        "roleplay.core.settings_cli",
+        "settings",
+        "Read and change the global settings (Writer default route, identity prompt, features…).",
+    ),
     "state": ("roleplay.state.cli", "state_group", "Check rp.state v2 namespace definitions and simulate state.update effects."),
 }
 

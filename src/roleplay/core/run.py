@@ -73,6 +73,7 @@ from .prompts import (
 )
 from .replies import replies_projection
 from .runtime import RoleplayRuntime
+from .settings import read_settings
 from .toolfree import parent_model, uncommitted_note
 from .sources import (
     SourceInputs,
@@ -184,8 +185,12 @@ async def prepare_run(
     mode = profile.execution_mode
     if mode != "chat":
         raise RpError("run.mode_unsupported", f"execution mode {mode!r} is not available yet; switch the session to chat")
-    writer_route = resolve_writer_route(rt, profile, parent_route)
-    writer_prompt = PromptAssembly([IDENTITY, *writer_sections()]).assemble(PromptContext(session_id, frozenset()))
+    # Global settings are read at every prepare and frozen for the run (spec: without a session
+    # override every prepareRun reads the latest global default; a change applies next turn).
+    settings = await read_settings(rt.store)
+    writer_route = resolve_writer_route(rt, profile, parent_route, settings.writer_default_route())
+    identity = identity_section(settings.identity())
+    writer_prompt = PromptAssembly([identity, *writer_sections()]).assemble(PromptContext(session_id, frozenset()))
     # The history gives way to the Writer route's window (issue 12): whole messages, newest first.
     budget = writer_budget(writer_route, writer_prompt.text, len(images or []))
     build = freeze(slots, sources.sources, sources.bindings, sources.diagnostics, history=entries, budget=budget)
@@ -204,7 +209,7 @@ async def prepare_run(
         run_context=request_for_build("chat", build),
         writer_route=writer_route,
         writer_system=writer_prompt.text,
-        parent_system_sections=[IDENTITY, *parent_sections("chat")],
+        parent_system_sections=[identity, *parent_sections("chat")],
         lore_timed=sources.lore_timed_state.to_dict(),
         state_digest=sha256_hex(state_view),
         state_revision=int(state_view.get("revision", 0)),
@@ -212,12 +217,25 @@ async def prepare_run(
     )
 
 
-def resolve_writer_route(rt: RoleplayRuntime, profile: SessionProfile, parent: Route) -> Route:
-    """Session override, else the global default, else follow the conversation's route. Frozen
-    at prepare: a settings change applies from the next turn."""
+def identity_section(override: str | None) -> PromptSection:
+    """``harness:identity``: the user's ``prompt.identity`` setting, else the harness's own. The
+    only section the user may edit (spec); the Writer and the parent share it."""
+    return IDENTITY if override is None else PromptSection(IDENTITY.id, override, ORDER_IDENTITY)
+
+
+def resolve_writer_route(rt: RoleplayRuntime, profile: SessionProfile, parent: Route, global_default: Route | None = None) -> Route:
+    """The session's override, else ``rt.writer_default`` (``RP_WRITER_MODEL``: a per-process
+    override of the stored setting, for one-off runs and scripts), else the ``writer.defaultRoute``
+    setting, else follow the conversation's route. Frozen at prepare: a change applies from the
+    next turn."""
     override = profile.runtime.writer_route
     if override is None:
-        return rt.writer_default or parent
+        if rt.writer_default is not None:
+            return rt.writer_default
+        if global_default is not None:
+            # The parent's explicit output limit is inherited (spec: 父级显式输出上限仍被继承).
+            return replace(global_default, max_output_tokens=parent.max_output_tokens)
+        return parent
     if override.follow_conversation:
         return parent
     assert override.provider is not None and override.model is not None  # the model's validator

@@ -42,7 +42,8 @@ class RoleplayRuntime:
     extensions: ExtensionRegistry
     artifacts: ArtifactRegistry
     ids: IdGenerator
-    # The Writer's global default route (the subagent manager's setting); None follows the parent.
+    # RP_WRITER_MODEL: a per-process override of the Writer's global default (the stored
+    # ``writer.defaultRoute`` setting, read at every prepare); None defers to that setting.
     writer_default: Route | None = None
     models: dict[str, ChatModel] = field(default_factory=dict)
     # Extension points for features (the MVU adapter): ordered session materializers, a lorebook

@@ -210,6 +210,30 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    # Global settings (roleplay/core/settings.py): one row per key, revision CAS per key. A NULL
+    # value means "the default" (a reset); the row stays so the revision never goes back and a
+    # stale writer that read an older revision is still refused.
+    Migration(
+        4,
+        "settings",
+        sqlite=(
+            """CREATE TABLE settings (
+                key        TEXT PRIMARY KEY,
+                value      TEXT CHECK (value IS NULL OR json_valid(value)),
+                revision   INTEGER NOT NULL CHECK (revision >= 0),
+                updated_at TEXT NOT NULL
+            )""",
+        ),
+        postgres=(
+            # text, not json: the stored value stays byte-for-byte what was written, as on SQLite.
+            """CREATE TABLE settings (
+                key        text PRIMARY KEY,
+                value      text,
+                revision   bigint NOT NULL CHECK (revision >= 0),
+                updated_at text NOT NULL
+            )""",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].number

@@ -1,0 +1,101 @@
+"""``rp settings get|set|reset``: the global settings (``core.settings``) from the terminal.
+
+``set KEY VALUE`` takes JSON (``3``, ``["rp-state"]``, ``{"deepseek/deepseek-flash": 128000}``);
+keys that hold text (a route, the identity prompt, the cursor) also take the bare text. Each
+change may name ``--expected-revision`` so that a script never overwrites a change it has not seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+from roleplay.cli_context import echo_json, home_option, json_option, run, state_of, terminal_safe
+
+from .settings import SettingRecord, SettingsStore, parse_cli_value
+
+expected_option = click.option(
+    "--expected-revision",
+    type=click.IntRange(min=0),
+    help="Refuse the change unless the key is still at this revision (0: never set).",
+)
+
+
+def _line(record: SettingRecord) -> str:
+    value = json.dumps(record.value, ensure_ascii=False)
+    where = "default" if record.is_default else "set"
+    return terminal_safe(f"{record.key} = {value}  ({where}, revision {record.revision})", one_line=True)
+
+
+def _env_note(key: str) -> None:
+    # RP_WRITER_MODEL is a per-process override that wins over the stored default.
+    if key == "writer.defaultRoute" and os.environ.get("RP_WRITER_MODEL"):
+        click.echo("note: RP_WRITER_MODEL is set in this environment and overrides writer.defaultRoute", err=True)
+
+
+def _show(record: SettingRecord, as_json: bool) -> None:
+    if as_json:
+        echo_json(record.to_dict())
+    else:
+        click.echo(_line(record))
+
+
+@click.group("settings")
+def settings() -> None:
+    """Read and change the global settings (Writer default route, identity prompt, features…)."""
+
+
+@settings.command("get")
+@home_option
+@click.argument("key", required=False)
+@json_option
+@click.pass_context
+@run
+async def get_command(ctx: click.Context, key: str | None, as_json: bool) -> None:
+    """Show KEY, or every setting."""
+    async with state_of(ctx).open_store() as store:
+        settings_store = SettingsStore(store)
+        if key is not None:
+            _show(await settings_store.get(key), as_json)
+            return
+        snapshot = await settings_store.snapshot()
+    records = snapshot.records()
+    if as_json:
+        echo_json({"settings": [r.to_dict() for r in records]})
+        return
+    for record in records:
+        click.echo(_line(record))
+
+
+@settings.command("set")
+@home_option
+@click.argument("key")
+@click.argument("value")
+@expected_option
+@json_option
+@click.pass_context
+@run
+async def set_command(ctx: click.Context, key: str, value: str, expected_revision: int | None, as_json: bool) -> None:
+    """Set KEY to VALUE (JSON, or bare text for text keys)."""
+    parsed: Any = parse_cli_value(key, value)
+    async with state_of(ctx).open_store() as store:
+        record = await SettingsStore(store).set(key, parsed, expected_revision=expected_revision)
+    _show(record, as_json)
+    _env_note(key)
+
+
+@settings.command("reset")
+@home_option
+@click.argument("key")
+@expected_option
+@json_option
+@click.pass_context
+@run
+async def reset_command(ctx: click.Context, key: str, expected_revision: int | None, as_json: bool) -> None:
+    """Put KEY back to its default."""
+    async with state_of(ctx).open_store() as store:
+        record = await SettingsStore(store).reset(key, expected_revision=expected_revision)
+    _show(record, as_json)
