@@ -81,3 +81,27 @@ def test_rp_prompt_shows_the_identity_and_writer_route_settings(tmp_path: Path) 
     assert result.exit_code == 0 and json.loads(result.stdout)["writer"]["route"] == "demo/demo"
     ok_json(tmp_path, "settings", "reset", "prompt.identity")
     assert not ok_json(tmp_path, "prompt", sid, "--model", "demo")["writer"]["system"].startswith(own)
+
+
+def test_set_reads_a_long_value_from_a_file_or_stdin(tmp_path: Path) -> None:
+    identity = tmp_path / "identity.txt"
+    identity.write_text("You are the chronicler.\nNever speak for the user.\n", encoding="utf-8")
+    record = ok_json(tmp_path, "settings", "set", "prompt.identity", "--file", str(identity))
+    assert record["value"] == "You are the chronicler.\nNever speak for the user.\n"
+    piped = CliRunner().invoke(
+        cli,
+        ["--home", str(tmp_path), "settings", "set", "replyOptions.keywords", "--file", "-", "--json"],
+        env=CLEAN,
+        input='["温柔"]',
+        obj=CliState(),
+    )
+    assert piped.exit_code == 0 and json.loads(piped.stdout)["value"] == ["温柔"]
+    both = invoke(tmp_path, "settings", "set", "prompt.identity", "x", "--file", str(identity))
+    assert both.exit_code == 1 and "error [settings.value_source]" in both.stderr
+    neither = invoke(tmp_path, "settings", "set", "prompt.identity")
+    assert neither.exit_code == 1 and "error [settings.value_source]" in neither.stderr
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("caf\xe9".encode("latin-1"))
+    bad = invoke(tmp_path, "settings", "set", "prompt.identity", "--file", str(latin))
+    assert bad.exit_code == 1 and "error [settings.file_not_utf8]" in bad.stderr
+    assert ok_json(tmp_path, "settings", "get", "prompt.identity")["revision"] == 1  # the refusals wrote nothing

@@ -1,6 +1,6 @@
 """``rp settings get|set|reset``: the global settings (``core.settings``) from the terminal.
 
-``set KEY VALUE`` takes JSON (``3``, ``["rp-state"]``, ``{"deepseek/deepseek-flash": 128000}``);
+``set KEY VALUE`` (or ``--file PATH``, ``-`` for stdin) takes JSON (``3``, ``["rp-state"]``, ``{"deepseek/deepseek-flash": 128000}``);
 keys that hold text (a route, the identity prompt, the cursor) also take the bare text. Each
 change may name ``--expected-revision`` so that a script never overwrites a change it has not seen.
 """
@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from roleplay.cli_context import echo_json, home_option, json_option, run, state_of, terminal_safe
+from roleplay.errors import RpError
 
 from .settings import SettingRecord, SettingsStore, parse_cli_value
 
@@ -70,17 +71,34 @@ async def get_command(ctx: click.Context, key: str | None, as_json: bool) -> Non
         click.echo(_line(record))
 
 
+def _read_value(value: str | None, file: Any) -> str:
+    if (value is None) == (file is None):
+        raise RpError("settings.value_source", "give the value either as VALUE or with --file PATH (- reads stdin), not both or neither")
+    if file is None:
+        return value  # type: ignore[return-value]
+    data = file.read()
+    try:
+        return data.decode("utf-8")  # type: ignore[no-any-return]
+    except UnicodeDecodeError as exc:
+        raise RpError(
+            "settings.file_not_utf8",
+            f"{file.name} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            details={"offset": exc.start},
+        ) from None
+
+
 @settings.command("set")
 @home_option
 @click.argument("key")
-@click.argument("value")
+@click.argument("value", required=False)
+@click.option("--file", type=click.File("rb"), help="Read the value from a file (- for stdin), e.g. a long identity prompt.")
 @expected_option
 @json_option
 @click.pass_context
 @run
-async def set_command(ctx: click.Context, key: str, value: str, expected_revision: int | None, as_json: bool) -> None:
+async def set_command(ctx: click.Context, key: str, value: str | None, file: Any, expected_revision: int | None, as_json: bool) -> None:
     """Set KEY to VALUE (JSON, or bare text for text keys)."""
-    parsed: Any = parse_cli_value(key, value)
+    parsed: Any = parse_cli_value(key, _read_value(value, file))
     async with state_of(ctx).open_store() as store:
         record = await SettingsStore(store).set(key, parsed, expected_revision=expected_revision)
     _show(record, as_json)
