@@ -23,8 +23,13 @@ def files(tmp_path, make):
 
 
 def run(*args):
-    result = CliRunner().invoke(state_group, ["check", *args])
-    return result.exit_code, json.loads(result.output)
+    result = CliRunner().invoke(state_group, ["check", "--json", *args])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def errors(out):
+    """The problems of an ``{"error": …}`` document, each with the file it points into."""
+    return [{**p, "source": p["details"]["source"]} for p in out["error"]["problems"]]
 
 
 def test_valid_definition_value_and_updates(files, make):
@@ -52,8 +57,8 @@ def test_definition_errors_are_all_listed_with_pointers(files, make):
     definition["owner"] = "李钰"
     path = files("def.json", definition)
     code, out = run(path)
-    assert code == 1 and out["ok"] is False
-    assert [(e["source"], e["code"], e["pointer"]) for e in out["errors"]] == [
+    assert code == 1 and "ok" not in out
+    assert [(e["source"], e["code"], e["pointer"]) for e in errors(out)] == [
         (path, "state.definition.field_unknown", "/owner"),
         (path, "state.schema.ref_forbidden", "/schema/properties/day/$ref"),
         (path, "state.schema.pattern_forbidden", "/schema/properties/weather/pattern"),
@@ -69,24 +74,24 @@ def test_update_errors_point_into_the_update_file(files, make):
     )
     code, out = run(definition, "--value", value, "--update", bad)
     assert code == 1
-    assert [(e["code"], e["pointer"]) for e in out["errors"]] == [
+    assert [(e["code"], e["pointer"]) for e in errors(out)] == [
         ("state.update.op_unsupported", "/payload/changes/0/op"),
         ("state.update.reason_missing", "/payload/changes/0/reason"),
         ("state.update.rule_required", "/payload/changes/0/ruleId"),
         ("state.update.by_invalid", "/payload/changes/1/by"),
         ("state.update.path_conflict", "/payload/changes/1/path"),
     ]
-    assert all(e["source"] == bad for e in out["errors"])
+    assert all(e["source"] == bad for e in errors(out))
 
 
 def test_value_errors_and_bad_json(files, make):
     definition = files("def.json", make.definition())
     code, out = run(definition, "--value", files("v.json", {"day": 0, "characters": {}}))
-    assert code == 1 and [(e["code"], e["pointer"]) for e in out["errors"]] == [("state.value.schema_violation", "/day")]
+    assert code == 1 and [(e["code"], e["pointer"]) for e in errors(out)] == [("state.value.schema_violation", "/day")]
     code, out = run(files("broken.json", "{nope"))
-    assert code == 1 and out["errors"][0]["code"] == "state.cli.json_invalid"
+    assert code == 1 and errors(out)[0]["code"] == "state.cli.json_invalid"
     code, out = run(definition, "--update", files("u.json", []))
-    assert code == 1 and out["errors"][0]["code"] == "state.cli.value_required"
+    assert code == 1 and errors(out)[0]["code"] == "state.cli.value_required"
 
 
 def test_stale_revision_in_a_later_update(files, make):
@@ -94,7 +99,7 @@ def test_stale_revision_in_a_later_update(files, make):
     value = files("value.json", make.value())
     update = files("u.json", make.effect([make.change("increment", AFF, by=1, rule="liyu-affection")], revision=1))
     code, out = run(definition, "--value", value, "--update", update, "--update", update)
-    assert code == 1 and [(e["code"], e["pointer"]) for e in out["errors"]] == [("state.update.revision_mismatch", "/expectedRevision")]
+    assert code == 1 and [(e["code"], e["pointer"]) for e in errors(out)] == [("state.update.revision_mismatch", "/expectedRevision")]
 
 
 def test_namespace_option(files, make):
@@ -103,4 +108,25 @@ def test_namespace_option(files, make):
     code, out = run(definition, "--value", value, "--namespace", "world")
     assert code == 0 and list(out["projection"]["namespaces"]) == ["world"]
     code, out = run(definition, "--value", value, "--namespace", "bad name")
-    assert code == 1 and out["errors"][0]["code"] == "state.namespace.name_invalid"
+    assert code == 1 and errors(out)[0]["code"] == "state.namespace.name_invalid"
+
+
+def test_check_prints_a_summary_without_json_and_errors_in_the_common_format(files, make):
+    definition = files("def.json", make.definition())
+    value = files("value.json", make.value())
+    update = files("u.json", make.effect([make.change("increment", AFF, by=2, rule="liyu-affection")], revision=1))
+    result = CliRunner().invoke(state_group, ["check", definition, "--value", value, "--update", update])
+    assert result.exit_code == 0 and result.stdout.startswith(f"ok: {definition} with {value}, 1 update(s) applied\n")
+    assert json.loads(result.stdout.split("\n", 1)[1])["story"]["characters"]["李钰"]["好感度"] == 12
+
+    bad = make.definition()
+    bad["owner"] = "李钰"
+    bad["schema"]["properties"]["day"]["$ref"] = "#/x"
+    path = files("bad.json", bad)
+    result = CliRunner().invoke(state_group, ["check", path])
+    assert result.exit_code == 1 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"error [state.definition.field_unknown]: {path}: " + lines[0].split(f"{path}: ", 1)[1]
+    assert lines[0].endswith("(at /owner)") and lines[1].startswith("  also [state.schema.ref_forbidden]")
+    code, out = run(path)
+    assert code == 1 and out["error"]["code"] == "state.definition.field_unknown" and out["error"]["details"]["source"] == path

@@ -1,8 +1,10 @@
 """``rp state``: check a namespace definition and simulate story updates against it, offline.
 
-The main CLI attaches :data:`state_group` with ``add_command``. Output is JSON on stdout: the
-resulting projection (and the activity view of the last update) on success, otherwise every
-error with its ``source`` file and a JSON Pointer into that file. Exit code 1 on errors.
+The main CLI attaches :data:`state_group` with ``add_command``. With ``--json`` the result is the
+resulting projection (and the activity view of the last update) on stdout; without, a summary and
+the namespaces' values. Errors use the format of every ``rp`` command (``error [code]: message``
+on stderr, or ``{"error": {…, "problems": […]}}`` with ``--json``): every problem is listed, each
+with its ``source`` file (``details.source``) and a JSON Pointer into that file. Exit code 1.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 import click
 
+from roleplay.cli_context import fail, json_option, json_text, terminal_safe
 from roleplay.errors import Problem, RpError
 from roleplay.state.definition import DEFAULT_NAMESPACE, validate_definition
 from roleplay.state.projection import bootstrap_payload, empty_view, fold
@@ -99,10 +102,31 @@ def state_group() -> None:
     "The namespace starts at revision 1 and each applied update adds 1.",
 )
 @click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="Namespace id to simulate.")
-def check(definition: str, value_path: str | None, update_paths: tuple[str, ...], namespace: str) -> None:
-    """Validate DEFINITION (and --value), then apply each --update; print JSON."""
+@json_option
+def check(definition: str, value_path: str | None, update_paths: tuple[str, ...], namespace: str, as_json: bool) -> None:
+    """Validate DEFINITION (and --value), then apply each --update."""
     try:
-        _emit(run_check(definition, value_path, update_paths, namespace))
+        document = run_check(definition, value_path, update_paths, namespace)
     except _Failed as failed:
-        _emit({"ok": False, "errors": failed.errors})
-        click.get_current_context().exit(1)
+        fail(check_error(failed.errors), as_json)
+        return
+    if as_json:
+        _emit(document)
+    elif "definition" in document:
+        click.echo(terminal_safe(f"ok: {definition} is a valid definition", one_line=True))
+    else:
+        applied = len(update_paths)
+        click.echo(terminal_safe(f"ok: {definition} with {value_path}, {applied} update(s) applied", one_line=True))
+        values = {name: ns["value"] for name, ns in document["projection"].get("namespaces", {}).items()}
+        click.echo(json_text(values))
+
+
+def check_error(errors: list[dict[str, Any]]) -> RpError:
+    """The check's problems as one error: the first problem's code and message, every problem
+    listed, each naming its file in ``details.source`` (pointers are into that file)."""
+    problems = [
+        Problem(e["code"], f"{e['source']}: {e['message']}", e.get("pointer"), {**e.get("details", {}), "source": e["source"]})
+        for e in errors
+    ]
+    first = problems[0]
+    return RpError(first.code, first.message, pointer=first.pointer, details=first.details, problems=problems)
