@@ -57,3 +57,15 @@ def test_an_unknown_command_is_a_usage_error() -> None:
 
     result = CliRunner().invoke(cli, ["nope"], obj=CliState())
     assert result.exit_code == 2 and "No such command 'nope'" in result.output
+
+
+def _leaves(command: click.Command, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], click.Command]]:
+    if not isinstance(command, click.Group):
+        return [(path, command)]
+    ctx = click.Context(command)
+    return [leaf for name in command.list_commands(ctx) for leaf in _leaves(command.get_command(ctx, name), (*path, name))]  # type: ignore[arg-type]
+
+
+def test_every_command_but_interactive_play_takes_json() -> None:
+    missing = [" ".join(path) for path, command in _leaves(cli, ()) if "as_json" not in {p.name for p in command.params}]
+    assert missing == ["play"]
