@@ -40,8 +40,11 @@ def test_unreadable_lorebook_exits_1(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{nope", "utf-8")
     result = CliRunner().invoke(mvu_group, ["inspect", str(card), str(bad)])
-    assert result.exit_code == 1
-    assert json.loads(result.output)["errors"][0]["code"] == "mvu.cli.lorebook_unreadable"
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"error [mvu.cli.lorebook_unreadable]: {bad}: ")
+    as_json = CliRunner().invoke(mvu_group, ["inspect", str(card), str(bad), "--json"])
+    error = json.loads(as_json.stdout)["error"]
+    assert as_json.exit_code == 1 and error["code"] == "mvu.cli.lorebook_unreadable" and error["details"]["source"] == str(bad)
 
 
 def test_example_card_with_user_name(mvu_corpus):

@@ -135,3 +135,10 @@ def test_test_command_prints_the_reply_inert():
         assert not any(c in out for c in "\x1b\x07\x9b\u202e"), out
     assert "reply:    Hi \\x1b]0;owned\\x07\\x1b[2J\\u202e\\x9b31m 你好 👩\u200d💻" in text.output
     assert json.loads(as_json.output)["reply"] == f"Hi {hostile} 你好 👩\u200d💻"  # the same value, escaped
+
+
+def test_test_errors_use_the_common_format() -> None:
+    text = run(["test"])
+    assert text.exit_code == 1 and text.stderr.startswith("error [model.not_configured]: ")
+    as_json = run(["test", "--json"])
+    assert as_json.exit_code == 1 and set(json.loads(as_json.stdout)) == {"error"}

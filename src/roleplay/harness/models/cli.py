@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from roleplay.cli_context import json_text, terminal_safe
+from roleplay.cli_context import fail, json_text, terminal_safe
 from roleplay.errors import RpError
 
 from .registry import PROVIDERS, is_configured
@@ -126,10 +126,8 @@ def test_command(spec: str | None, prompt: str, as_json: bool) -> None:
         response = asyncio.run(_run_once(model, prompt))
         latency_ms = round((time.perf_counter() - started) * 1000, 1)
     except RpError as exc:
-        if as_json:
-            click.echo(json.dumps({"ok": False, "error": exc.to_dict()}, indent=2))
-            raise SystemExit(1) from None
-        raise click.ClickException(terminal_safe(f"[{exc.code}] {exc.message}", one_line=True)) from None
+        fail(exc, as_json)  # the one error format of every ``rp`` command
+        return
     warnings = [w for w in (deprecation_note(route),) if w] + list(response.warnings)
     if as_json:
         payload = {
