@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from roleplay.cli import cli
+from roleplay.canonical import sha256_hex
 from roleplay.cli_context import CliState
 
 CLEAN = {"DEEPSEEK_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "RP_MODEL": "", "RP_DATABASE_URL": ""}
@@ -245,3 +246,35 @@ def test_resuming_a_session_recaps_the_last_exchange(tmp_path: Path) -> None:
     fresh = new_sample(tmp_path, "--model", "demo")
     opened = invoke(tmp_path, "play", "--session", fresh["sessionId"], input="/quit\n")
     assert fresh["opening"].splitlines()[0] in opened.stdout  # never spoke: the opening is the recap
+
+
+def test_prompt_shows_the_history_cut_in_a_small_window_and_the_next_turn_builds_the_same(tmp_path: Path) -> None:
+    sid = new_sample(tmp_path)["sessionId"]
+    turns = ["我敲了敲铁门。", "我说明来意，想借宿一晚。", "我问她灯塔里还有谁。", "我帮她修理灯罩。", "夜深了，我们坐在楼梯上聊天。"]
+    for text in turns:
+        assert invoke(tmp_path, "say", sid, text, "--model", "demo").exit_code == 0
+    whole = json.loads(invoke(tmp_path, "prompt", sid, "--model", "demo", "--json").stdout)
+    assert whole["window"] is None  # the demo lists no window: nothing is left out
+    assert all(text in whole["writer"]["user"] for text in turns)
+    assert invoke(tmp_path, "settings", "set", "context.windows", '{"demo/demo": 5000}').exit_code == 0
+
+    view = json.loads(invoke(tmp_path, "prompt", sid, "--model", "demo", "--text", "我继续。", "--json").stdout)
+    window = view["window"]
+    assert window["window"] == 5000 and 0 < window["omitted"] < window["messages"]
+    assert window["promptTokens"] <= window["budget"] == 5000 - window["replyReserve"] - window["fixedTokens"]
+    prompt = view["writer"]["user"]
+    assert turns[0] not in prompt and turns[-1] in prompt  # the oldest went first, the newest stayed
+    [note] = [d for d in view["diagnostics"] if d["code"] == "context.history_trimmed"]
+    assert note["details"]["omitted"] == window["omitted"]
+
+    text = invoke(tmp_path, "prompt", sid, "--model", "demo", "--text", "我继续。")
+    assert "===== WRITER WINDOW =====" in text.stdout
+    assert (
+        f"{window['messages'] - window['omitted']} of {window['messages']} messages kept, {window['omitted']} oldest left out"
+        in text.stdout
+    )
+    assert "[context.history_trimmed]" in text.stderr
+
+    # The turn that follows the preview sends exactly the previewed Writer prompt.
+    said = json.loads(invoke(tmp_path, "say", sid, "我继续。", "--model", "demo", "--json").stdout)
+    assert said["committed"] and said["writer"]["promptHash"] == sha256_hex(prompt)

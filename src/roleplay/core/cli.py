@@ -44,6 +44,7 @@ from .session_create import StoryRequest, create_story
 from .session_route import resolve_session_route
 from .toolfree import NOT_COMMITTED, TOOLS_REFUSED
 from .turn_eligibility import require_playable
+from .types import WindowFit
 
 model_option = click.option(
     "--model",
@@ -332,6 +333,7 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
         "participation": p.profile.participation,
         "epoch": p.build.epoch,
         "diagnostics": [d.to_dict() for d in p.build.diagnostics],
+        "window": None if p.build.window is None else p.build.window.to_dict(),
     }  # fmt: skip
     if as_json:
         echo_json(view)
@@ -339,12 +341,25 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
     for title, body in (
         (f"WRITER SYSTEM ({p.writer_route.spec})", p.writer_system),
         ("WRITER PROMPT", p.build.writer_prompt),
+        ("WRITER WINDOW", window_summary(p.build.window)),
         ("PARENT SYSTEM", parent_system.text),
         ("PARENT RUN CONTEXT", p.run_context),
     ):
         click.echo(terminal_safe(f"===== {title} =====\n{body}\n"))
     for d in p.build.diagnostics:
         click.echo(terminal_safe(f"! [{d.code}] {d.message}", one_line=True), err=True)
+
+
+def window_summary(fit: WindowFit | None) -> str:
+    """The cut ``rp prompt`` shows: the budget and how much history was left out."""
+    if fit is None:
+        return "window unknown for this route's model: the whole history is sent (set one with `rp settings set context.windows`)"
+    return (
+        f"window {fit.window} tokens = {fit.budget} for the prompt + {fit.reply_reserve} reserved for the reply"
+        f" + {fit.fixed_tokens} for the system prompt and framing\n"
+        f"prompt {fit.prompt_tokens} tokens (estimated)\n"
+        f"history {fit.messages - fit.omitted} of {fit.messages} messages kept, {fit.omitted} oldest left out"
+    )
 
 
 async def _turn(rt: RoleplayRuntime, session_id: str, text: str, route: Route, out: Any) -> RunResult:

@@ -73,7 +73,7 @@ from .prompts import (
 )
 from .replies import replies_projection
 from .runtime import RoleplayRuntime
-from .settings import read_settings
+from .settings import context_window_for, read_settings
 from .toolfree import parent_model, uncommitted_note
 from .sources import (
     SourceInputs,
@@ -192,7 +192,8 @@ async def prepare_run(
     identity = identity_section(settings.identity())
     writer_prompt = PromptAssembly([identity, *writer_sections()]).assemble(PromptContext(session_id, frozenset()))
     # The history gives way to the Writer route's window (issue 12): whole messages, newest first.
-    budget = writer_budget(writer_route, writer_prompt.text, len(images or []))
+    window = context_window_for(settings.context_windows(), writer_route)
+    budget = writer_budget(writer_route, writer_prompt.text, len(images or []), window=window)
     build = freeze(slots, sources.sources, sources.bindings, sources.diagnostics, history=entries, budget=budget)
     return PreparedRun(
         run_id=inputs.run_id,
