@@ -107,3 +107,38 @@ async def test_session_lease_reuses_the_lease_this_context_holds_and_nothing_els
     assert held_lease(store, sid) is None and not lease.active
     async with session_lease(store, sid) as fresh:
         assert not fresh.nested
+
+
+async def test_leases_on_many_sessions_leave_at_most_one_lock_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(f"sqlite:///{tmp_path / 'rp.db'}")
+    await store.migrate()
+    try:
+        for _ in range(25):  # a story of 25 turns: a Writer child per turn
+            sid = (await store.create_session(preset="rp-writer")).id
+            async with run_lease(store, sid):
+                pass
+        assert [p.name for p in (tmp_path / "locks").iterdir()] == ["leases.lock"]
+    finally:
+        await store.close()
+
+
+async def test_releasing_one_lease_keeps_the_others_of_the_process(store: EventStore, store_url: str) -> None:
+    """Record locks belong to the process: closing a descriptor of the file would drop them all."""
+    a, b = [(await store.create_session(preset="chat")).id for _ in range(2)]
+    ctx = multiprocessing.get_context("spawn")
+    async with run_lease(store, b):
+        async with run_lease(store, a):
+            pass
+        ready, release = ctx.Event(), ctx.Event()
+        proc = ctx.Process(target=_hold, args=(store_url, b, ready, release))
+        proc.start()
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, proc.join, 60)
+            assert proc.exitcode != 0 and not ready.is_set()  # the other process got run.busy on b
+        finally:
+            release.set()
+            proc.join(5)
+        async with run_lease(store, a):  # a is free again, b still held here
+            with pytest.raises(ConflictError):
+                async with run_lease(store, b):
+                    pass

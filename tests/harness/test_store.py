@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 from typing import Any
 
@@ -335,3 +336,129 @@ async def test_append_at_head_validates_first_and_knows_sessions(store: EventSto
     assert await store.dump() == before
     [ev] = await store.append_at_head(rec.id, [assistant("a1")])
     assert ev.seq == 2
+
+
+# -- large text: content-addressed parts (issue 12) --------------------------------------------------
+
+
+def story_prompt(turns: int) -> str:
+    """A Writer-like prompt: fixed sections, then one more exchange per turn, then the input."""
+    head = "".join(f'<section name="Lore {i}">\n雾港的第{i}条资料：灯塔、铜钟与晨星号的旧事。\n</section>\n' for i in range(30))
+    body = "".join(
+        f"[User]\n我沿着第{i}号码头走去，询问沉船的事。\n\n[Writing reply]\n林汐看了你一眼，第{i}次把提灯举高。雾里传来钟声，她没有回答。\n\n"
+        for i in range(turns)
+    )
+    return f'{head}<section name="Conversation">\n{body}</section>\n<section name="Current input">\n第{turns}轮\n</section>\n'
+
+
+def stored_bytes(dump: list[tuple[Any, ...]]) -> int:
+    """What the rows of a dump occupy: payloads and part references of events, compressed parts."""
+    total = 0
+    for row in dump:
+        if row[0] == "event":
+            texts = row[6] if len(row) == 8 else None  # ('event', session, seq, type, v, payload, texts, created)
+            total += len(str(row[5]).encode("utf-8")) + len(texts or "")
+        elif row[0] == "text_part":
+            total += len(row[4])
+    return total
+
+
+async def test_a_growing_prompt_stores_only_its_new_parts_and_reads_back_exactly(store: EventStore) -> None:
+    parent = await store.create_session(preset="roleplay")
+    prompts, children = [story_prompt(t) for t in range(1, 61)], []
+    for prompt in prompts:
+        child = await store.create_session(preset="rp-writer", parent_id=parent.id, events=[user("w", prompt)])
+        children.append(child.id)
+    verbatim = sum(len(p.encode("utf-8")) for p in prompts)
+    stored = stored_bytes(await store.dump())
+    # Verbatim storage grows with the square of the story; parts add about one exchange a turn.
+    assert stored < verbatim / 8, (stored, verbatim)
+    for child_id, prompt in zip(children, prompts):
+        [event] = await store.read(child_id)
+        assert event.payload["content"][0]["text"] == prompt
+
+
+async def test_one_text_in_several_events_is_stored_once(store: EventStore) -> None:
+    draft = "她把提灯放低，铜镜里映出雾中的船影。" * 80
+    rec = await store.create_session(preset="p")
+    await store.append(rec.id, 0, [assistant("a1", draft), user("u1", draft)])
+    await store.append(rec.id, 2, [assistant("a2", draft)])
+    parts = [row for row in await store.dump() if row[0] == "text_part"]
+    assert sum(row[3] for row in parts) == len(draft.encode("utf-8"))
+    assert [e.payload["content"][0]["text"] for e in await store.read(rec.id)] == [draft] * 3
+
+
+async def test_forks_and_snapshots_keep_large_texts_exact(store: EventStore) -> None:
+    big = story_prompt(20)
+    rec = await store.create_session(preset="p", events=[user("u1", big), assistant("a1", big + "!")])
+    fork = await store.fork(rec.id, 1)
+    assert [e.payload["content"][0]["text"] for e in await store.read(fork.id)] == [big]
+    state = {"nodes": [{"text": big}, {"text": "short"}], "title": big[:2000]}
+    await store.save_snapshot(Snapshot(rec.id, "surface", 1, 2, state))
+    snap = await store.load_snapshot(rec.id, "surface", 1)
+    assert snap is not None and snap.state == state
+    fork2 = await store.fork(rec.id, 2)
+    snap2 = await store.load_snapshot(fork2.id, "surface", 1)
+    assert snap2 is not None and snap2.state == state
+
+
+async def test_a_failed_append_stores_no_parts(store: EventStore) -> None:
+    rec = await store.create_session(preset="p", events=[user("m0")])
+    before = await store.dump()
+    with pytest.raises(ConflictError):
+        await store.append(rec.id, 0, [user("m1", story_prompt(30))])
+    assert await store.dump() == before
+
+
+async def test_events_written_before_text_parts_stay_readable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    from roleplay.harness.store.migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
+    from roleplay.harness.store.sqlite import SQLiteStore
+
+    path = tmp_path / "old.db"
+    big = story_prompt(40)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(MIGRATIONS_TABLE_SQLITE)
+    first_new = next(m.number for m in MIGRATIONS if m.name == "content-addressed event text parts")
+    for m in MIGRATIONS[: first_new - 1]:
+        for stmt in m.sqlite:
+            conn.execute(stmt)
+        conn.execute("INSERT INTO _migrations VALUES (?,?,?)", (m.number, m.name, "then"))
+    payload = '{"messageId":"u1","content":[{"type":"text","text":' + json.dumps(big, ensure_ascii=False) + "}]}"
+    conn.execute("INSERT INTO sessions(id, preset, head_seq, created_at, updated_at) VALUES ('ses_old','p',1,'t','t')")
+    conn.execute(
+        "INSERT INTO events(session_id, seq, type, v, payload, created_at) VALUES ('ses_old',1,'user/message',1,?,'t')", (payload,)
+    )
+    conn.close()
+    store = SQLiteStore(path)
+    try:
+        assert await store.migrate() == list(range(first_new, LATEST + 1))
+        assert [e.payload["content"][0]["text"] for e in await store.read("ses_old")] == [big]
+        await store.append("ses_old", 1, [user("u2", big)])
+        assert [e.payload["content"][0]["text"] for e in await store.read("ses_old")] == [big, big]
+    finally:
+        await store.close()
+
+
+async def test_a_damaged_text_part_is_reported_not_returned(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+    import zlib
+
+    from roleplay.harness.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "rp.db")
+    try:
+        await store.migrate()
+        rec = await store.create_session(preset="p", events=[user("u1", story_prompt(10))])
+        conn = sqlite3.connect(tmp_path / "rp.db", isolation_level=None)
+        conn.execute("DROP TRIGGER text_parts_no_update")
+        part_id, data = conn.execute("SELECT id, data FROM text_parts ORDER BY id LIMIT 1").fetchone()
+        damaged = zlib.decompress(data).decode("utf-8").replace("灯塔", "灯台")
+        conn.execute("UPDATE text_parts SET data=? WHERE id=?", (zlib.compress(damaged.encode("utf-8")), part_id))
+        conn.close()
+        with pytest.raises(RpError) as exc:
+            await store.read(rec.id)
+        assert exc.value.code == "store.corrupt" and exc.value.pointer == "/content/0/text"
+    finally:
+        await store.close()

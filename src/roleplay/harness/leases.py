@@ -3,9 +3,14 @@
 The lease must vanish by itself when its holder dies, or a crashed process would lock a story
 forever. So it is held by the operating system or the database, never written as a row:
 
-- SQLite: ``flock`` on ``<data dir>/locks/<session>.lock`` (released when the file descriptor
-  closes, including on a crash). A second ``flock`` in the same process conflicts too, because
-  each lease opens its own file description.
+- SQLite: a one-byte POSIX record lock (``lockf``) in the single file ``<data dir>/locks/leases.lock``,
+  at an offset hashed from the session id (2^62 offsets, so two sessions never share one in
+  practice). The kernel drops it when the process dies. One file for every session: a file per
+  session left one file behind per Writer child, i.e. per turn (issue 12). Record locks belong to
+  the process, not the descriptor, and closing any descriptor of the file drops them all, so each
+  process opens the file once and keeps it, and refuses a second lease on an offset it already
+  holds itself. (Homes from before this keep their old ``<hash>.lock`` files; nothing reads them
+  and they may be deleted.)
 - PostgreSQL: a session-level ``pg_try_advisory_lock`` on a dedicated connection, keyed by the
   schema and the session id (released when the connection ends).
 
@@ -21,8 +26,10 @@ strict: a second acquisition, even in the same task, is ``run.busy``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import threading
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -97,32 +104,105 @@ async def session_lease(store: EventStore, session_id: str) -> AsyncIterator[Lea
         yield lease
 
 
-class _file_lease:
-    def __init__(self, db_path: Path, session_id: str) -> None:
-        safe = hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:32]
-        self.path = db_path.parent / "locks" / f"{safe}.lock"
-        self.session_id = session_id
+LEASE_FILE = "leases.lock"
+_OFFSETS = 1 << 62  # start + length stays inside off_t
+
+
+def lease_offset(session_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(session_id.encode("utf-8")).digest()[:8], "big") % _OFFSETS
+
+
+class _LeaseFile:
+    """This process's one descriptor on a lease file and the offsets it holds there."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.fd: int | None = None
+        self.held: set[int] = set()
+        self.lock = threading.Lock()
 
-    def __enter__(self) -> None:
+    def acquire(self, offset: int, session_id: str) -> None:
         import fcntl
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise busy(self.session_id) from None
-        self.fd = fd
+        with self.lock:
+            if offset in self.held:
+                raise busy(session_id)
+            self._open()
+            assert self.fd is not None
+            try:
+                fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset, os.SEEK_SET)
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EAGAIN):
+                    raise busy(session_id) from None
+                raise
+            self.held.add(offset)
 
-    def __exit__(self, *exc: Any) -> None:
+    def release(self, offset: int) -> None:
         import fcntl
 
+        with self.lock:
+            if offset in self.held and self.fd is not None:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, offset, os.SEEK_SET)
+            self.held.discard(offset)
+
+    def _open(self) -> None:
         if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            # A file deleted or replaced under us would lock nothing that others see: reopen it,
+            # which is safe only while this process holds nothing through the old descriptor.
+            if self.held or _same_file(self.fd, self.path):
+                return
             os.close(self.fd)
             self.fd = None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st, now = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino)
+
+
+_FILES: dict[Path, _LeaseFile] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    # A forked child inherits the descriptors but none of the record locks: start afresh.
+    global _FILES_LOCK
+    for entry in _FILES.values():
+        if entry.fd is not None:
+            try:
+                os.close(entry.fd)
+            except OSError:
+                pass
+    _FILES.clear()
+    _FILES_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+class _file_lease:
+    def __init__(self, db_path: Path, session_id: str) -> None:
+        path = (db_path.parent / "locks" / LEASE_FILE).absolute()
+        with _FILES_LOCK:
+            self.file = _FILES.setdefault(path, _LeaseFile(path))
+        self.offset = lease_offset(session_id)
+        self.session_id = session_id
+        self.acquired = False
+
+    def __enter__(self) -> None:
+        self.file.acquire(self.offset, self.session_id)
+        self.acquired = True
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.acquired:
+            self.file.release(self.offset)
+            self.acquired = False
 
 
 @asynccontextmanager

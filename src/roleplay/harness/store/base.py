@@ -28,6 +28,7 @@ from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationErr
 
 from ..events import MAX_EVENT_BYTES, Event, EventDraft, event_version, validate_payload
 from ..notify import Broker, Subscription
+from .texts import MIN_EXTERNAL_BYTES, Externalised, externalise
 
 MAX_BATCH = 10_000
 
@@ -80,6 +81,12 @@ class PreparedEvent:
     version: int
     payload: dict[str, Any]
     payload_json: str
+    # Large strings to store as shared parts (texts.py); ``None`` stores ``payload_json`` as is.
+    external: Externalised | None = None
+
+    @property
+    def stored_json(self) -> str:
+        return self.external.stored_json if self.external is not None else self.payload_json
 
 
 @dataclass
@@ -131,7 +138,8 @@ def prepare_drafts(drafts: Sequence[EventDraft]) -> list[PreparedEvent]:
             raise ValidationError("event.invalid_payload", f"payload is not valid JSON: {exc}", pointer=f"/{i}/payload") from None
         if len(text.encode("utf-8")) > MAX_EVENT_BYTES:
             raise ValidationError("event.too_large", f"event payload exceeds {MAX_EVENT_BYTES} bytes", pointer=f"/{i}/payload")
-        prepared.append(PreparedEvent(draft.type, event_version(draft.type), payload, text))
+        external = externalise(payload) if len(text) >= MIN_EXTERNAL_BYTES else None
+        prepared.append(PreparedEvent(draft.type, event_version(draft.type), payload, text, external))
     return prepared
 
 

@@ -234,6 +234,40 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    # Large event text stored once (harness/store/texts.py): content-addressed, deduplicated,
+    # zlib-compressed parts, referenced in order by the ``texts`` column of an event or a snapshot
+    # (a surface snapshot holds the same message texts as the events). Parts are append-only. Rows written before this migration keep ``texts`` NULL and their
+    # payload verbatim, so old homes stay readable without rewriting a single event.
+    Migration(
+        5,
+        "content-addressed event text parts",
+        sqlite=(
+            """CREATE TABLE text_parts (
+                id     INTEGER PRIMARY KEY,
+                sha256 BLOB NOT NULL UNIQUE,
+                size   INTEGER NOT NULL,
+                data   BLOB NOT NULL
+            )""",
+            """CREATE TRIGGER text_parts_no_update BEFORE UPDATE ON text_parts
+               BEGIN SELECT RAISE(ABORT, 'text parts are append-only'); END""",
+            """CREATE TRIGGER text_parts_no_delete BEFORE DELETE ON text_parts
+               BEGIN SELECT RAISE(ABORT, 'text parts are append-only'); END""",
+            "ALTER TABLE events ADD COLUMN texts TEXT CHECK (texts IS NULL OR json_valid(texts))",
+            "ALTER TABLE snapshots ADD COLUMN texts TEXT CHECK (texts IS NULL OR json_valid(texts))",
+        ),
+        postgres=(
+            """CREATE TABLE text_parts (
+                id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                sha256 bytea NOT NULL UNIQUE,
+                size   bigint NOT NULL,
+                data   bytea NOT NULL
+            )""",
+            """CREATE TRIGGER text_parts_append_only BEFORE UPDATE OR DELETE ON text_parts
+               FOR EACH ROW EXECUTE FUNCTION rp_events_append_only()""",
+            "ALTER TABLE events ADD COLUMN texts text",
+            "ALTER TABLE snapshots ADD COLUMN texts text",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].number

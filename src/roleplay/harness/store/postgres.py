@@ -38,6 +38,7 @@ from .base import (
 )
 from .faults import postgres_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
+from .texts import MIN_EXTERNAL_BYTES, Externalised, compress, externalise, part_ids, reassemble, texts_column
 
 try:  # the driver is the optional ``postgres`` extra
     import psycopg
@@ -233,13 +234,13 @@ class PostgresStore(EventStore):
                     ),
                 )
                 await conn.execute(
-                    "INSERT INTO events(session_id, seq, type, v, payload, created_at) "
-                    "SELECT %s, seq, type, v, payload, created_at FROM events WHERE session_id=%s AND seq<=%s ORDER BY seq",
+                    "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at) "
+                    "SELECT %s, seq, type, v, payload, texts, created_at FROM events WHERE session_id=%s AND seq<=%s ORDER BY seq",
                     (record.id, source.id, at_seq),
                 )
                 await conn.execute(
-                    "INSERT INTO snapshots(session_id, name, version, upto_seq, state) "
-                    "SELECT %s, name, version, upto_seq, state FROM snapshots WHERE session_id=%s AND upto_seq<=%s",
+                    "INSERT INTO snapshots(session_id, name, version, upto_seq, state, texts) "
+                    "SELECT %s, name, version, upto_seq, state, texts FROM snapshots WHERE session_id=%s AND upto_seq<=%s",
                     (record.id, source.id, at_seq),
                 )
 
@@ -288,24 +289,26 @@ class PostgresStore(EventStore):
 
     @staticmethod
     async def _insert_events(conn: Any, session_id: str, start: int, events: list[PreparedEvent], now: str) -> None:
+        ids = await _store_parts(conn, [e.external for e in events if e.external is not None])
         # One INSERT … unnest instead of executemany: pipeline mode turns a constraint violation
         # into noisy "pipeline aborted" warnings (stack.md §3.2).
         await conn.execute(
-            "INSERT INTO events(session_id, seq, type, v, payload, created_at) "
-            "SELECT %s, s, t, v, p::json, %s FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[]) AS u(s, t, v, p)",
+            "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at) "
+            "SELECT %s, s, t, v, p::json, x, %s FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[]) AS u(s, t, v, p, x)",
             (
                 session_id,
                 now,
                 [start + i + 1 for i in range(len(events))],
                 [e.type for e in events],
                 [e.version for e in events],
-                [e.payload_json for e in events],
+                [e.stored_json for e in events],
+                [texts_column(e.external.texts, ids) if e.external else None for e in events],
             ),
         )
 
     async def read(self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         check_page_args(after_seq, until_seq, limit)
-        sql = "SELECT seq, type, v, payload::text, created_at FROM events WHERE session_id=%s AND seq>%s"
+        sql = "SELECT seq, type, v, payload::text, created_at, texts FROM events WHERE session_id=%s AND seq>%s"
         args: list[Any] = [session_id, after_seq]
         if until_seq is not None:
             sql += " AND seq<=%s"
@@ -317,33 +320,70 @@ class PostgresStore(EventStore):
         rows = await self._fetchall(sql, args)
         if not rows and await self._fetchone("SELECT 1 FROM sessions WHERE id=%s", (session_id,)) is None:
             raise session_not_found(session_id)
+        wanted = sorted({i for r in rows for i in part_ids(r[5])})
+        parts: dict[int, bytes] = {}
+        if wanted:
+            parts = {
+                pid: bytes(data) for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%s)", (wanted,))
+            }
         loads = json.loads
-        return [Event(session_id, r[0], r[1], loads(r[3]), r[4], r[2]) for r in rows]
+        return [
+            Event(
+                session_id,
+                r[0],
+                r[1],
+                reassemble(loads(r[3]), r[5], parts, where=f"{session_id}#{r[0]}") if r[5] else loads(r[3]),
+                r[4],
+                r[2],
+            )
+            for r in rows
+        ]
 
     async def dump(self) -> list[tuple[Any, ...]]:
-        ev = await self._fetchall("SELECT 'event', session_id, seq, type, v, payload::text, created_at FROM events ORDER BY global_pos")
+        ev = await self._fetchall(
+            "SELECT 'event', session_id, seq, type, v, payload::text, texts, created_at FROM events ORDER BY global_pos"
+        )
         ses = await self._fetchall(f"SELECT 'session', {SESSION_COLUMNS} FROM sessions ORDER BY id")
-        return ev + ses
+        parts = await self._fetchall("SELECT 'text_part', id, sha256, size, data FROM text_parts ORDER BY id")
+        return ev + ses + [(r[0], r[1], bytes(r[2]), r[3], bytes(r[4])) for r in parts]
 
     # -- snapshots -------------------------------------------------------------------------------
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         text = json.dumps(snapshot.state, ensure_ascii=False, separators=(",", ":"))
-        async with self._connection() as conn:
+        external = externalise(snapshot.state) if len(text) >= MIN_EXTERNAL_BYTES else None
+        async with self._connection() as conn, conn.transaction():
+            texts = None
+            if external is not None:
+                texts = texts_column(external.texts, await _store_parts(conn, [external]))
             await conn.execute(
-                "INSERT INTO snapshots(session_id, name, version, upto_seq, state) VALUES (%s,%s,%s,%s,%s) "
-                "ON CONFLICT (session_id, name, version) DO UPDATE SET upto_seq=excluded.upto_seq, state=excluded.state "
-                "WHERE excluded.upto_seq > snapshots.upto_seq",
-                (snapshot.session_id, snapshot.name, snapshot.version, snapshot.upto_seq, text),
+                "INSERT INTO snapshots(session_id, name, version, upto_seq, state, texts) VALUES (%s,%s,%s,%s,%s,%s) "
+                "ON CONFLICT (session_id, name, version) DO UPDATE SET upto_seq=excluded.upto_seq, state=excluded.state, "
+                "texts=excluded.texts WHERE excluded.upto_seq > snapshots.upto_seq",
+                (
+                    snapshot.session_id,
+                    snapshot.name,
+                    snapshot.version,
+                    snapshot.upto_seq,
+                    external.stored_json if external else text,
+                    texts,
+                ),
             )
 
     async def load_snapshot(self, session_id: str, name: str, version: int) -> Snapshot | None:
         row = await self._fetchone(
-            "SELECT upto_seq, state FROM snapshots WHERE session_id=%s AND name=%s AND version=%s",
+            "SELECT upto_seq, state, texts FROM snapshots WHERE session_id=%s AND name=%s AND version=%s",
             (session_id, name, version),
         )
         if row is None:
             return None
-        return Snapshot(session_id, name, version, row[0], json.loads(row[1]))
+        state = json.loads(row[1])
+        if row[2]:
+            wanted = sorted(part_ids(row[2]))
+            parts = {
+                pid: bytes(data) for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%s)", (wanted,))
+            }
+            state = reassemble(state, row[2], parts, where=f"snapshot {name} of {session_id}")
+        return Snapshot(session_id, name, version, row[0], state)
 
     async def delete_snapshots(self, session_id: str | None = None) -> int:
         async with self._connection() as conn:
@@ -401,6 +441,28 @@ class PostgresStore(EventStore):
                     self.broker.publish_events(session_id, events)
         finally:
             await conn.close()
+
+
+async def _store_parts(conn: Any, externals: list[Externalised]) -> dict[str, int]:
+    """The id of every part referenced, inserting (compressed) only the new ones, in the caller's
+    transaction. Two writers inserting the same new part: the second waits on the unique index,
+    does nothing, and then reads the first one's id."""
+    texts = {h: t for x in externals for h, t in x.parts.items()}
+    if not texts:
+        return {}
+    keys = [bytes.fromhex(h) for h in texts]
+    cur = await conn.execute("SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)", (keys,))
+    ids = {bytes(digest).hex(): pid for digest, pid in await cur.fetchall()}
+    missing = [h for h in texts if h not in ids]
+    if missing:
+        await conn.execute(
+            "INSERT INTO text_parts(sha256, size, data) SELECT * FROM unnest(%s::bytea[], %s::bigint[], %s::bytea[]) "
+            "ON CONFLICT (sha256) DO NOTHING",
+            ([bytes.fromhex(h) for h in missing], [len(texts[h].encode("utf-8")) for h in missing], [compress(texts[h]) for h in missing]),
+        )
+        cur = await conn.execute("SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)", ([bytes.fromhex(h) for h in missing],))
+        ids.update((bytes(digest).hex(), pid) for digest, pid in await cur.fetchall())
+    return ids
 
 
 class _PooledConnection:

@@ -36,6 +36,7 @@ from .base import (
 )
 from .faults import sqlite_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
+from .texts import MIN_EXTERNAL_BYTES, Externalised, compress, externalise, part_ids, reassemble, texts_column
 
 T = TypeVar("T")
 
@@ -309,14 +310,14 @@ class SQLiteStore(EventStore):
                 ),
             )
             conn.execute(
-                "INSERT INTO events(session_id, seq, type, v, payload, created_at) "
-                "SELECT ?, seq, type, v, payload, created_at FROM events WHERE session_id=? AND seq<=? ORDER BY seq",
+                "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at) "
+                "SELECT ?, seq, type, v, payload, texts, created_at FROM events WHERE session_id=? AND seq<=? ORDER BY seq",
                 (record.id, source.id, at_seq),
             )
             # A snapshot of the source that covers only the shared prefix is valid for the fork too.
             conn.execute(
-                "INSERT INTO snapshots(session_id, name, version, upto_seq, state) "
-                "SELECT ?, name, version, upto_seq, state FROM snapshots WHERE session_id=? AND upto_seq<=?",
+                "INSERT INTO snapshots(session_id, name, version, upto_seq, state, texts) "
+                "SELECT ?, name, version, upto_seq, state, texts FROM snapshots WHERE session_id=? AND upto_seq<=?",
                 (record.id, source.id, at_seq),
             )
             conn.execute("COMMIT")
@@ -359,8 +360,8 @@ class SQLiteStore(EventStore):
     async def read(self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         check_page_args(after_seq, until_seq, limit)
 
-        def run(conn: sqlite3.Connection) -> tuple[bool, list[tuple[Any, ...]]]:
-            sql = "SELECT seq, type, v, payload, created_at FROM events WHERE session_id=? AND seq>?"
+        def run(conn: sqlite3.Connection) -> tuple[bool, list[tuple[Any, ...]], dict[int, bytes]]:
+            sql = "SELECT seq, type, v, payload, created_at, texts FROM events WHERE session_id=? AND seq>?"
             args: list[Any] = [session_id, after_seq]
             if until_seq is not None:
                 sql += " AND seq<=?"
@@ -371,46 +372,77 @@ class SQLiteStore(EventStore):
                 args.append(limit)
             rows = conn.execute(sql, args).fetchall()
             exists = bool(rows) or conn.execute("SELECT 1 FROM sessions WHERE id=?", (session_id,)).fetchone() is not None
-            return exists, rows
+            return exists, rows, _load_parts(conn, {i for r in rows for i in part_ids(r[5])})
 
-        exists, rows = await self._read(run)
+        exists, rows, parts = await self._read(run)
         if not exists:
             raise session_not_found(session_id)
         loads = json.loads
-        return [Event(session_id, r[0], r[1], loads(r[3]), r[4], r[2]) for r in rows]
+        return [
+            Event(
+                session_id,
+                r[0],
+                r[1],
+                reassemble(loads(r[3]), r[5], parts, where=f"{session_id}#{r[0]}") if r[5] else loads(r[3]),
+                r[4],
+                r[2],
+            )
+            for r in rows
+        ]
 
     async def dump(self) -> list[tuple[Any, ...]]:
         def run(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            ev = conn.execute("SELECT 'event', session_id, seq, type, v, payload, created_at FROM events ORDER BY global_pos").fetchall()
+            ev = conn.execute(
+                "SELECT 'event', session_id, seq, type, v, payload, texts, created_at FROM events ORDER BY global_pos"
+            ).fetchall()
             ses = conn.execute(f"SELECT 'session', {SESSION_COLUMNS} FROM sessions ORDER BY id").fetchall()
-            return ev + ses
+            parts = conn.execute("SELECT 'text_part', id, sha256, size, data FROM text_parts ORDER BY id").fetchall()
+            return ev + ses + parts
 
         return await self._read(run)
 
     # -- snapshots -------------------------------------------------------------------------------
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         text = json.dumps(snapshot.state, ensure_ascii=False, separators=(",", ":"))
+        external = externalise(snapshot.state) if len(text) >= MIN_EXTERNAL_BYTES else None
 
         def run(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            texts = None
+            if external is not None:
+                texts = texts_column(external.texts, _store_parts(conn, [external]))
             conn.execute(
-                "INSERT INTO snapshots(session_id, name, version, upto_seq, state) VALUES (?,?,?,?,?) "
-                "ON CONFLICT(session_id, name, version) DO UPDATE SET upto_seq=excluded.upto_seq, state=excluded.state "
-                "WHERE excluded.upto_seq > snapshots.upto_seq",
-                (snapshot.session_id, snapshot.name, snapshot.version, snapshot.upto_seq, text),
+                "INSERT INTO snapshots(session_id, name, version, upto_seq, state, texts) VALUES (?,?,?,?,?,?) "
+                "ON CONFLICT(session_id, name, version) DO UPDATE SET upto_seq=excluded.upto_seq, state=excluded.state, "
+                "texts=excluded.texts WHERE excluded.upto_seq > snapshots.upto_seq",
+                (
+                    snapshot.session_id,
+                    snapshot.name,
+                    snapshot.version,
+                    snapshot.upto_seq,
+                    external.stored_json if external else text,
+                    texts,
+                ),
             )
+            conn.execute("COMMIT")
 
         await self._write(run)
 
     async def load_snapshot(self, session_id: str, name: str, version: int) -> Snapshot | None:
-        row = await self._read(
-            lambda c: c.execute(
-                "SELECT upto_seq, state FROM snapshots WHERE session_id=? AND name=? AND version=?",
+        def run(conn: sqlite3.Connection) -> tuple[Any, dict[int, bytes]]:
+            row = conn.execute(
+                "SELECT upto_seq, state, texts FROM snapshots WHERE session_id=? AND name=? AND version=?",
                 (session_id, name, version),
             ).fetchone()
-        )
+            return row, _load_parts(conn, part_ids(row[2]) if row else set())
+
+        row, parts = await self._read(run)
         if row is None:
             return None
-        return Snapshot(session_id, name, version, row[0], json.loads(row[1]))
+        state = json.loads(row[1])
+        if row[2]:
+            state = reassemble(state, row[2], parts, where=f"snapshot {name} of {session_id}")
+        return Snapshot(session_id, name, version, row[0], state)
 
     async def delete_snapshots(self, session_id: str | None = None) -> int:
         def run(conn: sqlite3.Connection) -> int:
@@ -455,10 +487,48 @@ def _enable_wal(path: Path) -> None:
 
 
 def _insert_events(conn: sqlite3.Connection, session_id: str, start: int, events: list[PreparedEvent], now: str) -> None:
+    ids = _store_parts(conn, [e.external for e in events if e.external is not None])
     conn.executemany(
-        "INSERT INTO events(session_id, seq, type, v, payload, created_at) VALUES (?,?,?,?,?,?)",
-        [(session_id, start + i + 1, e.type, e.version, e.payload_json, now) for i, e in enumerate(events)],
+        "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at) VALUES (?,?,?,?,?,?,?)",
+        [
+            (session_id, start + i + 1, e.type, e.version, e.stored_json, texts_column(e.external.texts, ids) if e.external else None, now)
+            for i, e in enumerate(events)
+        ],
     )
+
+
+_BATCH = 500  # host parameters per IN (…), well under SQLite's limit
+
+
+def _store_parts(conn: sqlite3.Connection, externals: list[Externalised]) -> dict[str, int]:
+    """The id of every part referenced, inserting (compressed) only the new ones. Runs inside the
+    writer's transaction, so parts and the rows that use them commit together."""
+    texts = {h: t for x in externals for h, t in x.parts.items()}
+    ids: dict[str, int] = {}
+    keys = list(texts)
+    for i in range(0, len(keys), _BATCH):
+        batch = [bytes.fromhex(h) for h in keys[i : i + _BATCH]]
+        sql = f"SELECT sha256, id FROM text_parts WHERE sha256 IN ({','.join('?' * len(batch))})"
+        ids.update((bytes(digest).hex(), pid) for digest, pid in conn.execute(sql, batch))
+    for digest in keys:
+        if digest not in ids:
+            raw = texts[digest]
+            cur = conn.execute(
+                "INSERT INTO text_parts(sha256, size, data) VALUES (?,?,?)",
+                (bytes.fromhex(digest), len(raw.encode("utf-8")), compress(raw)),
+            )
+            ids[digest] = int(cur.lastrowid or 0)
+    return ids
+
+
+def _load_parts(conn: sqlite3.Connection, wanted: set[int]) -> dict[int, bytes]:
+    parts: dict[int, bytes] = {}
+    keys = sorted(wanted)
+    for i in range(0, len(keys), _BATCH):
+        batch = keys[i : i + _BATCH]
+        sql = f"SELECT id, data FROM text_parts WHERE id IN ({','.join('?' * len(batch))})"
+        parts.update((pid, bytes(data)) for pid, data in conn.execute(sql, batch))
+    return parts
 
 
 def _settle(fut: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:

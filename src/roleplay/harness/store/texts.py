@@ -1,0 +1,177 @@
+"""Large event text, stored once: content-addressed, deduplicated, compressed parts.
+
+A Writer child session's one user message is the whole story so far, so storing it verbatim at
+every turn makes a story's log grow with the square of its length (issue 12). The same reply text
+also travels in several events of a turn (the Writer's answer, the tool result, the commit). So
+every string of at least ``MIN_EXTERNAL_BYTES`` in an event payload is cut into parts at
+content-defined line boundaries; each distinct part is stored once (``text_parts``: sha256,
+zlib-compressed bytes, an integer id), and the event row keeps, beside a payload whose large
+strings are blanked, an ordered list of ``[path, sha256 of the whole string, [part ids]]``. A
+reader reassembles each string and checks its sha256, so any past payload is reproduced exactly.
+
+Why cut at lines chosen by their own content: the next turn's prompt is this turn's prompt with
+some lines changed or inserted (the state section, one more exchange in the conversation, the new
+input). A cut decided by the content of the line before it (not by an offset) falls at the same
+places in both prompts, so only the parts around a change are new. Messages of the conversation
+are whole lines, so a message never straddles two versions of a part.
+
+Parts are referenced by integer id rather than by hash because a long prompt has a hundred of them
+and their list is stored again at every turn; the hash stays on the part row (unique) and the
+whole string's hash on the event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from roleplay.errors import RpError
+
+# Below this a string stays inline: a reference costs about as much as the text.
+MIN_EXTERNAL_BYTES = 1024
+# A line whose crc32 has these low bits clear ends a part (expected part: ~16 lines).
+_CUT_MASK = 15
+# Bounds on a part, in characters: no tiny parts, and a text without line breaks is still cut.
+MIN_PART_CHARS = 512
+MAX_PART_CHARS = 8192
+
+
+@dataclass(frozen=True)
+class ExternalText:
+    """One large string of a payload: where it sits, its hash, and its parts' hashes in order."""
+
+    path: tuple[str | int, ...]
+    sha256: str
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Externalised:
+    """A payload ready to store: the JSON with large strings blanked, the strings' references,
+    and the text of every part by hash."""
+
+    stored_json: str
+    texts: tuple[ExternalText, ...]
+    parts: dict[str, str]
+
+
+def split_parts(text: str) -> list[str]:
+    """Cut ``text`` into parts whose concatenation is ``text``, at content-defined line ends."""
+    parts: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in _units(text):
+        current.append(line)
+        size += len(line)
+        if size >= MAX_PART_CHARS or (size >= MIN_PART_CHARS and line.strip() and zlib.crc32(line.encode("utf-8")) & _CUT_MASK == 0):
+            parts.append("".join(current))
+            current, size = [], 0
+    if current:
+        parts.append("".join(current))
+    return parts
+
+
+def _units(text: str) -> Iterable[str]:
+    for line in text.splitlines(keepends=True):
+        if len(line) <= MAX_PART_CHARS:
+            yield line
+        else:  # a very long line: fixed slices, which resynchronise at its end
+            for i in range(0, len(line), MAX_PART_CHARS):
+                yield line[i : i + MAX_PART_CHARS]
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def externalise(payload: Any) -> Externalised | None:
+    """The storable form of a JSON value (an event payload, a projection snapshot), or ``None``
+    when it holds no large string."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    _find_large(payload, (), found)
+    if not found:
+        return None
+    blanked = _blank(payload, {path for path, _ in found})
+    texts = []
+    parts: dict[str, str] = {}
+    for path, text in found:
+        hashes = []
+        for part in split_parts(text):
+            digest = sha256_text(part)
+            parts.setdefault(digest, part)
+            hashes.append(digest)
+        texts.append(ExternalText(path, sha256_text(text), tuple(hashes)))
+    stored = json.dumps(blanked, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return Externalised(stored, tuple(texts), parts)
+
+
+def _find_large(value: Any, path: tuple[str | int, ...], out: list[tuple[tuple[str | int, ...], str]]) -> None:
+    if isinstance(value, str):
+        # len() first: a string of fewer characters than the threshold's quarter cannot reach it.
+        if len(value) * 4 >= MIN_EXTERNAL_BYTES and len(value.encode("utf-8")) >= MIN_EXTERNAL_BYTES:
+            out.append((path, value))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _find_large(item, (*path, key), out)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _find_large(item, (*path, i), out)
+
+
+def _blank(value: Any, paths: set[tuple[str | int, ...]], path: tuple[str | int, ...] = ()) -> Any:
+    if path in paths:
+        return ""
+    if isinstance(value, dict):
+        return {k: _blank(v, paths, (*path, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_blank(v, paths, (*path, i)) for i, v in enumerate(value)]
+    return value
+
+
+def compress(text: str) -> bytes:
+    return zlib.compress(text.encode("utf-8"), 6)
+
+
+def texts_column(texts: Iterable[ExternalText], ids: dict[str, int]) -> str:
+    """The event row's ``texts`` value: ``[[path, sha256, [part id, …]], …]``."""
+    return json.dumps([[list(t.path), t.sha256, [ids[h] for h in t.parts]] for t in texts], separators=(",", ":"))
+
+
+def part_ids(column: str | None) -> set[int]:
+    if not column:
+        return set()
+    return {i for entry in json.loads(column) for i in entry[2]}
+
+
+def reassemble(payload: Any, column: str, parts: dict[int, bytes], *, where: str) -> Any:
+    """Put the stored strings back into ``payload`` (in place), each checked against its sha256.
+
+    ``parts`` maps part id to compressed bytes. A missing part or a hash mismatch is
+    ``store.corrupt``: never hand back text that is not what was appended."""
+    for path, digest, ids in json.loads(column):
+        try:
+            text = "".join(zlib.decompress(parts[i]).decode("utf-8") for i in ids)
+        except (KeyError, zlib.error, UnicodeDecodeError) as exc:
+            raise _corrupt(where, path, f"a stored part is missing or unreadable ({exc.__class__.__name__})") from None
+        if sha256_text(text) != digest:
+            raise _corrupt(where, path, "the reassembled text does not match its stored sha256")
+        if not path:
+            return text
+        target: Any = payload
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = text
+    return payload
+
+
+def _corrupt(where: str, path: list[Any], why: str) -> RpError:
+    pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    return RpError(
+        "store.corrupt",
+        f"the stored text of {where} cannot be read back exactly: {why}; the database is damaged",
+        pointer=pointer,
+        details={"event": where},
+    )
