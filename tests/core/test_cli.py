@@ -278,3 +278,32 @@ def test_prompt_shows_the_history_cut_in_a_small_window_and_the_next_turn_builds
     # The turn that follows the preview sends exactly the previewed Writer prompt.
     said = json.loads(invoke(tmp_path, "say", sid, "我继续。", "--model", "demo", "--json").stdout)
     assert said["committed"] and said["writer"]["promptHash"] == sha256_hex(prompt)
+
+
+def test_play_at_a_real_terminal_prompts_and_survives_its_mistakes(tmp_path: Path) -> None:
+    pty = pytest.importorskip("pty")
+    import select
+
+    master, slave = pty.openpty()
+    env = {**os.environ, **CLEAN, "RP_HOME": str(tmp_path)}
+    proc = subprocess.Popen([*RP, "play", "--sample", "--model", "demo"], stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    os.write(master, "/undo\n/nope\n/help\n/quit\n".encode())
+    out = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            proc.kill()
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(timeout=60) == 0
+    os.close(master)
+    text = out.decode("utf-8", "replace")
+    assert "> " in text and "error [message.nothing_to_undo]" in text and "error [cli.play.unknown_command]" in text
+    assert "/state     show the story state" in text and "Traceback" not in text
