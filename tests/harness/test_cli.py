@@ -157,3 +157,28 @@ def test_titles_and_messages_print_inert(env: dict[str, str], store_url: str) ->
         assert not any(c in out for c in "\x1b\x07\x9b\u202e"), out
         assert shown in out, out
     assert f"Tea {shown} 茶会 👩\u200d💻" in invoke(env, "sessions", "list")[1]
+
+
+def test_sessions_events_shows_a_long_prompt_whole(env: dict[str, str], store_url: str) -> None:
+    """Large text is stored as shared parts; ``rp sessions events`` still shows it exactly."""
+    prompt = "".join(f"[User]\n第{i}轮：我问起晨星号。\n\n[Writing reply]\n林汐沉默了{i}次。\n\n" for i in range(300))
+
+    async def go() -> str:
+        store = open_store(store_url)
+        await store.migrate()
+        try:
+            parent = await store.create_session(preset="roleplay")
+            child = await store.create_session(
+                preset="rp-writer",
+                parent_id=parent.id,
+                events=[EventDraft("user/message", {"messageId": "w1", "content": [{"type": "text", "text": prompt}]})],
+            )
+            return child.id
+        finally:
+            await store.close()
+
+    child = asyncio.run(go())
+    code, out, _ = invoke(env, "sessions", "events", child, "--json")
+    assert code == 0 and json.loads(out)[0]["payload"]["content"][0]["text"] == prompt
+    code, out, _ = invoke(env, "sessions", "events", child)
+    assert code == 0 and "第0轮：我问起晨星号" in out  # the one-line view starts with the text, not a blank
