@@ -462,3 +462,25 @@ async def test_a_damaged_text_part_is_reported_not_returned(tmp_path) -> None:  
         assert exc.value.code == "store.corrupt" and exc.value.pointer == "/content/0/text"
     finally:
         await store.close()
+
+
+async def test_concurrent_writers_of_the_same_new_texts_store_each_part_once(store: EventStore, make_store) -> None:  # type: ignore[no-untyped-def]
+    writers = [make_store() for _ in range(4)]
+    try:
+        for round_ in range(3):
+            texts = [story_prompt(10 + round_) + "甲", story_prompt(10 + round_) + "乙"]
+            sessions = [(await store.create_session(preset="p")).id for _ in writers]
+            # Half the writers put the two texts in one order, half in the other.
+            await asyncio.gather(
+                *(
+                    w.append(sid, 0, [user("a", texts[n % 2]), user("b", texts[1 - n % 2])])
+                    for n, (w, sid) in enumerate(zip(writers, sessions))
+                )
+            )
+            for n, sid in enumerate(sessions):
+                assert [e.payload["content"][0]["text"] for e in await store.read(sid)] == [texts[n % 2], texts[1 - n % 2]]
+    finally:
+        for w in writers:
+            await w.close()
+    hashes = [row[2] for row in await store.dump() if row[0] == "text_part"]
+    assert len(hashes) == len(set(hashes))

@@ -453,7 +453,9 @@ async def _store_parts(conn: Any, externals: list[Externalised]) -> dict[str, in
     keys = [bytes.fromhex(h) for h in texts]
     cur = await conn.execute("SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)", (keys,))
     ids = {bytes(digest).hex(): pid for digest, pid in await cur.fetchall()}
-    missing = [h for h in texts if h not in ids]
+    # In hash order: two transactions inserting overlapping new parts then wait on each other in
+    # the same order instead of deadlocking.
+    missing = sorted(h for h in texts if h not in ids)
     if missing:
         await conn.execute(
             "INSERT INTO text_parts(sha256, size, data) SELECT * FROM unnest(%s::bytea[], %s::bigint[], %s::bytea[]) "
