@@ -22,7 +22,7 @@ At turns 10, 100, 500 and 1,000 (those not past N, and N itself) it prints, per 
 - events: the story session's head and the rows of the whole events table (Writer children too);
 - DB bytes: SQLite's file plus its WAL and shared-memory files; PostgreSQL's tables with their
   indexes and TOAST in the bench schema;
-- RSS of this process (current, from /proc; peak from getrusage);
+- RSS of this process (current and peak, from /proc; getrusage's peak where there is no /proc);
 - PostgreSQL round trips per turn (median over the same 10 turns): every statement, prepare and
   transaction command psycopg sends, counted by wrapping psycopg's send paths (private API of
   psycopg 3.3; the bench says so when they are missing).
@@ -244,16 +244,21 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
-def rss_bytes() -> int:
+def _proc_status(key: str) -> int | None:
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1]) * 1024
-    return 0
+    return None
+
+
+def rss_bytes() -> int:
+    return _proc_status("VmRSS") or 0
 
 
 def peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+    # One source with the current figure where there is one (/proc), else getrusage (kB on Linux).
+    return _proc_status("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 class Backend:
