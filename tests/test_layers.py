@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "state": 2, "assets": 2, "guides": 2,
     "core": 3,
     "compat": 4,
+    "quick_replies": 4,  # a feature above core (its /qr reaches play through the runtime)
     "cli": 5, "features": 5,
     "testing": 6,  # test support may reach anything; nothing in the product imports it
 }  # fmt: skip

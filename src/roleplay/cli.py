@@ -29,6 +29,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "new": ("roleplay.core.cli", "new_command", "Start a story."),
     "play": ("roleplay.core.cli", "play_command", "Interactive play."),
     "prompt": ("roleplay.core.cli", "prompt_command", "Show the exact Writer prompt and parent views the next turn would use."),
+    "quick-replies": (
+        "roleplay.quick_replies.cli",
+        "quick_replies",
+        "List, add, edit and delete quick replies (snippets /qr inserts into your draft in rp play).",
+    ),
     "say": ("roleplay.core.cli", "say_command", "Play one turn of SESSION_ID and stream the reply."),
     "sessions": ("roleplay.harness.cli", "sessions", "List, inspect, fork and archive sessions."),
     "settings": (

@@ -12,9 +12,11 @@ from typing import Any
 from roleplay.compat.mvu import integration as mvu
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.harness.store.base import EventStore
+from roleplay.quick_replies import register as register_quick_replies
 
 
 def build_runtime(store: EventStore, **kw: Any) -> RoleplayRuntime:
     rt = RoleplayRuntime.create(store, **kw)
     mvu.register(rt)
+    register_quick_replies(rt)
     return rt

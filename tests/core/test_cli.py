@@ -307,3 +307,31 @@ def test_play_at_a_real_terminal_prompts_and_survives_its_mistakes(tmp_path: Pat
     text = out.decode("utf-8", "replace")
     assert "> " in text and "error [message.nothing_to_undo]" in text and "error [cli.play.unknown_command]" in text
     assert "/state     show the story state" in text and "Traceback" not in text
+
+
+# -- quick replies in rp play (issue 11 item 6) ---------------------------------------------------
+
+
+def user_turns(home: Path, sid: str) -> list[str]:
+    """The player's input of every turn in the log (the opening has none)."""
+    events = json.loads(invoke(home, "sessions", "events", sid, "--json").stdout)
+    inputs = {e["payload"].get("inputMessageId") for e in events if e["type"] == "turn/start"}
+    return [e["payload"]["content"][0]["text"] for e in events if e["type"] == "user/message" and e["payload"]["messageId"] in inputs]
+
+
+def test_qr_puts_a_quick_reply_in_the_draft_and_only_send_plays_it(tmp_path: Path) -> None:
+    assert invoke(tmp_path, "quick-replies", "add", "问好", "你好，我是新来的守灯人。").exit_code == 0
+    sid = new_sample(tmp_path, "--model", "demo")["sessionId"]
+    inserted = rp(tmp_path, "play", "--session", sid, stdin="/qr 问好\n/draft\n/qr 没有\n/quit\n".encode())
+    err = inserted.stderr.decode()
+    assert inserted.returncode == 0 and "Traceback" not in err, err
+    assert "draft: 你好，我是新来的守灯人。|" in err and "error [quick_replies.not_found]" in err
+    assert "[demo" not in inserted.stdout.decode() and user_turns(tmp_path, sid) == []  # nothing was sent
+
+    assert invoke(tmp_path, "settings", "set", "quickReplies.cursor", "start").exit_code == 0
+    sent = rp(tmp_path, "play", "--session", sid, stdin="/send\n/qr 问好\n我推开门。\n/send\n/help\n/quit\n".encode())
+    err = sent.stderr.decode()
+    assert sent.returncode == 0 and "error [cli.play.empty_draft]" in err and "draft: 我推开门。|你好" in err
+    assert "/qr        put a quick reply" in err
+    assert sent.stdout.decode().count("[demo · offline narration]") == 1
+    assert user_turns(tmp_path, sid) == ["我推开门。你好，我是新来的守灯人。"]

@@ -249,6 +249,12 @@ def test_reply_options_and_quick_replies() -> None:
     assert refused("quickReplies.cursor", "middle").problems[0].code == "settings.bad_value"
 
 
+def test_quick_reply_labels_are_unique_even_when_set_as_a_whole_list() -> None:
+    # /qr LABEL names one snippet: a second with the same label (after trimming) could never be chosen.
+    twice = refused("quickReplies.items", [{"label": "问好", "text": "你好。"}, {"label": " 问好", "text": "嗨。"}])
+    assert [(p.code, p.pointer) for p in twice.problems] == [("settings.duplicate", "/value/1/label")]
+
+
 def test_command_line_values_are_json_or_text_for_text_keys() -> None:
     assert parse_cli_value("replyOptions.count", "4") == 4
     assert parse_cli_value("writer.defaultRoute", "deepseek/deepseek-flash") == "deepseek/deepseek-flash"

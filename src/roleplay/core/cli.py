@@ -11,6 +11,11 @@ uses the session's own Writer route when its profile sets one, else the global d
 text; ``//`` sends a line that starts with ``/``), everything else is played. An error inside play
 (nothing to undo, a busy session, a failed turn) is reported and play goes on.
 
+Features add ``/``-commands through ``RoleplayRuntime.play_commands``; those may insert into the
+player's draft (``core/play_draft.py``; quick replies' ``/qr LABEL``) but never play it. A
+terminal line cannot be pre-filled portably, so the draft is shown with its cursor, typed lines
+go in at the cursor, and only ``/send`` plays it (``/draft`` shows it, ``/clear`` drops it).
+
 Story text (openings, replies, prompts, state) comes from cards, players and models, so it is
 printed through ``terminal_safe``; a typed line that is not UTF-8 is refused and play goes on.
 """
@@ -37,6 +42,7 @@ from roleplay.state.events import activity_document, state_document
 
 from .conversation import Entry, project
 from .message_actions import undo_last_turn
+from .play_draft import Draft
 from .replies import replies_projection
 from .run import RunResult, opening_message_id, play_turn, prepare_run
 from .runtime import RoleplayRuntime
@@ -60,6 +66,9 @@ new_model_option = click.option(
 PLAY_COMMANDS = {
     "/state": "show the story state",
     "/undo": "take back your last turn",
+    "/send": "play your draft as your turn (a feature such as /qr put it there)",
+    "/draft": "show your draft",
+    "/clear": "drop your draft",
     "/help": "list these commands",
     "/quit": "leave (also /exit or Ctrl-D)",
 }
@@ -221,6 +230,7 @@ async def play_command(
             _echo_recap(await _entries(rt, session_id))
         click.echo("type to play · " + " · ".join(PLAY_COMMANDS), err=True)
         number = 0
+        draft = Draft()  # features insert into it; only /send plays it
         while True:
             number += 1
             try:
@@ -231,23 +241,38 @@ async def play_command(
             if line is None or line.strip() in ("/quit", "/exit"):
                 return
             try:
-                await _play_line(rt, session_id, line, route)
+                await _play_line(rt, session_id, line, route, draft)
             except RpError as exc:
                 echo_error(exc)  # nothing to undo, a busy session, a refused turn: play goes on
 
 
-async def _play_line(rt: RoleplayRuntime, session_id: str, line: str, route: Route) -> None:
+async def _play_line(rt: RoleplayRuntime, session_id: str, line: str, route: Route, draft: Draft | None = None) -> None:
+    draft = Draft() if draft is None else draft
     command = line.strip()
     if not command:
         return
     if command.startswith("//"):
         line = line.lstrip()[1:]  # "//text" sends "/text" as story text
     elif command.startswith("/"):
-        name = command.split()[0]
+        name, *rest = command.split(maxsplit=1)
+        argument = rest[0] if rest else ""
         if name == "/help":
-            for key, what in PLAY_COMMANDS.items():
+            for key, what in [*PLAY_COMMANDS.items(), *((k, h) for k, (_, h) in rt.play_commands.items())]:
                 click.echo(f"{key:<10} {what}", err=True)
             click.echo("//text     send text that starts with /", err=True)
+        elif name == "/send":
+            if not draft.text.strip():
+                raise RpError("cli.play.empty_draft", "your draft is empty; /qr LABEL puts a quick reply in it")
+            await _play_text(rt, session_id, draft.text, route)
+            draft.clear()  # only once played: a refused turn keeps the draft for another try
+        elif name == "/draft":
+            _echo_draft(draft)
+        elif name == "/clear":
+            draft.clear()
+            click.echo("(draft dropped)", err=True)
+        elif name in rt.play_commands:
+            await rt.play_commands[name][0](rt, argument, draft)
+            _echo_draft(draft)
         elif name == "/state":
             click.echo(json_text(await _state(rt, session_id)))
         elif name == "/undo":
@@ -261,6 +286,24 @@ async def _play_line(rt: RoleplayRuntime, session_id: str, line: str, route: Rou
                 details={"command": name},
             )
         return
+    if draft.text:
+        # With a draft pending, a typed line goes into it at the cursor (over a selected
+        # snippet, as typing over a selection does); the draft is played only by /send.
+        draft.insert(line)
+        _echo_draft(draft)
+        return
+    await _play_text(rt, session_id, line, route)
+
+
+def _echo_draft(draft: Draft) -> None:
+    if not draft.text:
+        click.echo("(your draft is empty)", err=True)
+        return
+    click.echo(terminal_safe(f"draft: {draft.shown()}"), err=True)
+    click.echo("(type to add at the cursor | or over the [selection] · /send plays it · /clear drops it)", err=True)
+
+
+async def _play_text(rt: RoleplayRuntime, session_id: str, line: str, route: Route) -> None:
     result = await _turn(rt, session_id, line, route, sys.stdout)
     _warn_turn(result)
     if result.turn.outcome != "completed":

@@ -51,6 +51,8 @@ class RoleplayRuntime:
     materializers: list[Any] = field(default_factory=list)
     lore_template: Callable[[dict[str, Any] | None], Callable[[str, Callable[[str], str | None]], str] | None] | None = None
     card_text_transform: Callable[[str], str] | None = None
+    # ``/name`` → (handler, what /help says): play commands features add (quick replies' /qr).
+    play_commands: dict[str, tuple[Any, str]] = field(default_factory=dict)
     lore_cache: LoreCache = field(default_factory=LoreCache)
     asset_cache: AssetViewCache = field(default_factory=AssetViewCache)
 

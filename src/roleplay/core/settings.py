@@ -21,8 +21,9 @@ Consumers read a :class:`SettingsSnapshot` (one read of the table):
 - ``prompt.identity``: replaces the ``harness:identity`` section of the roleplay parent and Writer
   prompts (the only prompt section the spec lets the user edit); ``null`` restores the harness's.
 - ``context.windows``: ``provider/model`` → tokens, read through :func:`context_window_for`.
-- ``features.enabled``, ``replyOptions.*``, ``quickReplies.*``: typed and validated now; their
-  consumers (the feature manager, reply options, quick replies) come later.
+- ``quickReplies.*``: the ``quick_replies`` feature (``rp quick-replies``, ``/qr`` in play).
+- ``features.enabled``, ``replyOptions.*``: typed and validated now; their consumers (the
+  feature manager, reply options) come later.
 """
 
 from __future__ import annotations
@@ -161,6 +162,18 @@ def _normal_windows(value: dict[str, int]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
+def _normal_quick_replies(value: list[dict[str, str]]) -> list[dict[str, str]]:
+    # ``/qr LABEL`` picks one by its label: a second with the same label could never be chosen.
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        if item["label"] in seen:
+            raise _Bad(
+                "settings.duplicate", f"quick reply label {item['label']!r} is used twice", f"/value/{i}/label", {"label": item["label"]}
+            )
+        seen.add(item["label"])
+    return value
+
+
 # -- the catalogue -------------------------------------------------------------------------------
 
 
@@ -235,6 +248,7 @@ DEFS: dict[str, SettingDef] = {
             Annotated[list[QuickReply], Field(max_length=MAX_QUICK_REPLIES)],
             [],
             "reusable quick replies [{label, text}]; choosing one inserts its text into the draft",
+            normalize=_normal_quick_replies,
         ),
         SettingDef(
             "quickReplies.cursor",
