@@ -335,3 +335,35 @@ def test_qr_puts_a_quick_reply_in_the_draft_and_only_send_plays_it(tmp_path: Pat
     assert "/qr        put a quick reply" in err
     assert sent.stdout.decode().count("[demo · offline narration]") == 1
     assert user_turns(tmp_path, sid) == ["我推开门。你好，我是新来的守灯人。"]
+
+
+def test_say_prints_the_writers_first_words_before_the_writer_finishes(tmp_path: Path) -> None:
+    from roleplay.testing.fake_openai import serve_fake_openai
+
+    sid = new_sample(tmp_path)["sessionId"]
+    # Every streamed frame takes 50 ms: the Writer's reply takes well over a second to arrive.
+    with serve_fake_openai(flavor="deepseek", chunk_delay=0.05) as fake:
+        env = {**os.environ, **CLEAN, "RP_HOME": str(tmp_path), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": fake.root_url}
+        proc = subprocess.Popen(
+            [*RP, "say", sid, "我敲了敲铁门。", "--model", "deepseek/deepseek-flash"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            assert proc.stdout is not None
+            first = os.read(proc.stdout.fileno(), 64)
+            # The parent's Writer call and the Writer itself have been asked; the parent's commit
+            # (made only once the Writer has finished) has not.
+            asked = len(fake.chat_requests)
+            rest, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert first and asked == 2, (first, asked)
+    assert proc.returncode == 0, err.decode()
+    out = (first + rest).decode()
+    assert out.startswith("[fake server: not a real model]") and out.count("[fake server") == 1  # delivered once
+    assert out.endswith("\n") and "writing…" not in out  # the indicator is on stderr only
+    lines = err.decode().splitlines()
+    assert "writing…" in lines and lines[-1].startswith("(first text after ") and lines[-1].endswith(" s)")

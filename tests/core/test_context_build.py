@@ -16,6 +16,7 @@ from roleplay.core.conversation import Entry, text_of_entries
 from roleplay.core.profile import LOCAL_ID_PATTERN, SessionProfile
 from roleplay.core.types import (
     CARD,
+    CARD_DEPTH_PROMPT,
     CONVERSATION,
     CURRENT_INPUT,
     LORE_CHARACTERS,
@@ -522,3 +523,82 @@ def test_writer_budget_takes_the_window_from_the_override_the_route_or_the_model
     # Unknown windows leave the history whole.
     assert cb.writer_budget(Route("openai", "llama3"), system) is None
     assert cb.writer_budget(Route("demo", "demo"), system) is None
+
+
+# -- the Character's Note (card depth_prompt), issue 13 item 6 -----------------------------------
+
+
+def _chat(n: int) -> list[Entry]:
+    return [Entry(f"m{i}", "user" if i % 2 == 0 else "writing", f"message {i}") for i in range(n)]
+
+
+def _with_note(entries: list[Entry], depth: int, role: str = "system") -> dict[str, ContextSource]:
+    sources = {
+        CONVERSATION: src(CONVERSATION, text_of_entries(entries)),
+        CARD_DEPTH_PROMPT: src(CARD_DEPTH_PROMPT, "Alice hums when nervous.", "Character's note", depth=depth, role=role),
+        CURRENT_INPUT: src(CURRENT_INPUT, "I board the ferry."),
+    }
+    return sources
+
+
+def _blocks_of(prompt: str) -> list[str]:
+    return [line for line in prompt.splitlines() if line.startswith("[")]
+
+
+@pytest.mark.parametrize(("depth", "expected"), [(0, 6), (2, 4), (4, 2), (9, 0)])
+def test_depth_prompt_is_placed_depth_messages_back_in_the_conversation(depth: int, expected: int) -> None:
+    entries = _chat(6)
+    sources = _with_note(entries, depth)
+    slots = cb.default_layout(sources)
+    [conversation_slot] = [s for s in slots if CONVERSATION in s.sources]
+    assert conversation_slot.sources == (CONVERSATION, CARD_DEPTH_PROMPT)
+    build = cb.freeze(slots, sources, history=entries)
+    labels = _blocks_of(build.writer_prompt)
+    assert labels.index("[Character's note]") == expected
+    assert build.writer_prompt.count("Alice hums when nervous.") == 1
+    note_at = build.writer_prompt.index("Alice hums when nervous.")
+    assert build.writer_prompt.index("<section") < note_at < build.writer_prompt.index("</section>")
+
+
+def test_depth_prompt_role_is_labelled() -> None:
+    entries = _chat(3)
+    build = cb.freeze(cb.default_layout(_with_note(entries, 1, "user")), _with_note(entries, 1, "user"), history=entries)
+    assert "[Character's note, as the user]\nAlice hums when nervous." in build.writer_prompt
+
+
+def test_depth_prompt_survives_history_trimming_at_its_depth() -> None:
+    entries = [Entry(f"m{i}", "user", f"message {i} " + "word " * 80) for i in range(40)]
+    sources = _with_note(entries, 2)
+    budget = cb.WindowBudget(window=3000, reply_reserve=500, fixed_tokens=100)
+    build = cb.freeze(cb.default_layout(sources), sources, history=entries, budget=budget)
+    assert build.window is not None and build.window.omitted > 0
+    labels = _blocks_of(build.writer_prompt)
+    assert labels.index("[Character's note]") == len(labels) - 3  # two kept messages after it
+    assert count_tokens(build.writer_prompt) <= budget.prompt_budget
+
+
+def test_depth_prompt_moved_to_its_own_slot_is_a_section_there() -> None:
+    entries = _chat(4)
+    sources = _with_note(entries, 2)
+    saved = [
+        Slot("note", "Character's note", (CARD_DEPTH_PROMPT,)),
+        Slot("conversation", "Conversation", (CONVERSATION,)),
+        Slot("current-input", "Current input", (CURRENT_INPUT,)),
+    ]
+    slots = cb.effective_layout(saved, sources)
+    assert slots == saved
+    build = cb.freeze(slots, sources, history=entries)
+    assert build.writer_prompt.startswith('<section name="Character\'s note">\nAlice hums when nervous.\n</section>')
+    assert "[Character's note]" not in build.writer_prompt
+    idle = [dataclasses.replace(saved[0], idle=True), *saved[1:]]
+    assert "Alice hums" not in cb.freeze(idle, sources, history=entries).writer_prompt
+
+
+def test_saved_layout_without_the_note_gets_it_in_the_conversation_slot() -> None:
+    entries = _chat(4)
+    sources = _with_note(entries, 0)
+    saved = [Slot("conversation", "Conversation", (CONVERSATION,)), Slot("current-input", "Current input", (CURRENT_INPUT,))]
+    slots = cb.effective_layout(saved, sources)
+    assert slots[0].sources == (CONVERSATION, CARD_DEPTH_PROMPT)
+    labels = _blocks_of(cb.freeze(slots, sources, history=entries).writer_prompt)
+    assert labels[-1] == "[Character's note]"

@@ -251,3 +251,59 @@ async def test_replay_after_undo_equals_the_log_without_the_turn(store: EventSto
     await check_replay(rt, sid)
     loaded = await load(rt.store, sid, rt.service.projections.get("rp/state"), use_snapshot=False)
     assert state_document(loaded.state)["namespaces"]["story"]["value"] == after_one
+
+
+# -- everything a card and a preset carry (issue 13 item 6) ----------------------------------------
+
+
+async def test_a_cards_depth_prompt_reaches_the_writer_at_its_depth(store: EventStore, corpus_dir: Any) -> None:
+    # 白棠's card carries a Character's Note (extensions.depth_prompt, depth 4, system).
+    rt = RoleplayRuntime.create(store)
+    await ensure_seeds(rt.assets)
+    imported = await AssetService(store).import_file((corpus_dir / "cards" / "白棠-卡.json").read_bytes(), "白棠-卡.json")
+    record, _ = await create_story(rt, StoryRequest(card=imported.asset_id))
+    for text in ("I wake up in the glade.", "Where am I?", "I ask about the forest.", "I thank her."):
+        result = await play_turn(rt, record.id, text, parent_route=DEMO)
+        await check_turn(rt, result)
+    from roleplay.core.run import prepare_run
+
+    prepared = await prepare_run(rt, record.id, "I look around.", parent_route=DEMO)
+    prompt = prepared.build.writer_prompt
+    labels = [line for line in prompt.splitlines() if re.fullmatch(r"\[(User|Writing reply|Non-writing reply|Character's note)\]", line)]
+    assert labels.count("[Character's note]") == 1
+    assert len(labels) - 1 - labels.index("[Character's note]") == 4  # four messages after it
+    assert "[白棠's body=" in prompt.split("[Character's note]\n", 1)[1].splitlines()[0]
+    await rt.aclose()
+
+
+async def test_a_presets_samplers_reach_the_recorded_writer_request(store: EventStore) -> None:
+    rt = RoleplayRuntime.create(store)
+    await ensure_seeds(rt.assets)
+    assets = AssetService(store)
+    card = (await assets.import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
+    st_preset = {
+        "prompts": [{"identifier": "main", "name": "Main Prompt", "content": "Write vividly.", "role": "system"}],
+        "prompt_order": [{"character_id": 100001, "order": [{"identifier": "main", "enabled": True}]}],
+        "temperature": 0.65,
+        "top_p": 0.9,
+        "presence_penalty": 0.3,
+        "openai_max_tokens": 777,
+        "openai_max_context": 8000,
+    }
+    preset = (await assets.import_file(json.dumps(st_preset).encode(), "vivid.json")).asset_id
+    record, _ = await create_story(rt, StoryRequest(card=card, preset=preset))
+    scripted = ScriptedModel(responder=scripted_responder)
+    route = Route("scripted", "scripted")
+    rt.models[route.spec] = scripted
+    result = await play_turn(rt, record.id, INPUTS[0], parent_route=route)
+    await check_turn(rt, result)
+    writer_requests = [r for r in scripted.requests if not r.tools]
+    assert [(r.temperature, r.top_p, r.presence_penalty, r.max_tokens) for r in writer_requests] == [(0.65, 0.9, 0.3, 777)]
+    assert all(r.temperature is None for r in scripted.requests if r.tools)  # the parent keeps its own
+    child = result.writer.child_session_id  # type: ignore[union-attr]
+    [recorded] = [e.payload for e in await rt.service.events(child) if e.type == "model/request"]
+    assert recorded["sampling"] == {"temperature": 0.65, "top_p": 0.9, "presence_penalty": 0.3} and recorded["maxTokens"] == 777
+    # The preset's context size narrows the Writer's window; its max tokens is the reply reserve.
+    assert result.prepared.build.window is not None
+    assert (result.prepared.build.window.window, result.prepared.build.window.reply_reserve) == (8000, 777)
+    await rt.aclose()

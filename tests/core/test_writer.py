@@ -83,3 +83,66 @@ async def test_the_first_writer_prompt_of_a_long_story_is_recovered_exactly(stor
         await fresh.close()
     # Verbatim, each turn stores the whole story again; as parts, about what the turn added.
     assert cost < verbatim / 3, (cost, verbatim)
+
+
+# -- the live reply stream -----------------------------------------------------------------------
+
+
+async def reply_stream(store: EventStore, sid: str, play: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """Play a turn while collecting the session's ``assistant/chunk`` notifications."""
+    async with store.subscribe(sid) as sub:
+        result = await play()
+        chunks: list[dict[str, Any]] = []
+        while True:
+            try:
+                note = await sub.next(timeout=0.2)
+            except TimeoutError:
+                break
+            if note.kind == "chunk":
+                chunks.append(note.data)  # type: ignore[arg-type]
+    return result, chunks
+
+
+async def test_a_refused_draft_that_streamed_is_reset_and_the_retry_streams_once_with_macros_expanded(store: EventStore) -> None:
+    from tests.core.test_run_recovery import SCRIPTED, director
+    from tests.core.test_run_recovery import sample_story as scripted_story
+
+    rt, sid, model = await scripted_story(store)
+    refusal = "I can't continue this story."
+    model._responder = director([{"text": refusal, "finish_reason": "content_filter"}, "  {{user}} 走近。 {{char}} 抬起灯， 雾散了。\n"])  # type: ignore[attr-defined]
+    result, chunks = await reply_stream(store, sid, lambda: play_turn(rt, sid, "我问起钟声。", parent_route=SCRIPTED))
+    assert result.committed and result.reply == "主角 走近。 林汐 抬起灯， 雾散了。"
+    assert all(c["type"] == "assistant/chunk" and c["turnId"] == result.turn.turn_id for c in chunks)
+    reset = next(i for i, c in enumerate(chunks) if c.get("reset"))
+    first, second = chunks[:reset], chunks[reset + 1 :]
+    # The refused attempt streamed live, was discarded, and the retry streamed exactly the reply:
+    # macros expanded as it arrived, without the draft's outer whitespace.
+    assert "".join(c["text"] for c in first) == refusal and {c["attempt"] for c in first} == {1}
+    assert chunks[reset] == {"type": "assistant/chunk", "turnId": result.turn.turn_id, "attempt": 1, "reset": True, "text": ""}
+    assert "".join(c["text"] for c in second) == result.reply and {c["attempt"] for c in second} == {2}
+    assert len(second) > 1 and not any(c.get("reset") for c in second)
+
+
+class NoDeltas:
+    """A model that delivers its answer only in the final event (no live text)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def stream(self, request: Any) -> Any:
+        from roleplay.harness.models.types import TextDelta
+
+        async for event in self.inner.stream(request):
+            if not isinstance(event, TextDelta):
+                yield event
+
+
+async def test_a_writer_without_live_deltas_still_delivers_its_draft_once(store: EventStore) -> None:
+    rt, sid = await sample_story(store)
+    rt.models[DEMO.spec] = NoDeltas(rt.model_for(DEMO))
+    result, chunks = await reply_stream(store, sid, lambda: play_turn(rt, sid, "我敲门。", parent_route=DEMO))
+    assert result.committed and not any(c.get("reset") for c in chunks)
+    assert "".join(c["text"] for c in chunks) == result.reply

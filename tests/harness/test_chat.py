@@ -4,6 +4,7 @@ against the fake server over loopback."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
@@ -109,3 +110,46 @@ def test_chat_replies_print_terminal_escapes_inert(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert not any(c in result.stdout for c in "\x1b\x07\x9b\u202e"), result.stdout
     assert "hi \\x1b]0;owned\\x07\\x1b[2J\\u202e\\x9b31m 中文 👩\u200d💻" in result.stdout
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_stream_turn_shows_writing_until_the_first_text_then_the_elapsed_time_and_marks_a_reset(tmp_path: Path) -> None:
+    from roleplay.harness.chat import stream_turn
+
+    async def go() -> tuple[str, str, str]:
+        store = open_store(f"sqlite:///{tmp_path / 'roleplay.db'}")
+        try:
+            from roleplay.harness.sessions import SessionService
+
+            await store.migrate()
+            session = await SessionService(store).create("chat")
+            out, status, pipe = io.StringIO(), Terminal(), io.StringIO()
+            ticks = iter([100.0, 101.5, 104.0, 100.0, 100.0])  # start, first text, end; then a silent turn
+
+            async def start(abort: asyncio.Event) -> str:
+                for data in ({"text": "Refused."}, {"reset": True, "text": ""}, {"text": "The fog "}, {"text": "lifts."}):
+                    await store.publish_chunk(session.id, {"type": "assistant/chunk", "turnId": "t", **data})
+                return "The fog lifts."
+
+            await stream_turn(store, session.id, start, out, lambda r: r, status=status, clock=lambda: next(ticks))
+
+            async def silent(abort: asyncio.Event) -> str:
+                return "Hello."
+
+            await stream_turn(store, session.id, silent, pipe, lambda r: r, status=pipe, clock=lambda: next(ticks))
+            return out.getvalue(), status.getvalue(), pipe.getvalue()
+        finally:
+            await store.close()
+
+    out, status, pipe = asyncio.run(go())
+    assert out == "Refused.\nThe fog lifts.\n"  # only the reply on stdout
+    assert status == (
+        "writing…\r\x1b[K"  # erased on a terminal when the text starts
+        "(the Writer was retried: the text above is discarded)\n"
+        "(first text after 1.5 s, 4.0 s)\n"
+    )
+    assert pipe == "writing…\nHello.\n(0.0 s)\n"  # a pipe keeps whole lines; a reply that never streamed prints at the end

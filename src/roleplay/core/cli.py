@@ -407,7 +407,12 @@ def window_summary(fit: WindowFit | None) -> str:
 
 async def _turn(rt: RoleplayRuntime, session_id: str, text: str, route: Route, out: Any) -> RunResult:
     return await stream_turn(
-        rt.store, session_id, lambda abort: play_turn(rt, session_id, text, parent_route=route, abort=abort), out, lambda r: r.reply
+        rt.store,
+        session_id,
+        lambda abort: play_turn(rt, session_id, text, parent_route=route, abort=abort),
+        out,
+        lambda r: r.reply,
+        status=None if isinstance(out, _Quiet) else sys.stderr,  # "writing…" and the elapsed time
     )
 
 

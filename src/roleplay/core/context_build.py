@@ -21,6 +21,15 @@ Layout
     Once it saved its own layout, :func:`effective_layout` keeps that order and grouping and only
     places sources it has never seen (a newly bound writing style, a new preset field).
 
+Character's Note (``rp.card.depth-prompt``)
+    SillyTavern injects a card's ``depth_prompt`` into the chat ``depth`` messages back from the
+    newest (0: after the last one; deeper than the chat: before the first). Here it does the same
+    inside the conversation text, as a labelled block among the messages, whenever its slot also
+    holds ``rp.conversation`` (the default: it joins that slot, also in a saved layout that never
+    placed it). Moved to a slot of its own in the workbench, it is an ordinary section there;
+    idled, it is gone. Trimming the history never drops it: it is re-placed among the messages
+    that were kept.
+
 Serialisation
     ``sectionTag`` on wraps a slot in ``<section name="…">`` and, when several sources made it in,
     each in ``<item name="…">``; off concatenates the source texts. Neither form carries slot or
@@ -54,6 +63,7 @@ from roleplay.harness.models.tokens import count_tokens
 from .conversation import CONVERSATION_NOTE, Entry, render_entries, text_of_entries
 from .types import (
     CARD,
+    CARD_DEPTH_PROMPT,
     CONVERSATION,
     CURRENT_INPUT,
     CUSTOM_PREFIX,
@@ -99,6 +109,7 @@ _LIST_BINDINGS = frozenset({"lorebookIds", "writingStyleIds"})
 _FIXED_NAMES: dict[str, str] = {
     LORE_WORLD: "World",
     CARD: "Character",
+    CARD_DEPTH_PROMPT: "Character's note",
     PERSONA: "Persona",
     PLAYER: "Player",
     LORE_CHARACTERS: "Character lore",
@@ -114,6 +125,7 @@ _FIXED_NAMES: dict[str, str] = {
 _FIXED_SLOT_IDS: dict[str, str] = {
     LORE_WORLD: "world",
     CARD: "character",
+    CARD_DEPTH_PROMPT: "character-note",
     PERSONA: "persona",
     PLAYER: "player",
     LORE_CHARACTERS: "character-lore",
@@ -277,7 +289,20 @@ def default_layout(
     Dynamic sources (preset fields, styles, custom prompts) get a slot only when present.
     """
     by_id = as_source_map(sources)
-    return [_slot_for(sid, by_id) for sid in _default_order(by_id, preset_positions)]
+    slots = [_slot_for(sid, by_id) for sid in _default_order(by_id, preset_positions)]
+    return _with_depth_prompt(slots, by_id)
+
+
+def _with_depth_prompt(slots: list[Slot], by_id: Mapping[str, ContextSource]) -> list[Slot]:
+    """Put an unplaced Character's Note into the slot holding the conversation (its in-chat home),
+    or into a slot of its own at the end when no slot holds the conversation."""
+    if CARD_DEPTH_PROMPT not in by_id or any(CARD_DEPTH_PROMPT in slot.sources for slot in slots):
+        return slots
+    for index, slot in enumerate(slots):
+        if CONVERSATION in slot.sources:
+            slots[index] = replace(slot, sources=(*slot.sources, CARD_DEPTH_PROMPT))
+            return slots
+    return [*slots, _slot_for(CARD_DEPTH_PROMPT, by_id)]
 
 
 def check_idle(slots: Sequence[Slot], sources: Mapping[str, ContextSource] | None = None) -> None:
@@ -328,7 +353,7 @@ def effective_layout(
     order = _default_order(by_id, preset_positions)
     missing = [sid for sid in order if sid in by_id and sid not in home]
     if not missing:
-        return slots
+        return _with_depth_prompt(slots, by_id)
     # Insertion points are indexes into the saved list; several new slots at one point go in
     # default order, so collect them per point first and splice from the back.
     buckets: dict[int, list[Slot]] = {}
@@ -353,7 +378,7 @@ def effective_layout(
         buckets.setdefault(point, []).append(new)
     for point in sorted(buckets, reverse=True):
         slots[point:point] = buckets[point]
-    return slots
+    return _with_depth_prompt(slots, by_id)
 
 
 # -- serialisation ------------------------------------------------------------------------------
@@ -380,18 +405,50 @@ def _render_slot(slot: Slot, parts: list[tuple[ContextSource, str]]) -> str:
     return f'<section name="{name}">\n{body}\n</section>'
 
 
+def text_with_note(entries: Sequence[Entry], note: ContextSource) -> str:
+    """The conversation text with the Character's Note ``note.depth`` messages back from the
+    newest, labelled with the role SillyTavern would send it as."""
+    blocks = [render_entries((e,)) for e in entries]
+    at = max(len(blocks) - (note.depth or 0), 0)
+    label = "[Character's note]" if note.role == "system" else f"[Character's note, as the {note.role}]"
+    blocks.insert(at, f"{label}\n{_clean(note.text)}")
+    return f"{CONVERSATION_NOTE}\n\n" + "\n\n".join(blocks)
+
+
+def _in_chat(slot: Slot, sources: Mapping[str, ContextSource], entries: Sequence[Entry] | None) -> ContextSource | None:
+    """The Character's Note to place inside this slot's conversation, if it goes there."""
+    note = sources.get(CARD_DEPTH_PROMPT)
+    if entries is None or note is None or note.depth is None or not _clean(note.text):
+        return None
+    if CONVERSATION not in slot.sources or CARD_DEPTH_PROMPT not in slot.sources or CONVERSATION not in sources:
+        return None
+    return note
+
+
 def _build(
-    slots: Sequence[Slot], sources: Mapping[str, ContextSource], *, pick: Callable[[ContextSource], bool], use_parent_text: bool
+    slots: Sequence[Slot],
+    sources: Mapping[str, ContextSource],
+    *,
+    pick: Callable[[ContextSource], bool],
+    use_parent_text: bool,
+    entries: Sequence[Entry] | None = None,
 ) -> tuple[BuiltSection, ...]:
+    """``entries``: the messages ``rp.conversation`` currently renders, needed to place the
+    Character's Note among them; without them the note stays a separate item of its slot."""
     out: list[BuiltSection] = []
     for slot in slots:
         if slot.idle:
             continue
+        note = _in_chat(slot, sources, entries)
         parts: list[tuple[ContextSource, str]] = []
         for sid in slot.sources:
             source = sources.get(sid)
             if source is None or not pick(source):
                 continue
+            if note is not None and sid == CARD_DEPTH_PROMPT:
+                continue  # already placed inside the conversation
+            if note is not None and sid == CONVERSATION and entries is not None:
+                source = replace(source, text=text_with_note(entries, note))
             raw = source.parent_text if use_parent_text and source.parent_text is not None else source.text
             text = _clean(raw)
             if text:
@@ -460,16 +517,35 @@ class WindowBudget:
         return self.window - self.reply_reserve - self.fixed_tokens
 
 
-def writer_budget(route: Route, system_prompt: str, images: int = 0, *, window: int | None = None) -> WindowBudget | None:
+def writer_budget(
+    route: Route,
+    system_prompt: str,
+    images: int = 0,
+    *,
+    window: int | None = None,
+    context_size: int | None = None,
+    max_tokens: int | None = None,
+) -> WindowBudget | None:
     """The budget of the Writer request on ``route``. ``window`` (a settings override) beats the
     route's own override, which beats the model's listed window; None when no window is known
-    (any model of an OpenAI-compatible server), and then no history is left out."""
+    (any model of an OpenAI-compatible server), and then no history is left out. A preset's
+    ``context_size`` can only narrow the window (it never promises more than the model holds), and
+    its ``max_tokens`` is the reply reserve (the smaller, when the route sets a limit too)."""
     size = window or route_context_window(route)
+    if context_size is not None:
+        size = min(size, context_size) if size is not None else context_size
     if size is None:
         return None
-    reserve = route.max_output_tokens or min(DEFAULT_REPLY_RESERVE, size // 4)
+    limit = writer_max_tokens(route, max_tokens)
+    reserve = limit or min(DEFAULT_REPLY_RESERVE, size // 4)
     fixed = count_tokens(system_prompt) + images * IMAGE_TOKENS + MESSAGE_FRAMING
     return WindowBudget(size, reserve, fixed)
+
+
+def writer_max_tokens(route: Route, preset_max_tokens: int | None) -> int | None:
+    """The Writer's output limit: the route's and the preset's, the smaller when both are set."""
+    limits = [n for n in (route.max_output_tokens, preset_max_tokens) if n is not None]
+    return min(limits) if limits else None
 
 
 def _entry_cost(entry: Entry, escape: Callable[[str], str]) -> int:
@@ -482,10 +558,11 @@ def _fit_history(
     by_id: dict[str, ContextSource],
     history: Sequence[Entry],
     budget: WindowBudget,
-) -> tuple[dict[str, ContextSource], WindowFit, list[Diagnostic]]:
-    """Keep the newest whole messages of ``rp.conversation`` that fit ``budget``."""
+) -> tuple[dict[str, ContextSource], WindowFit, list[Diagnostic], Sequence[Entry]]:
+    """Keep the newest whole messages of ``rp.conversation`` that fit ``budget``; also returns
+    the messages kept (the Character's Note is placed among them)."""
     conversation = by_id.get(CONVERSATION)
-    full = _build(slots, by_id, pick=lambda s: True, use_parent_text=False)
+    full = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=history)
     tokens = count_tokens(join_sections(full))
     limit = budget.prompt_budget
 
@@ -493,7 +570,7 @@ def _fit_history(
         return WindowFit(budget.window, budget.reply_reserve, budget.fixed_tokens, prompt_tokens, len(history), omitted)
 
     if conversation is None or tokens <= limit:
-        return by_id, fit(0, tokens), _over_window(fit(0, tokens))
+        return by_id, fit(0, tokens), _over_window(fit(0, tokens)), history
     # Sum per-message costs (the estimate is close to additive) to pick the cut in one pass, then
     # check the real prompt and drop one more message while it is still over.
     without = {sid: src for sid, src in by_id.items() if sid != CONVERSATION}
@@ -515,7 +592,7 @@ def _fit_history(
             trimmed[CONVERSATION] = replace(conversation, text=text_of_entries(kept))
         else:
             del trimmed[CONVERSATION]  # nothing fits: the source is unavailable, no empty tag
-        tokens = count_tokens(join_sections(_build(slots, trimmed, pick=lambda s: True, use_parent_text=False)))
+        tokens = count_tokens(join_sections(_build(slots, trimmed, pick=lambda s: True, use_parent_text=False, entries=kept)))
         if tokens <= limit or keep == 0:
             break
         keep -= 1
@@ -528,7 +605,7 @@ def _fit_history(
         source_id=CONVERSATION,
         details=result.to_dict(),
     )
-    return trimmed, result, [note, *_over_window(result)]
+    return trimmed, result, [note, *_over_window(result)], kept
 
 
 def _over_window(result: WindowFit) -> list[Diagnostic]:
@@ -562,6 +639,7 @@ def _source_record(source: ContextSource) -> dict[str, Any]:
         "sharedReference": source.shared_reference,
         "defaultSectionTag": source.default_section_tag,
         "revision": source.revision,
+        **({} if source.depth is None else {"depth": source.depth, "role": source.role}),
     }
 
 
@@ -602,17 +680,19 @@ def freeze(
     check_idle(slots, by_id)
     window: WindowFit | None = None
     diags = list(diagnostics)
+    conversation = by_id.get(CONVERSATION)
+    # The Character's Note is placed among the messages only when their text is the one given.
+    entries: Sequence[Entry] | None = history if conversation is not None and conversation.text == text_of_entries(history) else None
     if budget is not None:
-        conversation = by_id.get(CONVERSATION)
         if conversation is not None and conversation.text != text_of_entries(history):
             raise ValidationError(
                 "context.history_mismatch",
                 "rp.conversation was not rendered from the history given to fit it into the window",
                 details={"sourceId": CONVERSATION, "messages": len(history)},
             )
-        by_id, window, notes = _fit_history(slots, by_id, history, budget)
+        by_id, window, notes, entries = _fit_history(slots, by_id, history, budget)
         diags += notes
-    sections = _build(slots, by_id, pick=lambda s: True, use_parent_text=False)
+    sections = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=entries)
     count = sum(1 for section in sections for sid in section.source_ids if sid == CURRENT_INPUT)
     if count == 0:
         raise ValidationError(

@@ -13,8 +13,9 @@ Run (on the harness loop, with ``RpRun`` as its hooks):
     2. The parent calls ``rp_write_turn {action: "write"}``: a fresh Writer child session writes
        the reply from the frozen prompt (``core.writer``).
     3. From then on only ``rp_commit_turn`` may be called (per-step tool mask). The response
-       that calls it becomes the reply: the runtime replaces its text with the Writer's draft,
-       streamed as ``assistant/chunk``, and drops the parent's own text and reasoning.
+       that calls it becomes the reply: the runtime replaces its text with the Writer's draft
+       (already streamed live as ``assistant/chunk`` while the Writer wrote it, see
+       ``core.writer``) and drops the parent's own text and reasoning.
     4. A successful commit ends the turn. Failures leave room within the step limit (5) to
        retry the Writer or repair the commit with ``retry.patches``.
 
@@ -90,7 +91,7 @@ CHAT_STEP_LIMIT = 5
 RUN_CONTEXT = "rpRunContext"
 OPENING = "rpOpening"
 READ_TOOLS = ("rp_asset_read", "rp_state_read")
-CHUNK = 48  # characters per streamed chunk of the Writer's draft
+CHUNK = 48  # characters per streamed chunk of a plain parent reply (the Writer streams its own)
 STALE_CODES = frozenset({"commit.stale_state", "commit.stale_context"})
 
 IDENTITY = PromptSection(
@@ -260,6 +261,7 @@ class RpRun(LoopHooks):
             images=prepared.images,
             on_artifact=self._on_artifact,
             transform_text=lambda t: expand(t, prepared.macros),
+            macros=prepared.macros,
         )
         self.commit = CommitSession(
             CommitContext(
@@ -276,7 +278,6 @@ class RpRun(LoopHooks):
             live_revisions_check=self._changed_revisions,
             live_context_check=self._stale_context,
         )
-        self._streamed = False
         self.diagnostics: list[Diagnostic] = []  # the run's own notes (e.g. a commit it made for the parent)
         # Notes on the next model response, carried into the commit it makes (a tool-free turn's
         # runtime-made commit says so); taken by on_response.
@@ -316,10 +317,7 @@ class RpRun(LoopHooks):
             self.commit.note_response(step_id, names, response.text, notes)
         if COMMIT_TURN_TOOL in names and artifact is not None:
             # Every commit attempt's message carries the body (whichever commit succeeds owns the
-            # reply), but the user sees it stream once.
-            if not self._streamed:
-                await self._stream(session_id, turn_id, artifact.text)
-                self._streamed = True
+            # reply); subscribers already have it, streamed live by the Writer tool.
             # The reply body is the Writer's draft; the parent's own text and reasoning are dropped
             # (reasoning kept as an empty string: DeepSeek wants the field on tool-call turns).
             return replace(response, text=artifact.text, reasoning="" if response.reasoning is not None else None)

@@ -13,6 +13,10 @@ source                          class          parentDelivery  text
                                                                scenario, example messages; the
                                                                card's isolated prompts only once
                                                                the user trusted them
+``rp.card.depth-prompt``        instructional  none            the card's Character's Note
+                                                               (``extensions.depth_prompt``),
+                                                               placed in the conversation at
+                                                               its depth and role
 ``rp.persona``                  factual        context         name and description
 ``rp.player``                   factual        context         the user control boundary of the
                                                                stored ``participation``
@@ -93,6 +97,7 @@ from .profile import (
 from .prompts import CARD_NOTE, player_boundary
 from .types import (
     CARD,
+    CARD_DEPTH_PROMPT,
     CONVERSATION,
     CURRENT_INPUT,
     CUSTOM_PREFIX,
@@ -115,6 +120,7 @@ from .types import (
 # the fixed ones match the default slot names of ``context_build`` so a grouped slot reads the same.
 TITLES = {
     CARD: "Character",
+    CARD_DEPTH_PROMPT: "Character's note",
     PERSONA: "Persona",
     PLAYER: "Player",
     LORE_WORLD: "World",
@@ -274,6 +280,9 @@ class SourceSet:
     live_revisions: dict[str, int]  # asset id → revision, for every asset read successfully
     lore_timed_state: TimedState  # what to persist for the next turn (unchanged when no book ran)
     lore_activation: ActivationResult | None = None
+    # The bound preset's generation settings (``Sampling.given()``: temperature, top_p, penalties,
+    # max_tokens, context_size); empty without a preset or when it sets none.
+    sampling: dict[str, Any] = field(default_factory=dict)
 
     def by_id(self) -> dict[str, ContextSource]:
         return {s.id: s for s in self.sources}
@@ -329,6 +338,31 @@ def card_source(
         return None
     text = f"{CARD_NOTE}\n\n{text}"
     return ContextSource(CARD, TITLES[CARD], text, "factual", parent_delivery="context", shared_reference=True, revision=_rev(view))
+
+
+def depth_prompt_source(
+    view: AssetView, card: CharacterCard, macros: MacroContext, transform: Callable[[str], str] | None = None
+) -> ContextSource | None:
+    """``rp.card.depth-prompt``: the card's Character's Note with SillyTavern's depth and role
+    (defaults 4 and system). Not an isolated prompt: ST sends it without asking, as the spec's
+    isolation covers only ``system_prompt`` and ``post_history_instructions``."""
+    note = st_depth_prompt(card)
+    if note is None:
+        return None
+    text = transform(note.prompt) if transform is not None else note.prompt
+    text = expand(text, macros)
+    if not text.strip():
+        return None
+    return ContextSource(
+        CARD_DEPTH_PROMPT,
+        TITLES[CARD_DEPTH_PROMPT],
+        text,
+        "instructional",
+        shared_reference=True,
+        revision=_rev(view),
+        depth=note.depth,
+        role=note.role,
+    )
 
 
 def persona_source(view: AssetView, macros: MacroContext) -> ContextSource | None:
@@ -528,6 +562,7 @@ async def collect_sources(inputs: SourceInputs, reader: AssetReader) -> SourceSe
     top: list[ContextSource] = []
     bottom: list[ContextSource] = []
     positions: dict[str, str] = {}
+    sampling: dict[str, Any] = {}
     preset_view = await view_of("preset", res.preset)
     if preset_view is not None:
         got = parsed("preset", preset_view, None, lambda: preset_sources(preset_view, macros))
@@ -535,15 +570,19 @@ async def collect_sources(inputs: SourceInputs, reader: AssetReader) -> SourceSe
             sources, positions = got
             top = [s for s in sources if positions[s.id] == "top"]
             bottom = [s for s in sources if positions[s.id] == "bottom"]
+            preset_sampling = parse_preset(preset_view.data).sampling
+            sampling = preset_sampling.given() if preset_sampling is not None else {}
 
     card_view = await view_of("card", res.card)
     card: CharacterCard | None = None
     card_src: ContextSource | None = None
+    depth_src: ContextSource | None = None
     if card_view is not None:
         card = parsed("card", card_view, CARD, lambda: CharacterCard.model_validate(card_view.data))
         if card is not None:
             isolated = await _isolated(memo.reader, card_view, diagnostics)
             card_src = card_source(card_view, macros, isolated, inputs.card_text_transform)
+            depth_src = depth_prompt_source(card_view, card, macros, inputs.card_text_transform)
 
     persona_view = await view_of("persona", res.persona)
     persona_src = None
@@ -590,6 +629,7 @@ async def collect_sources(inputs: SourceInputs, reader: AssetReader) -> SourceSe
         player_source(profile),
         summary,
         conversation,
+        depth_src,
         state_source(inputs.state),
         lore.get(LORE_RULES),
         *bottom,
@@ -605,6 +645,7 @@ async def collect_sources(inputs: SourceInputs, reader: AssetReader) -> SourceSe
         live_revisions=live,
         lore_timed_state=timed,
         lore_activation=activation,
+        sampling=sampling,
     )
 
 

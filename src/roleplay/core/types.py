@@ -20,6 +20,9 @@ ExecutionMode = Literal["chat", "agent"]
 
 # Source ids fixed by the spec; dynamic ones add a suffix.
 CARD = "rp.card"
+# The card's Character's Note (ST ``extensions.depth_prompt``): placed inside the conversation at
+# its depth when its slot also holds ``rp.conversation``, else where its slot stands.
+CARD_DEPTH_PROMPT = "rp.card.depth-prompt"
 PERSONA = "rp.persona"
 PLAYER = "rp.player"  # the internal user control boundary (participation), not an asset
 LORE_WORLD = "rp.lore.world-description"
@@ -59,6 +62,10 @@ class ContextSource:
     default_section_tag: bool = True
     # Asset id + revision (or content hash) read, so a commit can check they are still live.
     revision: dict[str, Any] | None = None
+    # In-chat placement (the Character's Note): messages counted back from the newest (0 = after
+    # the last one) and the chat role SillyTavern would send it as. None: not placed in the chat.
+    depth: int | None = None
+    role: str = "system"
 
 
 @dataclass(frozen=True)

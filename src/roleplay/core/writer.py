@@ -8,6 +8,15 @@ A failure, a refusal or an empty text forms no artifact, and the parent may call
 The successful ``tool/result`` carries ``meta.kind = "rp-agent/writer-result"`` with the child
 session, route, context sections, prompt hash and raw text (the spec's ContextSnapshot): the
 Writer's full prompt is auditable in the child session, and the hash ties the commit to it.
+
+**Live reply stream.** While the Writer writes, its text deltas go to the parent session's
+subscribers as transient ``assistant/chunk`` notifications (``{"type", "turnId", "attempt",
+"text"}``; never stored), with the run's identity macros expanded on the fly and the draft's
+outer whitespace held back, so the chunks join to exactly the artifact's text. Delivery is
+exactly once per turn: when an attempt that already streamed text fails (error, refusal, empty
+draft, abort), or its final text differs from what streamed, a chunk with ``"reset": true`` (and
+``"text": ""``) tells subscribers to discard the turn's text so far; a mismatch is followed by the
+final text. The parent's own text is never streamed in Chat mode (``RpRun.publish_deltas``).
 """
 
 from __future__ import annotations
@@ -22,12 +31,14 @@ from roleplay.harness.sessions import SessionService
 from roleplay.harness.subagents import SubagentRequest
 from roleplay.harness.tools import Tool, ToolContext, ToolOutput
 
+from .macros import MacroContext, MacroStream
 from .subagent_run import run_structured
 from .types import FrozenBuild, WriterArtifact
 
 WRITER_PRESET = "rp-writer"
 WRITER_RESULT_KIND = "rp-agent/writer-result"
 WRITER_TIMEOUT = 600.0
+CHUNK = 48  # characters per chunk when a final text is re-sent after a reset
 # Finish reasons that mean the provider refused or filtered the generation (OpenAI-compatible).
 REFUSAL_FINISH_REASONS = frozenset({"content_filter"})
 
@@ -64,6 +75,58 @@ class WriterSlot:
     on_artifact: Callable[[WriterArtifact], None] | None = None
     # Applied to the Writer's output before it becomes the artifact (the run's identity macros).
     transform_text: Callable[[str], str] | None = None
+    # The identity macros ``transform_text`` expands, applied to the live stream as it arrives.
+    macros: MacroContext | None = None
+
+
+class LiveDraft:
+    """One Writer attempt's text, forwarded to the parent session's subscribers as it arrives."""
+
+    def __init__(self, service: SessionService, session_id: str, turn_id: str, attempt: int, macros: MacroContext | None) -> None:
+        self.service = service
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.attempt = attempt
+        self.macros = MacroStream(macros) if macros is not None else None
+        self.sent = ""  # what subscribers hold of this attempt
+        self._held = ""  # trailing whitespace: the draft is stripped, so it shows only if text follows
+
+    async def feed(self, delta: str) -> None:
+        await self._emit(self.macros.feed(delta) if self.macros is not None else delta)
+
+    async def finish(self, final: str) -> None:
+        """Send what is held back; if the subscribers' text is not ``final``, replace it."""
+        if self.macros is not None:
+            await self._emit(self.macros.flush())
+        if self.sent == final:
+            return
+        await self.discard()
+        for i in range(0, len(final), CHUNK):
+            await self._publish(final[i : i + CHUNK])
+        self.sent = final
+
+    async def discard(self) -> None:
+        """Tell subscribers to drop this attempt's text (it will not be the reply)."""
+        if self.sent:
+            await self.service.store.publish_chunk(
+                self.session_id, {"type": "assistant/chunk", "turnId": self.turn_id, "attempt": self.attempt, "reset": True, "text": ""}
+            )
+            self.sent = ""
+
+    async def _emit(self, text: str) -> None:
+        text = self._held + text
+        if not self.sent:
+            text = text.lstrip()
+        body = text.rstrip()
+        self._held = text[len(body) :]
+        if body:
+            await self._publish(body)
+
+    async def _publish(self, text: str) -> None:
+        self.sent += text
+        await self.service.store.publish_chunk(
+            self.session_id, {"type": "assistant/chunk", "turnId": self.turn_id, "attempt": self.attempt, "text": text}
+        )
 
 
 def writer_prompt(build: FrozenBuild, brief: str | None = None) -> str:
@@ -101,6 +164,32 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
             step_limit=1,
             title="Writer",
         )
+        live = LiveDraft(service, ctx.session_id, ctx.turn_id, slot.attempts, slot.macros)
+        request.on_delta = live.feed
+        try:
+            artifact = await _write(service, slot, request, prompt, ctx)
+        except BaseException:
+            await live.discard()
+            raise
+        await live.finish(artifact.text)
+        slot.artifact = artifact
+        if slot.on_artifact is not None:
+            slot.on_artifact(artifact)
+        meta = {
+            "kind": WRITER_RESULT_KIND,
+            "childSessionId": artifact.child_session_id,
+            "route": artifact.route,
+            "sections": list(artifact.section_ids),
+            "promptHash": artifact.prompt_hash,
+            "epoch": slot.build.epoch,
+            "text": artifact.text,
+        }
+        return ToolOutput(
+            f'<writer_draft call_id="{ctx.call_id}">\n{artifact.text}\n</writer_draft>\nThe draft is ready. Call rp_commit_turn next.',
+            meta=meta,
+        )
+
+    async def _write(service: SessionService, slot: WriterSlot, request: SubagentRequest, prompt: str, ctx: ToolContext) -> WriterArtifact:
         try:
             result = await run_structured(service, ctx.session_id, request, model=slot.model, abort=ctx.abort, depth=ctx.depth)
         except RpError as exc:
@@ -127,29 +216,13 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
                 "the Writer returned an empty draft; you may call rp_write_turn again",
                 details={"childSessionId": result.session_id},
             )
-        artifact = WriterArtifact(
+        return WriterArtifact(
             call_id=ctx.call_id,
             child_session_id=result.session_id,
             route=slot.route,
             prompt_hash=sha256_hex(prompt),
             section_ids=tuple(s.slot_id for s in slot.build.sections),
             text=text,
-        )
-        slot.artifact = artifact
-        if slot.on_artifact is not None:
-            slot.on_artifact(artifact)
-        meta = {
-            "kind": WRITER_RESULT_KIND,
-            "childSessionId": artifact.child_session_id,
-            "route": artifact.route,
-            "sections": list(artifact.section_ids),
-            "promptHash": artifact.prompt_hash,
-            "epoch": slot.build.epoch,
-            "text": artifact.text,
-        }
-        return ToolOutput(
-            f'<writer_draft call_id="{ctx.call_id}">\n{text}\n</writer_draft>\nThe draft is ready. Call rp_commit_turn next.',
-            meta=meta,
         )
 
     return Tool(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import time
 from typing import Any, Awaitable, Callable, TypeVar
 
 import click
@@ -37,9 +38,11 @@ def chat_spec() -> AgentSpec:
     )
 
 
-async def chat_turn(store: EventStore, loop: AgentLoop, session_id: str, text: str, out: Any) -> TurnResult:
+async def chat_turn(store: EventStore, loop: AgentLoop, session_id: str, text: str, out: Any, status: Any = None) -> TurnResult:
     """Run one turn, echoing streamed text to ``out`` as it arrives."""
-    return await stream_turn(store, session_id, lambda abort: loop.run_turn(session_id, text, abort=abort), out, lambda r: r.text)
+    return await stream_turn(
+        store, session_id, lambda abort: loop.run_turn(session_id, text, abort=abort), out, lambda r: r.text, status=status
+    )
 
 
 async def stream_turn(
@@ -48,15 +51,25 @@ async def stream_turn(
     start: Callable[[asyncio.Event], Awaitable[T]],
     out: Any,
     final_text: Callable[[T], str],
+    *,
+    status: Any = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> T:
     """Run ``start(abort)`` while echoing the session's ``assistant/chunk`` text to ``out``.
 
     Ctrl-C sets ``abort`` (the turn ends ``aborted``). When nothing streamed, the final text is
     printed at the end, so a runtime that does not stream still shows its reply. Model text is
-    printed inert (``TerminalSafeStream``): a reply cannot drive the terminal."""
+    printed inert (``TerminalSafeStream``): a reply cannot drive the terminal. A chunk with
+    ``reset`` discards the text so far (a retried Writer): it cannot be unprinted, so the CLI ends
+    the line and says so on ``status``.
+
+    ``status`` (stderr; None for none) gets a "writing…" line before the first text and the
+    elapsed time after the reply, so ``out`` holds only the reply. On a terminal the indicator is
+    erased when the text starts."""
     out = TerminalSafeStream(out)
     abort = asyncio.Event()
     previous = _install_sigint(abort)
+    progress = _Progress(status, clock)
     printed = False
     try:
         async with store.subscribe(session_id) as sub:
@@ -67,29 +80,78 @@ async def stream_turn(
                 if getter not in done:
                     getter.cancel()
                     break
-                printed = _echo(getter.result(), out) or printed
+                printed = _echo(getter.result(), out, progress) or printed
             result = await task
             # Notifications published before the task finished may still sit in the queue.
             while True:
                 try:
-                    printed = _echo(await sub.next(timeout=0.05), out) or printed
+                    printed = _echo(await sub.next(timeout=0.05), out, progress) or printed
                 except asyncio.TimeoutError:
                     break
     finally:
         _restore_sigint(previous)
+        progress.clear()
     text = final_text(result)
     if printed or text:
         out.write("\n" if printed else text + "\n")
     out.close()
+    out.flush()
+    progress.done()
     return result
 
 
-def _echo(note: Any, out: Any) -> bool:
-    if note.kind == "chunk" and note.data and note.data.get("text"):
+def _echo(note: Any, out: Any, progress: _Progress) -> bool:
+    if note.kind != "chunk" or not note.data:
+        return False
+    if note.data.get("reset") and progress.first is not None:
+        out.write("\n")
+        out.flush()
+        progress.note("(the Writer was retried: the text above is discarded)")
+    if note.data.get("text"):
+        progress.first_text()
         out.write(note.data["text"])
         out.flush()
         return True
     return False
+
+
+class _Progress:
+    """The "writing…" indicator and the elapsed time, on the status stream."""
+
+    def __init__(self, status: Any, clock: Callable[[], float]) -> None:
+        self.status = status
+        self.clock = clock
+        self.start = clock()
+        self.first: float | None = None
+        self.tty = bool(status is not None and getattr(status, "isatty", lambda: False)())
+        self._shown = False
+        if status is not None:
+            # A terminal line is erased when the text starts; a pipe or file keeps a whole line.
+            status.write("writing…" if self.tty else "writing…\n")
+            status.flush()
+            self._shown = self.tty
+
+    def first_text(self) -> None:
+        if self.first is None:
+            self.first = self.clock() - self.start
+            self.clear()
+
+    def clear(self) -> None:
+        if self._shown:
+            self.status.write("\r\x1b[K")
+            self.status.flush()
+            self._shown = False
+
+    def note(self, text: str) -> None:
+        if self.status is not None:
+            self.clear()
+            self.status.write(text + "\n")
+            self.status.flush()
+
+    def done(self) -> None:
+        total = self.clock() - self.start
+        first = "" if self.first is None else f"first text after {self.first:.1f} s, "
+        self.note(f"({first}{total:.1f} s)")
 
 
 def _install_sigint(abort: asyncio.Event) -> Any:
@@ -141,7 +203,7 @@ async def chat(ctx: click.Context, model_spec: str | None, session_id: str | Non
                     break
                 if not text.strip():
                     continue
-                result = await chat_turn(store, loop, session_id, text, out)
+                result = await chat_turn(store, loop, session_id, text, out, None if as_json else sys.stderr)
                 results.append(result)
                 if result.outcome != "completed" and not as_json:
                     err = f" [{result.error['code']}] {result.error['message']}" if result.error else ""

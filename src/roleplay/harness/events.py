@@ -173,6 +173,10 @@ class ModelRequestLogged(_Payload):
     sections: list[str]
     hash: Annotated[str, Field(min_length=64, max_length=64)]
     tools: list[str] = Field(default_factory=list)
+    # Sampler settings the request carried (wire names, e.g. a preset's ``temperature``) and its
+    # explicit output limit; absent when the request left them to the provider.
+    sampling: dict[str, float] | None = None
+    max_tokens: int | None = None
 
 
 class CompactionCheckpoint(_Payload):

@@ -99,6 +99,9 @@ class AgentSpec:
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     temperature: float | None = None
+    top_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
     services: dict[str, Any] = field(default_factory=dict)  # handed to tools via ToolContext
     hooks: LoopHooks = field(default_factory=LoopHooks)
 
@@ -227,6 +230,9 @@ class AgentLoop:
             max_tokens=self.spec.max_tokens,
             reasoning_effort=self.spec.reasoning_effort,
             temperature=self.spec.temperature,
+            top_p=self.spec.top_p,
+            frequency_penalty=self.spec.frequency_penalty,
+            presence_penalty=self.spec.presence_penalty,
         )
         await self._append(
             session_id,
@@ -241,6 +247,10 @@ class AgentLoop:
                         "sections": prompt.section_ids,
                         "hash": prompt.hash,
                         "tools": self.visible,
+                        # What the request asks of the sampler (a preset's settings), as sent
+                        # unless the provider's warnings on the answer say otherwise.
+                        **({"sampling": request.sampling()} if request.sampling() else {}),
+                        **({"maxTokens": request.max_tokens} if request.max_tokens is not None else {}),
                     },
                 ),
             ],

@@ -10,7 +10,10 @@ A sub-agent is a fresh child session linked to its parent (``parent_id``) with:
 - no recursion: a run inside a sub-agent has depth 1, spawning tools are never offered there,
   and ``run_subagent`` refuses to start from depth ≥ 1;
 - an optional JSON Schema for a structured result, validated before the result is returned;
-- a timeout, and the parent's abort propagated to the child.
+- a timeout, and the parent's abort propagated to the child;
+- optionally, ``on_delta``: the child model's text deltas handed to the caller as they are
+  generated (the Writer streams its draft live to the parent's subscribers this way). They are
+  transient: the child's log stores only its final message.
 
 The child's log is a normal session: readable, listable under its parent, replayable.
 """
@@ -21,7 +24,7 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -29,7 +32,7 @@ from jsonschema.exceptions import SchemaError
 from roleplay.errors import Problem, RpError, ValidationError, pointer_from_parts
 
 from .loop import AgentLoop, AgentSpec, TurnResult
-from .models.types import ChatModel
+from .models.types import ChatModel, ModelRequest, StreamEvent, TextDelta
 from .prompts import ORDER_IDENTITY, PromptAssembly, PromptSection
 from .sessions import SessionService
 from .tools import ToolRegistry
@@ -51,6 +54,8 @@ class SubagentRequest:
     title: str | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
+    # Awaited with each text delta of the child's model as it arrives (live streaming).
+    on_delta: Callable[[str], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -98,7 +103,7 @@ async def run_subagent(
         max_tokens=request.max_tokens,
         reasoning_effort=request.reasoning_effort,
     )
-    loop = AgentLoop(service, model, spec)
+    loop = AgentLoop(service, _DeltaTee(model, request.on_delta) if request.on_delta is not None else model, spec)
     content: list[dict[str, Any]] = [{"type": "text", "text": request.user_text}, *request.images]
     child_abort = asyncio.Event()
     relay = asyncio.ensure_future(_relay(abort, child_abort)) if abort is not None else None
@@ -129,6 +134,24 @@ async def run_subagent(
     if request.result_schema is not None:
         result.data = parse_structured(turn.text, request.result_schema, child.id)
     return result
+
+
+class _DeltaTee:
+    """The child's model, with its text deltas also handed to ``on_delta`` before the loop sees
+    them (the loop publishes deltas only to the child session's own subscribers)."""
+
+    def __init__(self, model: ChatModel, on_delta: Callable[[str], Awaitable[None]]) -> None:
+        self._model = model
+        self._on_delta = on_delta
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        async for event in self._model.stream(request):
+            if isinstance(event, TextDelta) and event.text:
+                await self._on_delta(event.text)
+            yield event
 
 
 async def _relay(parent: asyncio.Event, child: asyncio.Event) -> None:

@@ -54,6 +54,8 @@ class FakeReply:
     interleave_tool_calls: bool = False
     # Seconds to wait before answering (client timeout tests).
     delay: float = 0.0
+    # Seconds to wait after each streamed frame (live-streaming tests); None: the server's default.
+    chunk_delay: float | None = None
     # After the content, send an SSE error event and end without [DONE].
     fail_midstream: str | None = None
     model: str | None = None
@@ -150,6 +152,7 @@ class FakeOpenAI:
         responder: Responder | None = None,
         strict: bool = False,
         check_declarations: bool = True,
+        chunk_delay: float = 0.0,
     ) -> None:
         self.flavor = flavor
         self.api_keys = set(api_keys) if api_keys else None
@@ -161,6 +164,9 @@ class FakeOpenAI:
         self.strict = strict
         # Refuse tool declarations the real APIs refuse; off only to imitate a lenient local server.
         self.check_declarations = check_declarations
+        # Seconds between streamed frames for every reply that does not set its own: a reply that
+        # takes visible time to arrive, as a real model's does.
+        self.chunk_delay = chunk_delay
         self._queue: list[Any] = []
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -512,8 +518,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        pause = self.fake.chunk_delay if reply.chunk_delay is None else reply.chunk_delay
         for frame in _sse_frames(reply, calls, finish, meta, usage, bool((body.get("stream_options") or {}).get("include_usage"))):
             self._write_chunk(frame.encode("utf-8"))
+            if pause:
+                time.sleep(pause)
         self._write_chunk(b"")
 
     def _write_chunk(self, data: bytes) -> None:
@@ -610,6 +619,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--api-key", action="append", dest="api_keys", help="accepted key (repeatable); default: any")
     parser.add_argument("--model", action="append", dest="models", help="known model (repeatable); default: any")
     parser.add_argument("--context-limit", type=int, default=None)
+    parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between streamed frames (default 0)")
     args = parser.parse_args(argv)
     fake = FakeOpenAI(
         host=args.host,
@@ -618,6 +628,7 @@ def main(argv: list[str] | None = None) -> None:
         api_keys=args.api_keys,
         models=args.models,
         context_limit=args.context_limit,
+        chunk_delay=args.chunk_delay,
     )
     print(f"fake {args.flavor} server on {fake.root_url} (OpenAI base URL {fake.base_url}); Ctrl-C to stop", flush=True)
     try:

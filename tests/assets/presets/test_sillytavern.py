@@ -71,11 +71,25 @@ def test_default_json(corpus_dir):
     assert macros == {"char": (2, "kept"), "user": (1, "kept")}
 
     settings = {p.details["key"]: (p.code, p.details["value"]) for p in report.not_migrated if p.code.startswith("sillytavern.setting.")}
-    assert settings["temperature"] == ("sillytavern.setting.sampler", 1)
-    assert settings["top_p"] == ("sillytavern.setting.sampler", 1)
-    assert settings["frequency_penalty"] == ("sillytavern.setting.sampler", 0)
-    assert settings["openai_max_tokens"] == ("sillytavern.setting.limit", 300)
-    assert settings["openai_max_context"] == ("sillytavern.setting.limit", 4095)
+    # Issue 13 item 6: the samplers and limits a Writer request takes are carried, not reported.
+    assert result.preset.sampling is not None
+    assert result.preset.sampling.given() == {
+        "temperature": 1,
+        "top_p": 1,
+        "frequency_penalty": 0,
+        "presence_penalty": 0,
+        "max_tokens": 300,
+        "context_size": 4095,
+    }
+    assert not settings.keys() & {
+        "temperature",
+        "top_p",
+        "frequency_penalty",
+        "presence_penalty",
+        "openai_max_tokens",
+        "openai_max_context",
+    }
+    assert settings["top_k"] == ("sillytavern.setting.sampler", 0)  # no route sends top_k
     assert settings["openai_model"] == ("sillytavern.setting.connection", "gpt-4-turbo")
     assert settings["scenario_format"][0] == "sillytavern.setting.template"
     assert settings["stream_openai"] == ("sillytavern.setting.behavior", True)
@@ -101,7 +115,8 @@ def test_example_preset_from_tavern_helper(corpus_dir):
     ext = report.items("sillytavern.extension")
     assert [(p.pointer, p.details.get("scriptNames")) for p in ext] == [("/extensions/tavern_helper", "自动更新预设")]
     settings = {p.details["key"]: p.details["value"] for p in report.not_migrated if p.code.startswith("sillytavern.setting.")}
-    assert settings["openai_max_context"] == 2_000_000 and settings["reasoning_effort"] == "min"
+    assert result.preset.sampling is not None and result.preset.sampling.context_size == 2_000_000
+    assert "openai_max_context" not in settings and settings["reasoning_effort"] == "min"
     assert not report.items("sillytavern.order.ignored_list")
 
 
@@ -234,7 +249,7 @@ def test_secrets_are_redacted_and_extensions_summarised():
     assert values["reverse_proxy"] == "<redacted>"
     assert values["custom_include_headers"] == "<redacted>"
     assert values["openrouter_api_key"] == "<redacted>"
-    assert values["temperature"] == 0.7 and values["openai_max_tokens"] == 500
+    assert "temperature" not in values and "openai_max_tokens" not in values  # carried into the preset
     assert "hunter2" not in json.dumps(report.to_dict()) and "sk-1" not in json.dumps(report.to_dict())
     ext = report.items("sillytavern.extension")
     assert [(p.details["key"], p.details["items"]) for p in ext] == [("regex_scripts", 2)]
@@ -320,12 +335,16 @@ def test_legacy_flat_preset_migrates_main_nsfw_and_jailbreak():
     # The rest is reported exactly as for the modern form, with pointers into the file.
     template = {p.details["key"]: p.pointer for p in result.report.items("sillytavern.setting.template")}
     assert template == {"impersonation_prompt": "/impersonation_prompt", "new_chat_prompt": "/new_chat_prompt"}
-    assert {p.details["key"] for p in result.report.items("sillytavern.setting.sampler")} == {
-        "temperature",
-        "frequency_penalty",
-        "presence_penalty",
+    # Samplers and limits a request takes are carried into the preset (issue 13 item 6).
+    assert not result.report.items("sillytavern.setting.sampler") and not result.report.items("sillytavern.setting.limit")
+    assert result.preset.sampling is not None
+    assert result.preset.sampling.given() == {
+        "temperature": 0.9,
+        "frequency_penalty": 0.7,
+        "presence_penalty": 0.7,
+        "max_tokens": 300,
+        "context_size": 4095,
     }
-    assert {p.details["key"] for p in result.report.items("sillytavern.setting.limit")} == {"openai_max_context", "openai_max_tokens"}
     # The legacy switches were applied, not left over as unmigrated settings.
     reported = {p.details.get("key") for p in result.report.not_migrated}
     assert not reported & {
@@ -387,3 +406,14 @@ async def test_legacy_flat_preset_file_imports_as_a_preset(store):
     record = await assets.get(result.asset_id, kind="preset")
     assert [f["id"] for f in record.data["fields"]] == ["st-main", "st-nsfw", "st-jailbreak"]
     assert "sillytavern.legacy" in {p["code"] for p in result.report["notMigrated"]}
+
+
+def test_a_sampler_a_request_cannot_take_is_reported_not_carried():
+    data = {**LEGACY_2023, "temperature": 7, "top_p": "high", "top_k": 40}
+    result = migrate_sillytavern_preset(data, name="Legacy")
+    assert result.preset.sampling is not None and "temperature" not in result.preset.sampling.given()
+    reported = {p.details["key"]: p.message for p in result.report.items("sillytavern.setting.sampler")}
+    assert set(reported) == {"temperature", "top_p", "top_k"}
+    assert "does not accept" in reported["temperature"] and "no equivalent" in reported["top_k"]
+    stored = result.preset.to_json_dict()
+    assert stored["sampling"] == {"frequencyPenalty": 0.7, "presencePenalty": 0.7, "maxTokens": 300, "contextSize": 4095}

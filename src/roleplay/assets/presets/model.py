@@ -18,6 +18,12 @@ What the spec fixes and this module enforces:
 We store fields top-first: the model stably partitions the list so that list order equals the
 default assembly order. Relative order inside a position is never changed.
 
+``sampling`` (optional) holds the generation settings a preset carries besides its text:
+temperature, top_p, frequency and presence penalty, max (output) tokens and context size. They
+apply to the Writer request where its route supports them (``core.writer``); the context size caps
+the Writer's window. Absent means "the route's default"; the key is left out of the stored JSON
+when no setting is given, so presets without samplers keep their exact stored form.
+
 All operations are pure: they return a new validated ``Preset`` and never mutate their input.
 """
 
@@ -26,7 +32,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Literal, Mapping
 
-from pydantic import Field, StrictBool, field_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator
 from pydantic_core import PydanticCustomError
 
 from roleplay.clock import IdGenerator
@@ -69,10 +75,38 @@ class PresetField(AssetModel):
         return f"rp.preset:{self.id}"
 
 
+class Sampling(AssetModel):
+    """Generation settings. Bounds are the OpenAI chat API's (the widest a route here accepts);
+    ints are accepted where a float is expected (``1`` is a temperature), never strings."""
+
+    temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=2)
+    top_p: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=1)
+    frequency_penalty: StrictFloat | StrictInt | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: StrictFloat | StrictInt | None = Field(default=None, ge=-2, le=2)
+    max_tokens: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
+    context_size: StrictInt | None = Field(default=None, ge=256, le=10_000_000)
+
+    def given(self) -> dict[str, float | int]:
+        """The settings that are set, snake_case keys."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+SAMPLING_FIELDS: tuple[str, ...] = tuple(Sampling.model_fields)
+
+
 class Preset(AssetModel):
     name: FieldTitle
     description: ShortNote = ""
     fields: tuple[PresetField, ...] = Field(default=(), max_length=MAX_FIELDS)
+    sampling: Sampling | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        out = super().to_json_dict()
+        if self.sampling is None or not self.sampling.given():
+            out.pop("sampling", None)  # presets without samplers keep their stored form
+        else:
+            out["sampling"] = {k: v for k, v in out["sampling"].items() if v is not None}
+        return out
 
     @field_validator("fields", mode="after")
     @classmethod
@@ -277,6 +311,8 @@ __all__ = [
     "Position",
     "Preset",
     "PresetField",
+    "SAMPLING_FIELDS",
+    "Sampling",
     "add_field",
     "contributing_fields",
     "move_field",

@@ -27,6 +27,11 @@ switches that version used when it built a request (see ``LEGACY_PROMPTS``): ``m
 Pointers then name the root keys. Everything else at the root (``impersonation_prompt``,
 ``new_chat_prompt``, samplers, limits…) is reported exactly as for the modern form.
 
+Samplers and limits the Writer request can use are carried into the preset's ``sampling``
+(``CARRIED_SETTINGS``): temperature, top_p, frequency/presence penalty, ``openai_max_tokens`` and
+``openai_max_context``. A value outside what a request accepts is reported instead, like every
+other sampler (top_k, min_p, seed …), which no route here sends.
+
 Settings with empty values (``""``, ``null``, ``[]``, ``{}``) carry nothing and are not reported.
 Values of settings whose key looks secret (a ``password``, ``key``, ``token``, ``proxy``, ``header``…
 word) are redacted in the report: reports get shown to models and pasted into bug trackers.
@@ -46,7 +51,9 @@ from roleplay.canonical import sha256_hex
 from roleplay.errors import Problem, ValidationError, pointer_from_parts
 
 from ..styles.model import WritingStyle, parse_writing_style
-from .model import MAX_FIELDS, MAX_TOTAL_CONTENT, Preset, parse_field, parse_preset
+import pydantic
+
+from .model import MAX_FIELDS, MAX_TOTAL_CONTENT, Preset, Sampling, parse_field, parse_preset
 from .st_classify import Classification, classify_prompt, find_macros, macro_handling
 from roleplay.assets.validation import LONG_TEXT_MAX, NAME_MAX, NOTE_MAX
 
@@ -94,6 +101,15 @@ SAMPLER_KEYS = frozenset(
         "logit_bias",
     }
 )
+# SillyTavern key -> ``Sampling`` field: the settings that reach the Writer request.
+CARRIED_SETTINGS: dict[str, str] = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "frequency_penalty": "frequency_penalty",
+    "presence_penalty": "presence_penalty",
+    "openai_max_tokens": "max_tokens",
+    "openai_max_context": "context_size",
+}
 LIMIT_KEYS = frozenset({"openai_max_context", "openai_max_tokens", "max_context_unlocked"})
 TEMPLATE_KEYS = frozenset(
     {
@@ -248,6 +264,7 @@ class _Walk:
     styles: list[dict[str, Any]] = field(default_factory=list)
     used_ids: set[str] = field(default_factory=set)
     total_content: int = 0
+    sampling: dict[str, Any] = field(default_factory=dict)
 
     def report(self, code: str, message: str, pointer: str | None, **details: Any) -> None:
         self.problems.append(Problem(code, message, pointer, {k: v for k, v in details.items() if v is not None}))
@@ -385,6 +402,7 @@ def _finish(walk: _Walk, name: str, character_id: int | None) -> SillyTavernMigr
                 f"从 SillyTavern 预设「{title}」迁移。未能迁移的采样参数、marker、宏、扩展与注入语义见迁移报告。", NOTE_MAX
             ),
             "fields": walk.fields,
+            **({"sampling": walk.sampling} if walk.sampling else {}),
         }
     )
     styles = tuple(parse_writing_style(s) for s in walk.styles)
@@ -674,6 +692,8 @@ def _report_settings(data: Mapping[str, Any], walk: _Walk, *, skip: tuple[str, .
         value = data[key]
         if _is_empty(value):
             continue
+        if key in CARRIED_SETTINGS and _carry(key, value, walk):
+            continue
         code = _setting_code(key)
         if _SECRET_RE.search(key):
             shown: Any = "<redacted>"
@@ -683,7 +703,23 @@ def _report_settings(data: Mapping[str, Any], walk: _Walk, *, skip: tuple[str, .
             shown = _clip(value, 200)
         else:
             shown = f"<{type(value).__name__}>"
-        walk.report(code, f"setting {key!r} has no equivalent in a preset", pointer_from_parts([key]), key=key, value=shown)
+        message = (
+            f"setting {key!r} has a value a model request does not accept; not carried over"
+            if key in CARRIED_SETTINGS
+            else f"setting {key!r} has no equivalent in a preset"
+        )
+        walk.report(code, message, pointer_from_parts([key]), key=key, value=shown)
+
+
+def _carry(key: str, value: Any, walk: _Walk) -> bool:
+    """Keep one sampler or limit in the preset's ``sampling`` if a request can take its value."""
+    target = CARRIED_SETTINGS[key]
+    try:
+        Sampling.model_validate({target: value})
+    except pydantic.ValidationError:
+        return False  # out of range or not a number: reported with the others
+    walk.sampling[target] = value
+    return True
 
 
 def _report_extensions(extensions: Any, walk: _Walk) -> None:
@@ -716,6 +752,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 __all__ = [
+    "CARRIED_SETTINGS",
     "MARKER_REPLACEMENTS",
     "ORDER_PREFERENCE",
     "REPORT_CODES",

@@ -41,6 +41,8 @@ DEEPSEEK_CAPABILITIES = Capabilities(
     },
     # ``max_completion_tokens`` is silently ignored by DeepSeek.
     max_tokens_param="max_tokens",
+    # Temperature, penalties (and top_p) "are accepted but ignored in thinking mode".
+    supports_sampling_in_thinking=False,
     # Overflow is a plain 400 invalid_request_error, recognisable only by its message.
     context_overflow_pattern=r"maximum context length is (\d+) tokens",
 )

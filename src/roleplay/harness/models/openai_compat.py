@@ -119,8 +119,11 @@ class OpenAICompatModel:
         max_tokens = request.max_tokens or self.default_max_tokens
         if max_tokens is not None:
             kwargs[caps.max_tokens_param] = max_tokens
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
+        sampling = request.sampling()
+        if sampling and thinking and not caps.supports_sampling_in_thinking:
+            warnings.append(f"{', '.join(sampling)} not sent: this model ignores or refuses them while it thinks")
+        else:
+            kwargs.update(sampling)
         if effort is not None:
             if caps.thinking_via_extra_body:
                 extra_body["thinking"] = {"type": "enabled" if thinking else "disabled"}

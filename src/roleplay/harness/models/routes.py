@@ -282,8 +282,11 @@ def build_model(
         # The label is stored with every model request and printed: never with credentials.
         label=f"{route.model} via {'OpenAI' if official else redact_url(base_url or '')}",
         # OpenAI's reasoning models reject ``max_tokens``; most other servers only know it.
+        # Its reasoning models also refuse temperature, top_p and the penalties.
         capabilities=Capabilities(
-            max_tokens_param="max_completion_tokens" if official else "max_tokens", context_window=route_context_window(route)
+            max_tokens_param="max_completion_tokens" if official else "max_tokens",
+            context_window=route_context_window(route),
+            supports_sampling_in_thinking=not official,
         ),
         retry=retry,
         sleep=sleep,

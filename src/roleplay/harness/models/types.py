@@ -65,6 +65,9 @@ class ModelRequest:
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     temperature: float | None = None
+    top_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
     # Extra body fields merged into the provider request as-is (e.g. ``response_format``). They
     # are the caller's responsibility: no provider validates them.
     extra: dict[str, Any] = field(default_factory=dict)
@@ -83,6 +86,15 @@ class ModelRequest:
                 raise RpError("model.bad_tool_choice", f"tool_choice names {choice['name']!r}, which is not offered")
         elif choice not in ("auto", "none", "required"):
             raise RpError("model.bad_tool_choice", f"unknown tool_choice {choice!r}")
+
+    def sampling(self) -> dict[str, float]:
+        """The sampling parameters this request sets (wire names), for the provider and the log."""
+        values = {k: getattr(self, k) for k in SAMPLING_PARAMS}
+        return {k: v for k, v in values.items() if v is not None}
+
+
+# Sampling parameters a request may carry (a preset's ``sampling``), by their OpenAI wire names.
+SAMPLING_PARAMS: tuple[str, ...] = ("temperature", "top_p", "frequency_penalty", "presence_penalty")
 
 
 @dataclass(frozen=True)
@@ -183,6 +195,11 @@ class Capabilities:
     # Name of the output-length parameter. DeepSeek silently ignores ``max_completion_tokens``;
     # OpenAI's reasoning models reject ``max_tokens``.
     max_tokens_param: str = "max_tokens"
+    # Whether temperature, top_p and the penalties may be sent while the model thinks. OpenAI's
+    # reasoning models answer 400 to them; DeepSeek accepts and ignores them in thinking mode.
+    # When False they are left out of a thinking request with a warning, so a preset's samplers
+    # never break a request.
+    supports_sampling_in_thinking: bool = True
     # Ask for a final usage chunk with ``stream_options={"include_usage": true}``.
     supports_stream_usage: bool = True
     # Regex on the error message that marks a context-window overflow; group 1, when present, is
