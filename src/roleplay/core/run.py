@@ -48,7 +48,7 @@ from roleplay.errors import Problem, RpError
 from roleplay.harness.leases import run_lease
 from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, TurnResult
 from roleplay.harness.models.routes import Route
-from roleplay.harness.models.types import ChatModel, ModelResponse
+from roleplay.harness.models.types import SAMPLING_PARAMS, ChatModel, ModelResponse
 from roleplay.harness.prompts import (
     ORDER_IDENTITY,
     PromptAssembly,
@@ -61,7 +61,7 @@ from roleplay.state.events import state_document
 
 from .chat_draft import commit_for_plain_reply
 from .commit import SERVICE_KEY, CommitSession
-from .context_build import effective_layout, freeze, writer_budget
+from .context_build import effective_layout, freeze, writer_budget, writer_max_tokens
 from .conversation import project, summary_source_text, text_of_entries
 from .macros import MacroContext, expand
 from .profile import SESSION_PROJECTION, SessionProfile, profile_of
@@ -194,7 +194,14 @@ async def prepare_run(
     writer_prompt = PromptAssembly([identity, *writer_sections()]).assemble(PromptContext(session_id, frozenset()))
     # The history gives way to the Writer route's window (issue 12): whole messages, newest first.
     window = context_window_for(settings.context_windows(), writer_route)
-    budget = writer_budget(writer_route, writer_prompt.text, len(images or []), window=window)
+    budget = writer_budget(
+        writer_route,
+        writer_prompt.text,
+        len(images or []),
+        window=window,
+        context_size=sources.sampling.get("context_size"),
+        max_tokens=sources.sampling.get("max_tokens"),
+    )
     build = freeze(slots, sources.sources, sources.bindings, sources.diagnostics, history=entries, budget=budget)
     return PreparedRun(
         run_id=inputs.run_id,
@@ -262,6 +269,8 @@ class RpRun(LoopHooks):
             on_artifact=self._on_artifact,
             transform_text=lambda t: expand(t, prepared.macros),
             macros=prepared.macros,
+            sampling={k: v for k, v in prepared.sources.sampling.items() if k in SAMPLING_PARAMS},
+            max_tokens=writer_max_tokens(prepared.writer_route, prepared.sources.sampling.get("max_tokens")),
         )
         self.commit = CommitSession(
             CommitContext(

@@ -77,6 +77,9 @@ class WriterSlot:
     transform_text: Callable[[str], str] | None = None
     # The identity macros ``transform_text`` expands, applied to the live stream as it arrives.
     macros: MacroContext | None = None
+    # The bound preset's sampler settings (wire names) and the output limit, for the request.
+    sampling: dict[str, float] = field(default_factory=dict)
+    max_tokens: int | None = None
 
 
 class LiveDraft:
@@ -163,6 +166,8 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
             timeout=WRITER_TIMEOUT,
             step_limit=1,
             title="Writer",
+            max_tokens=slot.max_tokens,
+            sampling=dict(slot.sampling),
         )
         live = LiveDraft(service, ctx.session_id, ctx.turn_id, slot.attempts, slot.macros)
         request.on_delta = live.feed

@@ -32,7 +32,7 @@ from jsonschema.exceptions import SchemaError
 from roleplay.errors import Problem, RpError, ValidationError, pointer_from_parts
 
 from .loop import AgentLoop, AgentSpec, TurnResult
-from .models.types import ChatModel, ModelRequest, StreamEvent, TextDelta
+from .models.types import SAMPLING_PARAMS, ChatModel, ModelRequest, StreamEvent, TextDelta
 from .prompts import ORDER_IDENTITY, PromptAssembly, PromptSection
 from .sessions import SessionService
 from .tools import ToolRegistry
@@ -54,6 +54,8 @@ class SubagentRequest:
     title: str | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
+    # Sampler settings by wire name (``SAMPLING_PARAMS``), e.g. a preset's temperature.
+    sampling: dict[str, float] = field(default_factory=dict)
     # Awaited with each text delta of the child's model as it arrives (live streaming).
     on_delta: Callable[[str], Awaitable[None]] | None = None
 
@@ -102,6 +104,7 @@ async def run_subagent(
         depth=depth + 1,
         max_tokens=request.max_tokens,
         reasoning_effort=request.reasoning_effort,
+        **request.sampling,
     )
     loop = AgentLoop(service, _DeltaTee(model, request.on_delta) if request.on_delta is not None else model, spec)
     content: list[dict[str, Any]] = [{"type": "text", "text": request.user_text}, *request.images]
@@ -164,6 +167,9 @@ def _check_request(request: SubagentRequest) -> None:
         raise ValidationError("subagent.invalid_request", "a sub-agent needs a system prompt", pointer="/systemPrompt")
     if len(request.images) > MAX_IMAGES:
         raise ValidationError("subagent.invalid_request", f"at most {MAX_IMAGES} images", pointer="/images")
+    for key in request.sampling:
+        if key not in SAMPLING_PARAMS:
+            raise ValidationError("subagent.invalid_request", f"unknown sampling parameter {key!r}", pointer=f"/sampling/{key}")
     for i, block in enumerate(request.images):
         if not isinstance(block, dict) or block.get("type") != "image":
             raise ValidationError("subagent.invalid_request", "images must be image content blocks", pointer=f"/images/{i}")
