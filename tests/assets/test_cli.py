@@ -215,3 +215,48 @@ def test_deleting_an_unused_asset_or_with_yes_does_not_ask(env: dict[str, str], 
     assert code == 0 and "anyway" not in err and f"deleted card {card}" in out
     code, out, err = invoke(env, "assets", "delete", unused)
     assert code == 0 and "anyway" not in err and f"deleted card {unused}" in out
+
+
+# -- what a card and a preset carry (issue 13 item 6) ---------------------------------------------
+
+
+def test_plain_import_says_what_was_not_carried_over(env: dict[str, str], tmp_path: Path) -> None:
+    code, out, _ = invoke(env, "import", str(card_file(tmp_path)))
+    assert code == 0
+    card_id = out.split("imported card ", 1)[1].split()[0]
+    assert f"kept aside: the card's system prompt; not sent to the model until you run `rp assets trust {card_id}`" in out
+    preset = tmp_path / "vivid.json"
+    preset.write_text(
+        json.dumps(
+            {
+                "prompts": [{"identifier": "main", "name": "Main Prompt", "content": "Write vividly."}],
+                "prompt_order": [{"character_id": 100001, "order": [{"identifier": "main", "enabled": True}]}],
+                "temperature": 0.7,
+                "top_k": 40,
+            }
+        )
+    )
+    code, out, _ = invoke(env, "import", str(preset))
+    assert code == 0
+    assert "not carried over [sillytavern.setting.sampler]: setting 'top_k' has no equivalent in a preset (at /top_k)" in out
+    assert "'temperature'" not in out  # carried into the preset's sampling
+    code, out, _ = invoke(env, "import", str(preset), "--json")
+    [again] = json.loads(out)
+    code, out, _ = invoke(env, "assets", "show", again["assetId"], "--json")
+    assert json.loads(out)["data"]["sampling"] == {"temperature": 0.7}
+
+
+def test_export_warns_when_it_leaves_out_isolated_prompts(env: dict[str, str], tmp_path: Path) -> None:
+    _, out, _ = invoke(env, "import", str(card_file(tmp_path)), "--json")
+    card_id = json.loads(out)[0]["assetId"]
+    target = tmp_path / "out.png"
+    code, out, err = invoke(env, "export", "card", card_id, "-o", str(target))
+    assert code == 0 and "wrote" in out
+    assert "warning [card.export.isolated_prompts_left_out]: the card's system prompt was left out" in err
+    code, out, _ = invoke(env, "export", "card", card_id, "-o", str(target), "--json")
+    assert [w["fields"] for w in json.loads(out)["warnings"]] == [["system_prompt"]]
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"name": "Bob", "first_mes": "Hey."}))
+    _, out, _ = invoke(env, "import", str(plain), "--json")
+    code, out, err = invoke(env, "export", "card", json.loads(out)[0]["assetId"], "-o", str(target))
+    assert code == 0 and "warning" not in err

@@ -89,8 +89,29 @@ async def import_command(ctx: click.Context, files: tuple[Path, ...], allow_repa
             for w in item["warnings"]:
                 at = f" (at {w['pointer']})" if w.get("pointer") is not None else ""
                 _echo(f"  warning [{w['code']}]: {w['message']}{at}")
+            for line in _left_behind(item):
+                _echo(line)
     if failed:
         sys.exit(1)
+
+
+_ISOLATED_NAMES = {"system_prompt": "system prompt", "post_history_instructions": "post-history instructions"}
+
+
+def _left_behind(item: dict[str, Any]) -> list[str]:
+    """Plain-output lines for what an import did not carry over (``--json`` has it all): a card's
+    prompts kept aside until trusted, a preset's settings, markers and prompts that did not
+    migrate, and the settings it did carry."""
+    lines: list[str] = []
+    held = item.get("isolatedPrompts") or []
+    if held:
+        names = " and ".join(_ISOLATED_NAMES.get(h, h) for h in held)
+        lines.append(f"  kept aside: the card's {names}; not sent to the model until you run `rp assets trust {item['assetId']}`")
+    report = item.get("report") or {}
+    for p in report.get("notMigrated", []):
+        at = f" (at {p['pointer']})" if p.get("pointer") else ""
+        lines.append(f"  not carried over [{p['code']}]: {p['message']}{at}")
+    return lines
 
 
 @click.group()
@@ -247,14 +268,31 @@ def export() -> None:
 @click.pass_context
 @run
 async def export_card(ctx: click.Context, card_id: str, output: Path, as_json: bool) -> None:
-    """Write a card as a V3 PNG (V2 backfill) with its linked lorebooks embedded."""
+    """Write a card as a V3 PNG (V2 backfill) with its linked lorebooks embedded.
+
+    The card's isolated prompts (system prompt, post-history instructions) are never exported;
+    a warning says so when the card has them."""
     async with _service(ctx) as service:
         png = await service.export_card(card_id)
+        isolated = await service.isolated_prompts(card_id)
     output.write_bytes(png)
+    held = [name for name in _ISOLATED_NAMES if getattr(isolated, name)]
+    warnings = []
+    if held:
+        names = " and ".join(_ISOLATED_NAMES[h] for h in held)
+        warnings.append(
+            {
+                "code": "card.export.isolated_prompts_left_out",
+                "message": f"the card's {names} {'were' if len(held) > 1 else 'was'} left out of the file: isolated prompts are never exported",
+                "fields": held,
+            }
+        )
     if as_json:
-        echo_json({"cardId": card_id, "output": str(output), "bytes": len(png)})
+        echo_json({"cardId": card_id, "output": str(output), "bytes": len(png), "warnings": warnings})
     else:
         click.echo(f"wrote {output} ({len(png)} bytes)")
+        for w in warnings:
+            _echo(f"warning [{w['code']}]: {w['message']}", err=True)
 
 
 __all__ = ["assets", "export", "import_command"]

@@ -70,6 +70,8 @@ class ImportResult:
     assets: list[CreatedAsset]  # every asset of this import, the primary one first
     warnings: list[Problem] = field(default_factory=list)
     report: dict[str, Any] | None = None  # preset migration report
+    # A card's prompts kept aside until the user trusts them (``rp assets trust``): field names.
+    isolated_prompts: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,6 +84,8 @@ class ImportResult:
         }
         if self.report is not None:
             out["report"] = self.report
+        if self.isolated_prompts:
+            out["isolatedPrompts"] = list(self.isolated_prompts)
         return out
 
 
@@ -215,7 +219,8 @@ async def import_card(
         if book is not None:
             linked = await tx.insert(book_id, LOREBOOK, book.data, book.name, source_character_id=card_id)
             assets.append(CreatedAsset.of(linked))
-        return ImportResult(filename, CARD, card_id, False, assets, warnings)
+        held = [name for name in ("system_prompt", "post_history_instructions") if getattr(isolated, name)]
+        return ImportResult(filename, CARD, card_id, False, assets, warnings, isolated_prompts=held)
 
     return await store.write(body, retry_on_unique=True)
 
