@@ -367,3 +367,24 @@ def test_say_prints_the_writers_first_words_before_the_writer_finishes(tmp_path:
     assert out.endswith("\n") and "writing…" not in out  # the indicator is on stderr only
     lines = err.decode().splitlines()
     assert "writing…" in lines and lines[-1].startswith("(first text after ") and lines[-1].endswith(" s)")
+
+
+# -- a card's Character's Note (issue 13 item 6) --------------------------------------------------
+
+
+def test_prompt_shows_the_cards_depth_prompt_at_its_depth(tmp_path: Path) -> None:
+    note = {"prompt": "{{char}} hums when nervous.", "depth": 2, "role": "system"}
+    card = {"name": "Mira", "description": "A ferrywoman.", "first_mes": "The ferry waits.", "extensions": {"depth_prompt": note}}
+    path = tmp_path / "mira.json"
+    path.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": card}))
+    card_id = json.loads(invoke(tmp_path, "import", str(path), "--json").stdout)[0]["assetId"]
+    sid = json.loads(invoke(tmp_path, "new", "--card", card_id, "--json").stdout)["sessionId"]
+    for text in ("Hello.", "Where to?"):
+        assert invoke(tmp_path, "say", sid, text, "--model", "demo").exit_code == 0
+    shown = invoke(tmp_path, "prompt", sid, "--model", "demo").stdout
+    conversation = shown.split('<section name="Conversation">', 1)[1].split("</section>", 1)[0]
+    labels = [line for line in conversation.splitlines() if line.startswith("[") and line.endswith("]")]
+    # opening, Hello., reply, Where to?, reply: two messages back from the newest
+    assert labels == ["[Writing reply]", "[User]", "[Writing reply]", "[Character's note]", "[User]", "[Writing reply]"]
+    assert "[Character's note]\nMira hums when nervous." in conversation  # macros expanded
+    assert shown.count("hums when nervous") == 1

@@ -448,3 +448,20 @@ async def test_resolve_bindings_keeps_dangling_ids_and_diagnoses_them() -> None:
     empty, none = await resolve_bindings(None, reader)
     assert empty == {"characterId": None, "lorebookIds": [], "personaId": None, "presetId": None, "writingStyleIds": []}
     assert none == []
+
+
+def test_a_saved_layout_may_place_the_cards_depth_prompt() -> None:
+    # The workbench saves the default layout, where the Character's Note shares the conversation's
+    # slot, and may move it to a slot of its own (issue 13 item 6).
+    doc = layout(
+        slot("note", "rp.card.depth-prompt"),
+        slot("conversation", "rp.conversation", "rp.card.depth-prompt"),
+        slot("current-input", "rp.current-input"),
+    )
+    with pytest.raises(ValidationError) as err:
+        parse_profile(doc)
+    assert "profile.context_build.duplicate_source" in {p.code for p in err.value.problems}
+    del doc["contextBuild"]["slots"][0]
+    parsed = parse_profile(doc)
+    assert parsed.context_build is not None
+    assert parsed.context_build.slots[0].sources[1] == "rp.card.depth-prompt"

@@ -70,6 +70,7 @@ from roleplay.harness.projections import Projection
 
 from .types import (
     CARD,
+    CARD_DEPTH_PROMPT,
     CONVERSATION,
     CURRENT_INPUT,
     CUSTOM_PREFIX,
@@ -110,7 +111,9 @@ LOCAL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # slot ids and custom pr
 _ASSET_ID_RE = re.compile(ASSET_ID_PATTERN)
 _LOCAL_ID_RE = re.compile(LOCAL_ID_PATTERN)
 _FIELD_ID_RE = re.compile(FIELD_ID_PATTERN)
-FIXED_SOURCES = frozenset({CARD, PERSONA, PLAYER, LORE_WORLD, LORE_CHARACTERS, LORE_RULES, STATE, SUMMARY, CONVERSATION, CURRENT_INPUT})
+FIXED_SOURCES = frozenset(
+    {CARD, CARD_DEPTH_PROMPT, PERSONA, PLAYER, LORE_WORLD, LORE_CHARACTERS, LORE_RULES, STATE, SUMMARY, CONVERSATION, CURRENT_INPUT}
+)
 
 AssetId = Annotated[str, StringConstraints(strict=True, pattern=ASSET_ID_PATTERN)]
 LocalId = Annotated[str, StringConstraints(strict=True, pattern=LOCAL_ID_PATTERN)]
