@@ -213,3 +213,21 @@ async def test_scripted_overflow_error_and_label(fake_deepseek):
         await complete(model, ModelRequest([ChatMessage("user", "x")]))
     await model.aclose()
     assert err.value.details["limit"] == 131072 and "131072" in err.value.message
+
+
+SAMPLING = {"temperature": 0.65, "top_p": 0.9, "frequency_penalty": 0.2, "presence_penalty": 0.3}
+
+
+def test_sampling_is_sent_without_thinking_and_left_out_with_a_warning_while_thinking():
+    # DeepSeek accepts temperature and the penalties in thinking mode but ignores them.
+    plain = deepseek_model(api_key=KEY).prepare(ModelRequest([ChatMessage("user", "x")], reasoning_effort="none", **SAMPLING))
+    assert {k: plain.kwargs[k] for k in SAMPLING} == SAMPLING and not plain.warnings
+    thinking = deepseek_model(api_key=KEY).prepare(ModelRequest([ChatMessage("user", "x")], reasoning_effort="high", temperature=0.65))
+    assert "temperature" not in thinking.kwargs
+    assert thinking.warnings == ["temperature not sent: this model ignores or refuses them while it thinks"]
+
+
+def test_a_plain_openai_compatible_server_gets_the_sampling_even_while_thinking():
+    model = OpenAICompatModel(model="local", base_url="http://127.0.0.1:9/v1", api_key="x")
+    prepared = model.prepare(ModelRequest([ChatMessage("user", "x")], reasoning_effort="high", **SAMPLING))
+    assert {k: prepared.kwargs[k] for k in SAMPLING} == SAMPLING and not prepared.warnings

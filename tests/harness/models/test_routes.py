@@ -102,6 +102,8 @@ def test_openai_official_and_local_servers_differ_in_max_tokens_param():
     local = build_model(Route("openai", "llama3"), {"OPENAI_BASE_URL": "http://localhost:11434/v1"})
     assert official.base_url == "https://api.openai.com/v1" and official.capabilities.max_tokens_param == "max_completion_tokens"
     assert local.capabilities.max_tokens_param == "max_tokens" and "localhost" in local.label
+    # OpenAI's reasoning models refuse temperature and the penalties; a local server takes them.
+    assert not official.capabilities.supports_sampling_in_thinking and local.capabilities.supports_sampling_in_thinking
 
 
 @pytest.mark.parametrize("route, env", [(Route("deepseek", "deepseek-flash"), OA), (Route("openai", "gpt-4o"), DS)])
