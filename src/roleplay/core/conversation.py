@@ -148,3 +148,35 @@ def summary_source_text(nodes: Sequence[dict[str, Any]]) -> str:
     """The text of ``rp.conversation-summary``: the note, then the summary; empty without one."""
     summary = summary_text(nodes)
     return f"{SUMMARY_NOTE}\n\n{summary}" if summary else ""
+
+
+def story_nodes(
+    nodes: Sequence[dict[str, Any]],
+    *,
+    writing_ids: Iterable[str] = (),
+    opening_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """Earlier turns as the parent model's history: the story itself (issue 12).
+
+    Each turn keeps the user's input and its final reply as plain messages: a writing reply (the
+    commit's message, whose text is the Writer's draft) loses its tool calls and reasoning, a
+    non-writing reply its reasoning. Run-context messages, tool results, intermediate steps and
+    failed commit attempts are left out (the log keeps them). The compaction summary stays.
+    Rewritten replies get ids of their own (``#reply``): the loop caches messages by (id, seq)."""
+    writing = set(writing_ids)
+    if opening_id is not None:
+        writing.add(opening_id)
+    out: list[dict[str, Any]] = []
+    for node in nodes:
+        role = node.get("role")
+        if node.get("kind") == SUMMARY_KIND:
+            out.append(node)
+        elif role == "user":
+            if not _is_run_context(node):
+                out.append(node)
+        elif role == "assistant" and (node["id"] in writing or not node.get("toolCalls")):
+            text = _text_of(node)
+            if text:
+                reply = {"id": f"{node['id']}#reply", "role": "assistant", "seq": node["seq"], "content": [{"type": "text", "text": text}]}
+                out.append(reply)
+    return out

@@ -45,9 +45,10 @@ from typing import Any
 from roleplay.assets.lorebook import TimedState
 from roleplay.canonical import sha256_hex
 from roleplay.errors import Problem, RpError
+from roleplay.harness.history import HistoryFit
 from roleplay.harness.leases import run_lease
 from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, TurnResult
-from roleplay.harness.models.routes import Route
+from roleplay.harness.models.routes import Route, route_context_window
 from roleplay.harness.models.types import SAMPLING_PARAMS, ChatModel, ModelResponse
 from roleplay.harness.prompts import (
     ORDER_IDENTITY,
@@ -62,7 +63,7 @@ from roleplay.state.events import state_document
 from .chat_draft import commit_for_plain_reply
 from .commit import SERVICE_KEY, CommitSession
 from .context_build import effective_layout, freeze, writer_budget, writer_max_tokens
-from .conversation import project, summary_source_text, text_of_entries
+from .conversation import project, story_nodes, summary_source_text, text_of_entries
 from .macros import MacroContext, expand
 from .profile import SESSION_PROJECTION, SessionProfile, profile_of
 from .prompts import (
@@ -125,6 +126,9 @@ class PreparedRun:
     state_digest: str
     state_revision: int
     surface_key: tuple[tuple[str, int], ...]
+    # The parent route's context window (settings override, else the route's): the parent's
+    # earlier turns give way to it. None: unknown, the whole story is sent.
+    parent_window: int | None = None
 
 
 @dataclass
@@ -223,6 +227,7 @@ async def prepare_run(
         state_digest=sha256_hex(state_view),
         state_revision=int(state_view.get("revision", 0)),
         surface_key=surface_key(nodes),
+        parent_window=context_window_for(settings.context_windows(), parent_route) or route_context_window(parent_route),
     )
 
 
@@ -336,6 +341,12 @@ class RpRun(LoopHooks):
             return replace(response, text=text)
         return response
 
+    async def history(self, session_id: str, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Earlier turns reach the parent as the story: (input, final reply) pairs, without their
+        run-context blocks, Writer results, commit calls or retries (issue 12)."""
+        writing = (await self.rt.service.projection(session_id, replies_projection)).state["writing"]
+        return story_nodes(nodes, writing_ids=writing, opening_id=opening_message_id(nodes))
+
     def finished(self, results: list[ToolResultData]) -> bool:
         for r in results:
             error = r.error or {}
@@ -403,6 +414,7 @@ class RpRun(LoopHooks):
             step_limit=CHAT_STEP_LIMIT,
             step_mask=self.step_mask,
             mode="chat",
+            context_window=self.p.parent_window,
             services={"rpWriter": self.writer, SERVICE_KEY: self.commit, "rpMode": "chat", "rpRun": self},
             hooks=self,
         )
@@ -433,6 +445,8 @@ async def play_turn(
     flag = uncommitted_note(turn)
     if flag is not None:
         run.diagnostics.append(flag)
+    if turn.history is not None and turn.history.omitted:
+        run.diagnostics.append(parent_history_note(turn.history))
     return RunResult(
         session_id=session_id,
         turn=turn,
@@ -441,6 +455,16 @@ async def play_turn(
         committed=committed,
         reply=turn.text,
         diagnostics=[d.to_dict() for d in [*prepared.build.diagnostics, *run.diagnostics]],
+    )
+
+
+def parent_history_note(fit: HistoryFit) -> Diagnostic:
+    return Diagnostic(
+        "run.parent_history_trimmed",
+        f"{fit.omitted} of {fit.messages} earlier story messages were left out of the parent's request, oldest first, "
+        f"to fit its context window of {fit.window} tokens ({fit.reply_reserve} kept for the reply, {fit.fixed_tokens} "
+        "for the system prompt, tools and this turn); the log keeps them",
+        details=fit.to_dict(),
     )
 
 

@@ -20,7 +20,7 @@ from roleplay.cli_context import TerminalSafeStream, echo_error, echo_json, home
 from roleplay.errors import RpError
 
 from .loop import AgentLoop, AgentSpec, TurnResult
-from .models.routes import build_model, deprecation_note, resolve_route
+from .models.routes import build_model, deprecation_note, resolve_route, route_context_window
 from .models.types import ChatModel
 from .prompts import ORDER_IDENTITY, PromptAssembly, PromptSection
 from .sessions import SessionService
@@ -32,9 +32,13 @@ CHAT_STEP_LIMIT = 5
 IDENTITY = "You are a helpful, concise assistant talking with the user in a terminal. Answer in the user's language."
 
 
-def chat_spec() -> AgentSpec:
+def chat_spec(context_window: int | None = None) -> AgentSpec:
+    """``context_window``: the route's window; earlier exchanges give way to it, newest kept."""
     return AgentSpec(
-        prompt=PromptAssembly([PromptSection("harness:identity", IDENTITY, ORDER_IDENTITY)]), step_limit=CHAT_STEP_LIMIT, mode="chat"
+        prompt=PromptAssembly([PromptSection("harness:identity", IDENTITY, ORDER_IDENTITY)]),
+        step_limit=CHAT_STEP_LIMIT,
+        mode="chat",
+        context_window=context_window,
     )
 
 
@@ -176,12 +180,19 @@ def _restore_sigint(installed: Any) -> None:
 @click.option("--model", "model_spec", help="Route, e.g. deepseek/deepseek-flash, openai/gpt-4o-mini, or demo (offline).")
 @click.option("--session", "session_id", help="Continue an existing chat session.")
 @click.option("-m", "--message", "messages", multiple=True, help="Send this message instead of reading stdin (repeatable).")
+@click.option(
+    "--context-window",
+    type=click.IntRange(min=1),
+    help="The model's context window in tokens (default: the model's listed one); older exchanges give way to it.",
+)
 @json_option
 @click.pass_context
 @run
-async def chat(ctx: click.Context, model_spec: str | None, session_id: str | None, messages: tuple[str, ...], as_json: bool) -> None:
+async def chat(
+    ctx: click.Context, model_spec: str | None, session_id: str | None, messages: tuple[str, ...], context_window: int | None, as_json: bool
+) -> None:
     """Chat with the configured model; every exchange is saved as a session."""
-    route = resolve_route(model_spec)
+    route = resolve_route(model_spec, {"context_window": context_window} if context_window else None)
     model: ChatModel = build_model(route)
     note = deprecation_note(route)
     async with state_of(ctx).open_store() as store:
@@ -190,7 +201,7 @@ async def chat(ctx: click.Context, model_spec: str | None, session_id: str | Non
             session_id = (await service.create(CHAT_PRESET, title=f"chat with {route.spec}")).id
         else:
             await service.get(session_id)
-        loop = AgentLoop(service, model, chat_spec())
+        loop = AgentLoop(service, model, chat_spec(route_context_window(route)))
         out = _Sink() if as_json else sys.stdout
         if not as_json:
             click.echo(f"session {session_id} · model {model.label}" + (f" · {note}" if note else ""), err=True)

@@ -173,6 +173,9 @@ class ModelRequestLogged(_Payload):
     sections: list[str]
     hash: Annotated[str, Field(min_length=64, max_length=64)]
     tools: list[str] = Field(default_factory=list)
+    # How the earlier turns were fitted to the route's window (``harness.history.HistoryFit``);
+    # absent when no window is known and the whole history was sent.
+    history: dict[str, int] | None = None
     # Sampler settings the request carried (wire names, e.g. a preset's ``temperature``) and its
     # explicit output limit; absent when the request left them to the provider.
     sampling: dict[str, float] | None = None

@@ -22,6 +22,9 @@ Rules kept here:
 - The request always offers the run's visible tools, so the tool list and system prompt stay
   byte-stable for prompt caching (stack.md §2). A per-step mask narrows what may be *called*: a
   masked call gets a ``tool.not_available`` result, which the model sees and can recover from.
+- The request's history is bounded (``harness.history``): the current turn goes whole, earlier
+  turns through the runtime's ``LoopHooks.history`` view, newest whole exchanges first, within
+  the route's context window. The log keeps everything; only the request is shortened.
 - Text and reasoning deltas go to live subscribers as ``assistant/chunk`` notifications. The
   durable ``assistant/message`` carries the whole text.
 """
@@ -36,6 +39,7 @@ from roleplay.clock import IdGenerator
 from roleplay.errors import ConflictError, RpError
 
 from .events import Event, EventDraft
+from .history import HistoryFit, fit_history, reply_reserve, request_fixed_tokens
 from .leases import Lease, run_lease
 from .models.types import (
     ChatMessage,
@@ -81,6 +85,13 @@ class LoopHooks:
         """Inspect or rewrite a response before it is logged; may publish chunks itself."""
         return response
 
+    async def history(self, session_id: str, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The request's view of the earlier turns' surface nodes (the current turn's are always
+        sent whole). A runtime may project them, e.g. to the story's (input, reply) pairs; the
+        log keeps every event. A node it rewrites must get an id of its own: converted messages
+        are cached by (id, seq)."""
+        return nodes
+
     def finished(self, results: list[ToolResultData]) -> bool:
         """True when this step's tool results complete the turn (no further model step). Raising
         an ``RpError`` ends the turn with outcome ``error`` (nothing further can succeed)."""
@@ -97,6 +108,9 @@ class AgentSpec:
     mode: str | None = None
     depth: int = 0
     max_tokens: int | None = None
+    # The route's context window: earlier turns give way to it (``harness.history``). None: no
+    # window is known, and the whole history is sent.
+    context_window: int | None = None
     reasoning_effort: str | None = None
     temperature: float | None = None
     top_p: float | None = None
@@ -116,6 +130,7 @@ class TurnResult:
     error: dict[str, Any] | None = None
     usage: dict[str, int] = field(default_factory=dict)
     tool_results: list[ToolResultData] = field(default_factory=list)
+    history: HistoryFit | None = None  # the last request's history fit (None without a window)
 
 
 class _Aborted(Exception):
@@ -141,6 +156,8 @@ class AgentLoop:
         # ChatMessage per surface node version, reused across the steps of a turn: a long
         # session's history is converted once, not once per step.
         self._converted: dict[tuple[str, int], ChatMessage] = {}
+        self._turn_seq = 0  # the running turn's turn/start seq: later surface nodes are this turn's
+        self._cut = 0  # earlier-history messages left out by this turn's previous steps
 
     # -- public ----------------------------------------------------------------------------------
     async def run_turn(
@@ -189,7 +206,8 @@ class AgentLoop:
         if self.spec.mode:
             start["mode"] = self.spec.mode
         extra = self.spec.hooks.input_events(turn_id)
-        await self._append(session_id, [EventDraft("turn/start", start), EventDraft("user/message", user), *extra])
+        started = await self._append(session_id, [EventDraft("turn/start", start), EventDraft("user/message", user), *extra])
+        self._turn_seq, self._cut = started[0].seq, 0
 
         result = TurnResult(session_id, turn_id, "completed", "", 0)
         called: list[str] = []
@@ -223,10 +241,13 @@ class AgentLoop:
             if mask is not None:
                 callable_now &= set(mask)
         prompt = self.prompt.assemble(PromptContext(session_id, frozenset(self.visible), {"mode": self.spec.mode}))
-        history = (await self.service.projection(session_id, surface_projection)).state["nodes"]
+        nodes = (await self.service.projection(session_id, surface_projection)).state["nodes"]
+        tools = [self.spec.tools.get(n).spec() for n in self.visible]
+        history, fit = await self._history(session_id, prompt.text, tools, nodes)
+        result.history = fit
         request = ModelRequest(
-            messages=[ChatMessage("system", prompt.text)] + self._messages(history),
-            tools=[self.spec.tools.get(n).spec() for n in self.visible],
+            messages=[ChatMessage("system", prompt.text)] + history,
+            tools=tools,
             max_tokens=self.spec.max_tokens,
             reasoning_effort=self.spec.reasoning_effort,
             temperature=self.spec.temperature,
@@ -247,6 +268,7 @@ class AgentLoop:
                         "sections": prompt.section_ids,
                         "hash": prompt.hash,
                         "tools": self.visible,
+                        **({"history": fit.to_dict()} if fit is not None else {}),
                         # What the request asks of the sampler (a preset's settings), as sent
                         # unless the provider's warnings on the answer say otherwise.
                         **({"sampling": request.sampling()} if request.sampling() else {}),
@@ -306,6 +328,29 @@ class AgentLoop:
             result.text = response.text
             return True
         return False
+
+    async def _history(
+        self, session_id: str, system: str, tools: list[Any], nodes: list[dict[str, Any]]
+    ) -> tuple[list[ChatMessage], HistoryFit | None]:
+        """The request's messages after the system prompt: the runtime's view of the earlier
+        turns, fitted to the window (newest whole exchanges), then the current turn whole."""
+        split = len(nodes)
+        while split > 0 and nodes[split - 1]["seq"] > self._turn_seq:
+            split -= 1
+        earlier = self._messages(await self.spec.hooks.history(session_id, nodes[:split]))
+        current = self._messages(nodes[split:])
+        window = self.spec.context_window
+        if window is None:
+            return earlier + current, None
+        cut, fit = fit_history(
+            earlier,
+            window=window,
+            reply_reserve=reply_reserve(window, self.spec.max_tokens),
+            fixed_tokens=request_fixed_tokens(system, tools, current),
+            floor=self._cut,
+        )
+        self._cut = cut
+        return earlier[cut:] + current, fit
 
     def _messages(self, nodes: list[dict[str, Any]]) -> list[ChatMessage]:
         out = []

@@ -1,0 +1,114 @@
+"""Bounding a loop request's history to the route's context window (issue 12).
+
+Without a bound, every step re-sends the whole surface, and a long session overflows the model's
+window (a 128K route near turn 90 of a roleplay story). The loop therefore splits each request's
+history in two:
+
+- the *current turn* (its user message and every step since) is sent whole: the model needs this
+  turn's tool calls and results to go on;
+- the *earlier turns* (after the runtime's ``LoopHooks.history`` view) give way to the window:
+  whole exchanges, newest first, while they fit in the window minus the system prompt, the tool
+  declarations, the current turn and a reply reserve.
+
+An exchange starts at a user message and runs to the next one, so a tool call is never separated
+from its result. The cut is a pure function of the messages and the budget (no clock, no cache
+state), so a replay builds byte-identical requests. Within one turn the cut only moves forward:
+the earlier steps' prefix is reused unchanged as long as it fits, which keeps the provider's
+prompt cache warm between the steps of a turn.
+
+Token counts are the harness estimator's (``models.tokens``): on the safe side of providers' own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+from .models.tokens import count_tokens
+from .models.types import ChatMessage, ToolSpec
+
+# Role markers and chat-template tokens around one message.
+FRAMING_PER_MESSAGE = 4
+# Images are priced from their pixels, which are not read here: a flat allowance near a
+# high-detail 1024×1024 image on OpenAI's scale (the Writer budget uses the same figure).
+IMAGE_TOKENS = 1_536
+# Kept free for the reply when the route sets no output limit (as for the Writer's budget).
+DEFAULT_REPLY_RESERVE = 16_384
+
+# Every step re-fits the same history, and a runtime's loop may live for one turn only: the counts
+# of message texts are memoised (the estimator is a pure function of the text, so this is safe).
+_tokens = lru_cache(maxsize=8192)(count_tokens)
+
+
+def reply_reserve(window: int, max_tokens: int | None) -> int:
+    return max_tokens or min(DEFAULT_REPLY_RESERVE, window // 4)
+
+
+def message_tokens(message: ChatMessage) -> int:
+    content = message.content
+    total = FRAMING_PER_MESSAGE + _tokens(message.text())
+    if not isinstance(content, str):
+        total += IMAGE_TOKENS * sum(1 for b in content if b.get("type") == "image")
+    if message.reasoning:
+        total += _tokens(message.reasoning)
+    for call in message.tool_calls:
+        total += _tokens(call.name) + _tokens(call.arguments)
+    return total
+
+
+def tools_tokens(tools: Sequence[ToolSpec]) -> int:
+    return sum(
+        _tokens(json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters}, ensure_ascii=False)) for t in tools
+    )
+
+
+@dataclass(frozen=True)
+class HistoryFit:
+    """How one request's earlier history was fitted: logged on ``model/request``."""
+
+    window: int
+    reply_reserve: int
+    fixed_tokens: int  # system prompt, tool declarations and the current turn
+    messages: int  # earlier messages offered by the runtime's history view
+    omitted: int  # of those, left out (oldest first)
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "window": self.window,
+            "replyReserve": self.reply_reserve,
+            "fixedTokens": self.fixed_tokens,
+            "messages": self.messages,
+            "omitted": self.omitted,
+        }
+
+
+def exchange_starts(messages: Sequence[ChatMessage]) -> list[int]:
+    """Where each exchange begins: 0, then every user message after the first message."""
+    return [0] + [i for i, m in enumerate(messages) if i > 0 and m.role == "user"]
+
+
+def fit_history(
+    earlier: Sequence[ChatMessage], *, window: int, reply_reserve: int, fixed_tokens: int, floor: int = 0
+) -> tuple[int, HistoryFit]:
+    """The index to keep ``earlier`` from: the newest whole exchanges that fit, never before
+    ``floor`` (the cut an earlier step of the same turn made)."""
+    budget = window - reply_reserve - fixed_tokens
+    cut = len(earlier)
+    spent = 0
+    starts = exchange_starts(earlier) if earlier else []
+    ends = starts[1:] + [len(earlier)]
+    for start, end in zip(reversed(starts), reversed(ends)):
+        if start < floor:
+            break
+        cost = sum(message_tokens(m) for m in earlier[start:end])
+        if spent + cost > budget:
+            break
+        spent += cost
+        cut = start
+    return cut, HistoryFit(window, reply_reserve, fixed_tokens, len(earlier), cut)
+
+
+def request_fixed_tokens(system: str, tools: Sequence[ToolSpec], current: Sequence[ChatMessage]) -> int:
+    return _tokens(system) + FRAMING_PER_MESSAGE + tools_tokens(tools) + sum(message_tokens(m) for m in current)

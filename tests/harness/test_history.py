@@ -1,0 +1,109 @@
+"""The loop's request history fitted to the route's window (issue 12): a plain ``rp chat`` session
+sends its newest whole exchanges only, the current turn always whole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roleplay.harness.chat import chat_spec
+from roleplay.harness.history import exchange_starts, fit_history, message_tokens, reply_reserve, tools_tokens
+from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks
+from roleplay.harness.models.scripted import ScriptedModel
+from roleplay.harness.models.types import ChatMessage, ModelRequest
+from roleplay.harness.prompts import PromptAssembly, PromptSection
+from roleplay.harness.sessions import SessionService
+from roleplay.harness.store import EventStore
+
+from .test_chat import events_of, invoke
+
+pytestmark = pytest.mark.anyio
+LINE = "The lighthouse keeper counts the steps again, one hundred and eight of them, slowly. "
+
+
+def request_tokens(request: ModelRequest) -> int:
+    return sum(message_tokens(m) for m in request.messages) + tools_tokens(request.tools)
+
+
+async def test_a_chat_session_keeps_its_request_under_the_window_with_the_newest_exchanges(store: EventStore) -> None:
+    window = 2_000
+    service = SessionService(store)
+    sid = (await service.create("chat")).id
+    model = ScriptedModel(responder=lambda request: {"text": f"reply {len(request.messages)}: " + LINE * 3})
+    loop = AgentLoop(service, model, chat_spec(window))
+    for n in range(40):
+        result = await loop.run_turn(sid, f"message {n}: " + LINE * 3)
+        assert result.outcome == "completed"
+    limit = window - reply_reserve(window, None)
+    assert all(request_tokens(r) <= limit for r in model.requests)
+    last = model.requests[-1].messages
+    users = [m.text().split(":")[0] for m in last if m.role == "user"]
+    assert users[-1] == "message 39" and 1 < len(users) < 40
+    assert users == [f"message {n}" for n in range(40 - len(users), 40)]  # contiguous, newest kept
+    assert last[1].role == "user"  # whole exchanges: never a reply without its message
+    assert result.history is not None and result.history.omitted == 2 * (40 - len(users))
+    # Later requests carry as many exchanges as the budget allows: the size stops growing.
+    sizes = [request_tokens(r) for r in model.requests[20:]]
+    assert max(sizes) - min(sizes) < 200
+
+
+async def test_without_a_window_the_whole_history_is_sent(store: EventStore) -> None:
+    service = SessionService(store)
+    sid = (await service.create("chat")).id
+    model = ScriptedModel(responder=lambda request: {"text": "ok"})
+    loop = AgentLoop(service, model, chat_spec())
+    for n in range(5):
+        result = await loop.run_turn(sid, f"m{n}")
+    assert len(model.requests[-1].messages) == 1 + 9 and result.history is None
+
+
+class StoryView(LoopHooks):
+    """Earlier turns reduced to their user messages: the hook's view is what the model sees."""
+
+    async def history(self, session_id: str, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [n for n in nodes if n["role"] == "user"]
+
+
+async def test_the_history_hook_sees_only_earlier_turns_and_the_current_turn_stays_whole(store: EventStore) -> None:
+    service = SessionService(store)
+    sid = (await service.create("chat")).id
+    model = ScriptedModel(["first reply", "second reply"])
+    spec = AgentSpec(prompt=PromptAssembly([PromptSection("harness:identity", "x", 0)]), hooks=StoryView())
+    loop = AgentLoop(service, model, spec)
+    await loop.run_turn(sid, "one")
+    await loop.run_turn(sid, "two")
+    assert [(m.role, m.text()) for m in model.requests[-1].messages[1:]] == [("user", "one"), ("user", "two")]
+
+
+def test_exchanges_start_at_user_messages_so_tool_results_stay_with_their_calls() -> None:
+    messages = [
+        ChatMessage("assistant", "opening"),
+        ChatMessage("user", "a"),
+        ChatMessage("assistant", "", tool_calls=[]),
+        ChatMessage("tool", "result", tool_call_id="c1"),
+        ChatMessage("assistant", "done"),
+        ChatMessage("user", "b"),
+        ChatMessage("assistant", "reply"),
+    ]
+    assert exchange_starts(messages) == [0, 1, 5]
+    last_two = sum(message_tokens(m) for m in messages[5:])
+    cut, fit = fit_history(messages, window=last_two, reply_reserve=0, fixed_tokens=0)
+    assert cut == 5 and fit.omitted == 5 and fit.messages == 7
+
+
+def test_rp_chat_cli_logs_the_history_fit_of_a_bounded_route(tmp_path: Path) -> None:
+    env = {"RP_HOME": str(tmp_path)}
+    words = "lighthouse " * 300
+    args = ["chat", "--model", "demo", "--context-window", "2000", "--json"]
+    for n in range(8):
+        args += ["-m", f"{n} {words}"]
+    result = invoke(env, *args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert [t["outcome"] for t in summary["turns"]] == ["completed"] * 8
+    events = events_of(tmp_path, summary["sessionId"])
+    fits = [e.payload["history"] for e in events if e.type == "model/request"]
+    assert len(fits) == 8 and fits[-1]["window"] == 2000 and fits[-1]["omitted"] > 0
