@@ -31,6 +31,7 @@ from roleplay.core.types import (
     Slot,
 )
 from roleplay.errors import ValidationError
+from roleplay.harness.history import DEFAULT_REPLY_RESERVE
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.tokens import count_tokens
 
@@ -513,7 +514,7 @@ def test_writer_budget_takes_the_window_from_the_override_the_route_or_the_model
     system = "You write the story."
     fixed = count_tokens(system) + cb.MESSAGE_FRAMING
     listed = cb.writer_budget(Route("deepseek", "deepseek-flash"), system)
-    assert listed == cb.WindowBudget(1_000_000, cb.DEFAULT_REPLY_RESERVE, fixed)
+    assert listed == cb.WindowBudget(1_000_000, DEFAULT_REPLY_RESERVE, fixed)
     # An explicit output limit is the reserve; images take a flat allowance each.
     capped = cb.writer_budget(Route("deepseek", "deepseek-flash", max_output_tokens=2048), system, images=2)
     assert capped == cb.WindowBudget(1_000_000, 2048, fixed + 2 * cb.IMAGE_TOKENS)

@@ -57,6 +57,7 @@ from typing import Any
 
 from roleplay.canonical import sha256_hex
 from roleplay.errors import ValidationError
+from roleplay.harness.history import IMAGE_TOKENS, reply_reserve
 from roleplay.harness.models.routes import Route, route_context_window
 from roleplay.harness.models.tokens import count_tokens
 
@@ -492,13 +493,9 @@ def normalize_bindings(bindings: Mapping[str, Any] | None) -> dict[str, Any]:
 
 # -- the window ---------------------------------------------------------------------------------
 
-# Kept free for the Writer's answer when its route sets no output limit: a long reply plus a
-# thinking model's reasoning, which counts as output. Never more than a quarter of the window, so
-# a small local model still sees some history.
-DEFAULT_REPLY_RESERVE = 16_384
-# Images are priced by the provider from their pixels, which the build does not read: a flat
-# allowance near a high-detail 1024×1024 image's cost on OpenAI's scale.
-IMAGE_TOKENS = 1_536
+# The reply reserve (a long reply plus a thinking model's reasoning, never more than a quarter of
+# the window) and the flat image allowance are the harness's, shared with the parent's history
+# budget (``harness.history``), so both requests are priced alike.
 # Role markers and chat-template tokens of the Writer's two messages (system, user).
 MESSAGE_FRAMING = 16
 
@@ -537,7 +534,7 @@ def writer_budget(
     if size is None:
         return None
     limit = writer_max_tokens(route, max_tokens)
-    reserve = limit or min(DEFAULT_REPLY_RESERVE, size // 4)
+    reserve = reply_reserve(size, limit)
     fixed = count_tokens(system_prompt) + images * IMAGE_TOKENS + MESSAGE_FRAMING
     return WindowBudget(size, reserve, fixed)
 
