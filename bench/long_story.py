@@ -58,6 +58,7 @@ from roleplay.core.demo import WRITER_MARKER  # noqa: E402
 from roleplay.core.run import play_turn  # noqa: E402
 from roleplay.core.runtime import RoleplayRuntime  # noqa: E402
 from roleplay.core.session_create import StoryRequest, create_story  # noqa: E402
+from roleplay.harness.history import reply_reserve  # noqa: E402
 from roleplay.harness.models.demo import DemoModel  # noqa: E402
 from roleplay.harness.models.routes import Route  # noqa: E402
 from roleplay.harness.models.tokens import count_tokens  # noqa: E402
@@ -77,7 +78,7 @@ SQLITE_BYTES_MAX = 25 * MB
 PG_ROUND_TRIPS_MAX = 30
 PG_OVER_SQLITE_MAX = 1.5
 FLAT_GROWTH_MAX = 1.05  # "flat": at most +5% from the turn the budget filled to the last turn
-FILLED_SHARE = 0.9  # the budget counts as filled once a request reaches 90% of the window
+FILLED_SHARE = 0.9  # the budget counts as filled once a request reaches 90% of what it may spend
 
 INPUTS = (
     "我推开铁门，说我只是想看看灯塔。",
@@ -410,7 +411,9 @@ def flat_after_fill(tokens: dict[int, int], window: int) -> Verdict:
     measure = "parent request tokens flat after the budget fills"
     target = f"≤ +{(FLAT_GROWTH_MAX - 1) * 100:.0f}% after reaching {FILLED_SHARE:.0%} of the window"
     turns = sorted(tokens)
-    filled = next((t for t in turns if tokens[t] >= FILLED_SHARE * window), None)
+    # A request may spend the window less the reply reserve (harness.history), never all of it.
+    capacity = window - reply_reserve(window, None)
+    filled = next((t for t in turns if tokens[t] >= FILLED_SHARE * capacity), None)
     if filled is None:
         return Verdict(measure, target, f"not filled in {turns[-1]:,} turns (max {max(tokens.values()):,})", None)
     later = [t for t in turns if t > filled]
