@@ -38,7 +38,7 @@ from .base import (
 )
 from .faults import postgres_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
-from .texts import MIN_EXTERNAL_BYTES, Externalised, compress, externalise, part_ids, reassemble, texts_column
+from .texts import MIN_EXTERNAL_BYTES, Externalised, compress, event_rows, externalise, part_ids, reassemble, texts_column
 
 try:  # the driver is the optional ``postgres`` extra
     import psycopg
@@ -326,18 +326,7 @@ class PostgresStore(EventStore):
             parts = {
                 pid: bytes(data) for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%s)", (wanted,))
             }
-        loads = json.loads
-        return [
-            Event(
-                session_id,
-                r[0],
-                r[1],
-                reassemble(loads(r[3]), r[5], parts, where=f"{session_id}#{r[0]}") if r[5] else loads(r[3]),
-                r[4],
-                r[2],
-            )
-            for r in rows
-        ]
+        return event_rows(session_id, rows, parts)
 
     async def dump(self) -> list[tuple[Any, ...]]:
         ev = await self._fetchall(

@@ -36,7 +36,7 @@ from .base import (
 )
 from .faults import sqlite_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
-from .texts import MIN_EXTERNAL_BYTES, Externalised, compress, externalise, part_ids, reassemble, texts_column
+from .texts import MIN_EXTERNAL_BYTES, Externalised, compress, event_rows, externalise, part_ids, reassemble, texts_column
 
 T = TypeVar("T")
 
@@ -377,18 +377,7 @@ class SQLiteStore(EventStore):
         exists, rows, parts = await self._read(run)
         if not exists:
             raise session_not_found(session_id)
-        loads = json.loads
-        return [
-            Event(
-                session_id,
-                r[0],
-                r[1],
-                reassemble(loads(r[3]), r[5], parts, where=f"{session_id}#{r[0]}") if r[5] else loads(r[3]),
-                r[4],
-                r[2],
-            )
-            for r in rows
-        ]
+        return event_rows(session_id, rows, parts)
 
     async def dump(self) -> list[tuple[Any, ...]]:
         def run(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:

@@ -30,6 +30,8 @@ from typing import Any, Iterable
 
 from roleplay.errors import RpError
 
+from ..events import Event
+
 # Below this a string stays inline: a reference costs about as much as the text.
 MIN_EXTERNAL_BYTES = 1024
 # A line whose crc32 has these low bits clear ends a part (expected part: ~16 lines).
@@ -175,3 +177,20 @@ def _corrupt(where: str, path: list[Any], why: str) -> RpError:
         pointer=pointer,
         details={"event": where},
     )
+
+
+def event_rows(session_id: str, rows: Iterable[tuple[Any, ...]], parts: dict[int, bytes]) -> list[Any]:
+    """Events from ``(seq, type, v, payload JSON text, created_at, texts)`` rows, the column order
+    both backends select, with any stored text parts put back (and verified)."""
+    loads = json.loads
+    return [
+        Event(
+            session_id,
+            r[0],
+            r[1],
+            reassemble(loads(r[3]), r[5], parts, where=f"{session_id}#{r[0]}") if r[5] else loads(r[3]),
+            r[4],
+            r[2],
+        )
+        for r in rows
+    ]
