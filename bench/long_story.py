@@ -78,7 +78,7 @@ SQLITE_BYTES_MAX = 25 * MB
 PG_ROUND_TRIPS_MAX = 30
 PG_OVER_SQLITE_MAX = 1.5
 FLAT_GROWTH_MAX = 1.05  # "flat": at most +5% from the turn the budget filled to the last turn
-FILLED_SHARE = 0.9  # the budget counts as filled once a request reaches 90% of what it may spend
+FILLED_SHARE = 0.95  # filled: within one exchange or so of what a request may spend (whole exchanges)
 
 INPUTS = (
     "我推开铁门，说我只是想看看灯塔。",
@@ -406,10 +406,10 @@ class Verdict:
 
 
 def flat_after_fill(tokens: dict[int, int], window: int) -> Verdict:
-    """Judged on the sampled turns: from the first one at 90% of the window or more, the rest may
+    """Judged on the sampled turns: from the first one at 95% of what a request may spend (the window less the reply reserve), the rest may
     grow by 5% at most. Not judged when the budget never filled or filled at the last sample."""
     measure = "parent request tokens flat after the budget fills"
-    target = f"≤ +{(FLAT_GROWTH_MAX - 1) * 100:.0f}% after reaching {FILLED_SHARE:.0%} of the window"
+    target = f"≤ +{(FLAT_GROWTH_MAX - 1) * 100:.0f}% after reaching {FILLED_SHARE:.0%} of the window less the reply reserve"
     turns = sorted(tokens)
     # A request may spend the window less the reply reserve (harness.history), never all of it.
     capacity = window - reply_reserve(window, None)
