@@ -40,9 +40,9 @@ def fresh_pg_schema() -> Iterator[str]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-async def sample_story(store, model=None):  # type: ignore[no-untyped-def]
+async def sample_story(store, model=None, **request):  # type: ignore[no-untyped-def]
     """A runtime on ``store`` (with ``model`` as the demo route when given) and a new story on the
-    bundled sample card: ``(runtime, session id)``."""
+    bundled sample card (``request``: more ``StoryRequest`` fields): ``(runtime, session id)``."""
     from roleplay.assets.seeds import ensure_seeds
     from roleplay.assets.service import AssetService
     from roleplay.core.runtime import RoleplayRuntime
@@ -55,5 +55,5 @@ async def sample_story(store, model=None):  # type: ignore[no-untyped-def]
         rt.models[Route("demo", "demo").spec] = model
     await ensure_seeds(rt.assets)
     card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
-    record, _ = await create_story(rt, StoryRequest(card=card))
+    record, _ = await create_story(rt, StoryRequest(card=card, **request))
     return rt, record.id

@@ -30,6 +30,7 @@ from roleplay.harness.store import EventStore
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 from roleplay.state.events import state_document
 from roleplay.testing.fake_openai import FakeReply, serve_fake_openai
+from tests_support import sample_story
 
 pytestmark = pytest.mark.anyio
 DEMO = Route("demo", "demo")
@@ -37,14 +38,6 @@ INPUTS = [
     "我推开铁门：我只是想看看灯塔。", "我帮她擦铜镜。", "我问起晨星号的事。", "我说我在镇上听到了钟声。", "我递给她一壶热茶。",
     "我们一起爬上灯室。", "我提到她的祖父。", "我发誓不会把秘密说出去。", "雾越来越浓，我们点亮了灯。", "天快亮了，我们在栏杆边说话。",
 ]  # fmt: skip
-
-
-async def sample_story(store: EventStore, **kw: Any) -> tuple[RoleplayRuntime, str]:
-    rt = RoleplayRuntime.create(store)
-    await ensure_seeds(rt.assets)
-    card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
-    record, _ = await create_story(rt, StoryRequest(card=card, **kw))
-    return rt, record.id
 
 
 async def story_value(rt: RoleplayRuntime, sid: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from roleplay.harness.models.types import ModelRequest
 from roleplay.harness.store import EventStore
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 from roleplay.state.events import state_document
+from tests_support import sample_story as shared_sample_story
 
 pytestmark = pytest.mark.anyio
 SCRIPTED = Route("scripted", "scripted")
@@ -33,13 +34,10 @@ DRAFT = "雾气漫过栏杆，林汐把灯罩擦得发亮。"
 
 
 async def sample_story(store: EventStore, *replies: Any, **kw: Any) -> tuple[RoleplayRuntime, str, ScriptedModel]:
-    rt = RoleplayRuntime.create(store)
-    await ensure_seeds(rt.assets)
-    card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
-    record, _ = await create_story(rt, StoryRequest(card=card, **kw))
+    rt, sid = await shared_sample_story(store, **kw)
     model = ScriptedModel(replies)
     rt.models[SCRIPTED.spec] = model
-    return rt, record.id, model
+    return rt, sid, model
 
 
 async def story_value(rt: RoleplayRuntime, sid: str) -> dict[str, Any]:

@@ -8,12 +8,8 @@ from typing import Any, AsyncIterator
 
 import pytest
 
-from roleplay.assets.seeds import ensure_seeds
-from roleplay.assets.service import AssetService
 from roleplay.core.profile import apply_profile
 from roleplay.core.run import IDENTITY, play_turn, prepare_run
-from roleplay.core.runtime import RoleplayRuntime
-from roleplay.core.session_create import StoryRequest, create_story
 from roleplay.core.settings import (
     DEFS,
     FEATURES,
@@ -31,18 +27,10 @@ from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import ModelRequest, StreamEvent
 from roleplay.harness.store import EventStore, open_store
 from roleplay.harness.store.migrations import MIGRATIONS
-from roleplay.samples import SAMPLE_CARD, sample_card_bytes
+from tests_support import sample_story
 
 pytestmark = pytest.mark.anyio
 DEMO = Route("demo", "demo")
-
-
-async def sample_story(store: EventStore) -> tuple[RoleplayRuntime, str]:
-    rt = RoleplayRuntime.create(store)
-    await ensure_seeds(rt.assets)
-    card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
-    record, _ = await create_story(rt, StoryRequest(card=card))
-    return rt, record.id
 
 
 class RecordingDemo(DemoModel):

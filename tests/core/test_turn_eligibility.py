@@ -9,28 +9,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from roleplay.assets.seeds import ensure_seeds
-from roleplay.assets.service import AssetService
 from roleplay.cli import cli
 from roleplay.cli_context import CliState
 from roleplay.core.run import play_turn
 from roleplay.core.runtime import RoleplayRuntime
-from roleplay.core.session_create import StoryRequest, create_story
 from roleplay.errors import RpError
 from roleplay.harness.models.routes import Route
 from roleplay.harness.store import EventStore
-from roleplay.samples import SAMPLE_CARD, sample_card_bytes
+from tests_support import sample_story
 
 pytestmark = pytest.mark.anyio
 DEMO = Route("demo", "demo")
-
-
-async def sample_story(store: EventStore) -> tuple[RoleplayRuntime, str]:
-    rt = RoleplayRuntime.create(store)
-    await ensure_seeds(rt.assets)
-    card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
-    record, _ = await create_story(rt, StoryRequest(card=card))
-    return rt, record.id
 
 
 async def refused(rt: RoleplayRuntime, sid: str) -> RpError:
