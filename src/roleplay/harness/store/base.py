@@ -121,6 +121,27 @@ def session_listing_sql(flt: SessionFilter, mark: str, archived_value: Any = Non
     return sql, [*args, flt.limit, flt.offset]
 
 
+def snapshot_upsert_sql(mark: str) -> str:
+    """Save a snapshot unless a newer one is already stored (both dialects; ``mark`` as above)."""
+    values = ",".join([mark] * 6)
+    return (
+        f"INSERT INTO snapshots(session_id, name, version, upto_seq, state, texts) VALUES ({values}) "
+        "ON CONFLICT (session_id, name, version) DO UPDATE SET upto_seq=excluded.upto_seq, state=excluded.state, "
+        "texts=excluded.texts WHERE excluded.upto_seq > snapshots.upto_seq"
+    )
+
+
+def prepare_snapshot(snapshot: Snapshot) -> tuple[str, Externalised | None]:
+    """The snapshot's stored JSON and, for a large one, its texts to keep as parts."""
+    text = json.dumps(snapshot.state, ensure_ascii=False, separators=(",", ":"))
+    external = externalise(snapshot.state) if len(text) >= MIN_EXTERNAL_BYTES else None
+    return (external.stored_json if external else text), external
+
+
+def snapshot_row(snapshot: Snapshot, stored: str, texts: str | None) -> tuple[Any, ...]:
+    return (snapshot.session_id, snapshot.name, snapshot.version, snapshot.upto_seq, stored, texts)
+
+
 def prepare_drafts(drafts: Sequence[EventDraft]) -> list[PreparedEvent]:
     """Validate every draft before any I/O: a bad batch writes nothing."""
     if not isinstance(drafts, (list, tuple)) or not drafts:

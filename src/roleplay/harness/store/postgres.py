@@ -33,12 +33,15 @@ from .base import (
     Snapshot,
     check_page_args,
     conflict,
+    prepare_snapshot,
     session_listing_sql,
+    snapshot_row,
+    snapshot_upsert_sql,
     session_not_found,
 )
 from .faults import postgres_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
-from .texts import MIN_EXTERNAL_BYTES, Externalised, compress, event_rows, externalise, part_ids, reassemble, texts_column
+from .texts import Externalised, compress, event_rows, part_ids, reassemble, texts_column
 
 try:  # the driver is the optional ``postgres`` extra
     import psycopg
@@ -338,25 +341,12 @@ class PostgresStore(EventStore):
 
     # -- snapshots -------------------------------------------------------------------------------
     async def save_snapshot(self, snapshot: Snapshot) -> None:
-        text = json.dumps(snapshot.state, ensure_ascii=False, separators=(",", ":"))
-        external = externalise(snapshot.state) if len(text) >= MIN_EXTERNAL_BYTES else None
+        stored, external = prepare_snapshot(snapshot)
         async with self._connection() as conn, conn.transaction():
             texts = None
             if external is not None:
                 texts = texts_column(external.texts, await _store_parts(conn, [external]))
-            await conn.execute(
-                "INSERT INTO snapshots(session_id, name, version, upto_seq, state, texts) VALUES (%s,%s,%s,%s,%s,%s) "
-                "ON CONFLICT (session_id, name, version) DO UPDATE SET upto_seq=excluded.upto_seq, state=excluded.state, "
-                "texts=excluded.texts WHERE excluded.upto_seq > snapshots.upto_seq",
-                (
-                    snapshot.session_id,
-                    snapshot.name,
-                    snapshot.version,
-                    snapshot.upto_seq,
-                    external.stored_json if external else text,
-                    texts,
-                ),
-            )
+            await conn.execute(snapshot_upsert_sql("%s"), snapshot_row(snapshot, stored, texts))
 
     async def load_snapshot(self, session_id: str, name: str, version: int) -> Snapshot | None:
         row = await self._fetchone(

@@ -31,12 +31,15 @@ from .base import (
     Snapshot,
     check_page_args,
     conflict,
+    prepare_snapshot,
     session_listing_sql,
+    snapshot_row,
+    snapshot_upsert_sql,
     session_not_found,
 )
 from .faults import sqlite_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
-from .texts import MIN_EXTERNAL_BYTES, Externalised, compress, event_rows, externalise, part_ids, reassemble, texts_column
+from .texts import Externalised, compress, event_rows, part_ids, reassemble, texts_column
 
 T = TypeVar("T")
 
@@ -392,27 +395,14 @@ class SQLiteStore(EventStore):
 
     # -- snapshots -------------------------------------------------------------------------------
     async def save_snapshot(self, snapshot: Snapshot) -> None:
-        text = json.dumps(snapshot.state, ensure_ascii=False, separators=(",", ":"))
-        external = externalise(snapshot.state) if len(text) >= MIN_EXTERNAL_BYTES else None
+        stored, external = prepare_snapshot(snapshot)
 
         def run(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             texts = None
             if external is not None:
                 texts = texts_column(external.texts, _store_parts(conn, [external]))
-            conn.execute(
-                "INSERT INTO snapshots(session_id, name, version, upto_seq, state, texts) VALUES (?,?,?,?,?,?) "
-                "ON CONFLICT(session_id, name, version) DO UPDATE SET upto_seq=excluded.upto_seq, state=excluded.state, "
-                "texts=excluded.texts WHERE excluded.upto_seq > snapshots.upto_seq",
-                (
-                    snapshot.session_id,
-                    snapshot.name,
-                    snapshot.version,
-                    snapshot.upto_seq,
-                    external.stored_json if external else text,
-                    texts,
-                ),
-            )
+            conn.execute(snapshot_upsert_sql("?"), snapshot_row(snapshot, stored, texts))
             conn.execute("COMMIT")
 
         await self._write(run)
