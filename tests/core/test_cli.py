@@ -388,3 +388,19 @@ def test_prompt_shows_the_cards_depth_prompt_at_its_depth(tmp_path: Path) -> Non
     assert labels == ["[Writing reply]", "[User]", "[Writing reply]", "[Character's note]", "[User]", "[Writing reply]"]
     assert "[Character's note]\nMira hums when nervous." in conversation  # macros expanded
     assert shown.count("hums when nervous") == 1
+
+
+# -- start-up cost (issue 13 item 8) -------------------------------------------------------------
+
+
+def test_playing_with_the_demo_model_never_imports_the_openai_sdk(tmp_path: Path) -> None:
+    """The SDK costs about a second to import; only a real provider's route loads it."""
+    sid = new_sample(tmp_path, "--model", "demo")["sessionId"]
+    for args, stdin in ((("say", sid, "我敲门。"), b""), (("play", "--session", sid), "我走进去。\n/quit\n".encode())):
+        full = {**os.environ, **CLEAN, "RP_HOME": str(tmp_path)}
+        proc = subprocess.run([sys.executable, "-X", "importtime", *RP[1:], *args], input=stdin, capture_output=True, env=full, timeout=120)
+        err = proc.stderr.decode()
+        assert proc.returncode == 0 and "[demo · offline narration]" in proc.stdout.decode(), err[-2000:]
+        modules = {line.rsplit("|", 1)[1].strip() for line in err.splitlines() if line.startswith("import time:")}
+        assert "roleplay.core.run" in modules  # the trace recorded the turn's imports
+        assert not {m for m in modules if m == "openai" or m.startswith("openai.")}

@@ -4,10 +4,11 @@ Real providers (DeepSeek, any OpenAI-compatible server) run on the ``openai`` SD
 model drives tests; the offline demo model lets a newcomer play without a key. Routes pick one.
 """
 
+from typing import Any
+
 from .demo import DEFAULT_POLICIES, DemoModel, DemoPolicies, register_demo_policy
 from .deepseek import DEEPSEEK_CAPABILITIES, deepseek_model
 from .failures import RetryPolicy
-from .openai_compat import OpenAICompatModel
 from .routes import Route, build_model, parse_route_spec, resolve_route
 from .scripted import ScriptedModel
 from .synthetic import Reply
@@ -27,6 +28,17 @@ from .types import (
     Usage,
     complete,
 )
+
+
+def __getattr__(name: str) -> Any:
+    # The provider on the ``openai`` SDK loads on first use: importing the package (every story
+    # command does) must not cost the SDK's import time.
+    if name == "OpenAICompatModel":
+        from .openai_compat import OpenAICompatModel
+
+        return OpenAICompatModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEEPSEEK_CAPABILITIES",

@@ -9,10 +9,13 @@ registry, not here.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from .failures import RetryPolicy
-from .openai_compat import OpenAICompatModel, Sleep
 from .types import Capabilities
+
+if TYPE_CHECKING:  # the SDK is imported only when a DeepSeek model is built
+    from .openai_compat import OpenAICompatModel, Sleep
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 # Strict function calling ("strict": true) is only honoured on the beta endpoint.
@@ -69,6 +72,8 @@ def deepseek_model(
     # A custom base (a proxy, the fake server) gets its beta path derived from it; the real API's
     # beta URL is known.
     beta = beta_base_url or (DEEPSEEK_BETA_BASE_URL if base_url is None else None)
+    from .openai_compat import OpenAICompatModel
+
     return OpenAICompatModel(
         model=model,
         base_url=base,

@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from roleplay.errors import RpError
 from roleplay.redact import redact_url, redact_urls
 
 from .types import Capabilities
+
+if TYPE_CHECKING:
+    import openai
 
 _KEYLIKE = re.compile(r"\b(sk|rk|pk)-[A-Za-z0-9_\-*]{4,}")
 _UNKNOWN_MODEL = re.compile(
@@ -50,6 +51,8 @@ _TOOLS_UNSUPPORTED = re.compile(
 
 
 def refuses_tools(exc: BaseException) -> bool:
+    import openai  # only a real provider's failures reach here; the SDK is loaded by then
+
     return (
         isinstance(exc, openai.APIStatusError) and 400 <= exc.status_code < 600 and bool(_TOOLS_UNSUPPORTED.search(provider_message(exc)))
     )
@@ -80,6 +83,8 @@ def redact(text: str, secret: str | None) -> str:
 
 
 def is_retryable(exc: BaseException) -> bool:
+    import openai  # only a real provider's failures reach here; the SDK is loaded by then
+
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
@@ -88,6 +93,8 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
+    import openai  # only a real provider's failures reach here; the SDK is loaded by then
+
     if not isinstance(exc, openai.APIStatusError):
         return None
     headers = exc.response.headers
@@ -121,6 +128,8 @@ def map_error(
     attempts: int,
 ) -> RpError:
     """The ``RpError`` for a failed request; ``attempts`` counts the tries already made."""
+    import openai
+
     where = f"{provider} model {model!r} at {redact_url(base_url)}"
     details: dict[str, Any] = {"provider": provider, "model": model, "attempts": attempts}
     raw = redact(provider_message(exc), api_key)

@@ -19,18 +19,22 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from roleplay.errors import RpError
 from roleplay.redact import redact_url
 
-from .deepseek import deepseek_model
 from .demo import DemoModel, DemoPolicies
 from .failures import RetryPolicy
-from .openai_compat import OpenAICompatModel, Sleep
 from .registry import OPENAI_BASE_URL, PROVIDERS, context_window, get_provider, provider_for_model
 from .scripted import ScriptedModel
 from .types import REASONING_EFFORTS, Capabilities, ChatModel
+
+if TYPE_CHECKING:
+    from .openai_compat import Sleep
+
+# The ``openai`` SDK (about a second to import) is loaded only when a real provider's model is
+# built: ``rp --help``, the demo and the scripted model never pay for it.
 
 
 @dataclass(frozen=True)
@@ -253,6 +257,8 @@ def build_model(
     if provider.base_url_env and not route.base_url:
         _check_environment(provider.base_url_env, base_url, header=False)
     if provider.name == "deepseek":
+        from .deepseek import deepseek_model
+
         if not key:
             raise RpError(
                 "model.not_configured",
@@ -274,6 +280,8 @@ def build_model(
             "model.not_configured",
             f"route {route.spec} needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server); or use `--model demo` for the offline demo",
         )
+    from .openai_compat import OpenAICompatModel
+
     return OpenAICompatModel(
         model=route.model,
         base_url=base_url or OPENAI_BASE_URL,
