@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "roleplay"
 LAYERS: dict[str, int] = {
     # shared: no roleplay imports above this line
     "__init__": 0, "errors": 0, "canonical": 0, "clock": 0, "config": 0, "redact": 0,
-    "samples": 0,
+    "samples": 0, "names": 0,
     "harness": 1,
     "cli_context": 1,  # the CLI toolkit of every package's `cli` module: opens stores, maps their faults
     "state": 2, "assets": 2, "guides": 2,

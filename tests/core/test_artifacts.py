@@ -8,17 +8,19 @@ from typing import Any
 import pytest
 
 from roleplay.core.artifacts import ArtifactGenerator, ArtifactInput, ArtifactRegistry
+from roleplay.core.run_context import RpRunDeps
 from roleplay.core.types import CommitContext
 from roleplay.errors import RpError, ValidationError
 
 pytestmark = pytest.mark.anyio
 
 CTX = CommitContext("run1", "turn1", "ses1", "chat", "ep", None, {}, {})
+DEPS = RpRunDeps(mode="chat")
 OPTIONS_SCHEMA = {"type": "object", "properties": {"options": {"type": "array", "items": {"type": "string"}}}, "required": ["options"]}
 
 
 async def run(*gens: ArtifactGenerator, extensions: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[Any]]:
-    return await ArtifactRegistry(gens).run("最终正文", CTX, [{"kind": "state.update"}], extensions or {}, {"svc": 1})
+    return await ArtifactRegistry(gens).run("最终正文", CTX, [{"kind": "state.update"}], extensions or {}, DEPS)
 
 
 async def test_generators_run_in_order_and_see_earlier_outputs() -> None:
@@ -30,7 +32,7 @@ async def test_generators_run_in_order_and_see_earlier_outputs() -> None:
 
     async def second(view: ArtifactInput) -> Any:
         seen.append(("second", dict(view.extensions)))
-        assert view.body == "最终正文" and view.commit is CTX and view.effects == ({"kind": "state.update"},) and view.services["svc"] == 1
+        assert view.body == "最终正文" and view.commit is CTX and view.effects == ({"kind": "state.update"},) and view.run is DEPS
         return ["b"]
 
     final, diagnostics = await run(ArtifactGenerator("rp.first", first, OPTIONS_SCHEMA), ArtifactGenerator("rp.second", second))

@@ -12,6 +12,7 @@ import pytest
 from roleplay.assets.store import AssetRecord, AssetStore
 from roleplay.core.asset_tools import AGENT_ONLY_TOOLS, asset_tools
 from roleplay.core.profile import SESSION_APPLY, apply_profile, profile_of
+from roleplay.core.run_context import RpRunDeps, RunMode
 from roleplay.core.sources import StoreAssetReader
 from roleplay.harness.events import EventDraft
 from roleplay.harness.models.types import ToolCall
@@ -31,12 +32,12 @@ class World:
         self.sid = ""
         self.made: dict[str, AssetRecord] = {}
 
-    async def call(self, name: str, args: dict[str, Any], *, mode: str | None = None, depth: int = 0) -> ToolResultData:
-        services = {} if mode is None else {"rpMode": mode}
-        ctx = ToolContext(self.sid, "turn_1", "step_1", "call_1", depth=depth, services=services)
+    async def call(self, name: str, args: dict[str, Any], *, mode: RunMode | None = None, depth: int = 0) -> ToolResultData:
+        deps = None if mode is None else RpRunDeps(mode=mode)
+        ctx = ToolContext(self.sid, "turn_1", "step_1", "call_1", depth=depth, deps=deps)
         return await self.registry.execute(ToolCall("call_1", name, json.dumps(args, ensure_ascii=False)), ctx)
 
-    async def read(self, args: dict[str, Any], *, mode: str | None = None) -> Any:
+    async def read(self, args: dict[str, Any], *, mode: RunMode | None = None) -> Any:
         out = await self.call("rp_asset_read", args, mode=mode)
         return json.loads(out.content) if out.ok else out.error  # type: ignore[arg-type]
 

@@ -16,11 +16,11 @@ from roleplay.core import commit as commit_module
 from roleplay.core.artifacts import ArtifactGenerator, ArtifactRegistry
 from roleplay.core.commit import (
     COMMIT_KIND,
-    SERVICE_KEY,
     CommitSession,
     check_draft,
     commit_tool,
 )
+from roleplay.core.run_context import RpRunDeps
 from roleplay.core.effects import (
     EffectCapability,
     EffectCheck,
@@ -146,7 +146,7 @@ class Run:
         return state_document(self.tracker)
 
     async def call(
-        self, args: Any, *, others: tuple[str, ...] = (), text: str = "", note: bool = True, services: dict | None = None
+        self, args: Any, *, others: tuple[str, ...] = (), text: str = "", note: bool = True, deps: object = ...
     ) -> ToolResultData:
         self.n += 1
         step, call_id = f"step{self.n}", f"call{self.n}"
@@ -158,9 +158,9 @@ class Run:
             self.session.note_response(step, [c["name"] for c in calls], text)
         self._log("assistant/message", {"messageId": f"m{self.n}", "content": [], "turnId": "turn1", "stepId": step, "toolCalls": calls})
         self._log("tool/call", {"callId": call_id, "name": "rp_commit_turn", "arguments": raw, "turnId": "turn1", "stepId": step})
-        svc = {SERVICE_KEY: self.session} if services is None else services
+        lent = RpRunDeps(mode=self.session.ctx.mode, commit=self.session) if deps is ... else deps
         result = await self.registry.execute(
-            ToolCall(call_id, "rp_commit_turn", raw), ToolContext("ses1", "turn1", step, call_id, services=svc)
+            ToolCall(call_id, "rp_commit_turn", raw), ToolContext("ses1", "turn1", step, call_id, deps=lent)
         )
         self._log("tool/result", {**result.payload(), "turnId": "turn1", "stepId": step})
         return result
@@ -556,7 +556,8 @@ async def test_agent_commit_without_any_body_is_rejected() -> None:
 async def test_unreported_response_and_missing_session_fail_closed() -> None:
     run = Run("chat")
     assert (await run.call(full(), note=False)).error["code"] == "commit.response_unknown"  # type: ignore[index]
-    assert (await run.call(full(), services={})).error["code"] == "commit.no_session"  # type: ignore[index]
+    assert (await run.call(full(), deps=None)).error["code"] == "commit.no_session"  # type: ignore[index]
+    assert (await run.call(full(), deps=RpRunDeps(mode="chat"))).error["code"] == "commit.no_session"  # type: ignore[index]
     assert affection(run) == 10
 
 

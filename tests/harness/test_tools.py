@@ -135,3 +135,12 @@ def test_visible_sets_and_no_spawning_inside_subagents() -> None:
     assert [t.name for t in reg.visible(["spawn", "missing"])] == ["spawn"]
     assert [t.name for t in reg.visible(depth=1)] == ["a"]
     assert reg.visible([]) == []
+
+
+async def test_the_run_s_deps_reach_the_handler_untouched() -> None:
+    lent = object()
+    seen: list[object] = []
+    reg = registry(lambda a, c: seen.append(c.deps) or "ok")
+    await reg.execute(ToolCall("c1", "greet", '{"name": "A"}'), ToolContext("ses", "turn", "step", "c1", deps=lent))
+    await run(reg, '{"name": "B"}')  # a plain chat run lends nothing
+    assert seen[0] is lent and seen[1] is None

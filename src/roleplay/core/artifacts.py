@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -35,6 +35,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from roleplay.canonical import canonical_json
+from roleplay.core.run_context import RpRunDeps
 from roleplay.core.types import CommitContext, Diagnostic
 from roleplay.errors import RpError, ValidationError, pointer_from_parts
 
@@ -50,7 +51,7 @@ class ArtifactInput:
     commit: CommitContext
     effects: tuple[Any, ...]
     extensions: Mapping[str, Any]  # parent-side extensions and earlier generators' outputs
-    services: Mapping[str, Any] = field(default_factory=dict)  # the run's ToolContext.services
+    run: RpRunDeps | None = None  # what the run lent its tools (None outside a roleplay run)
 
 
 Generate = Callable[[ArtifactInput], "Any | Awaitable[Any]"]
@@ -103,7 +104,7 @@ class ArtifactRegistry:
         commit: CommitContext,
         effects: Iterable[Any],
         extensions: Mapping[str, Any],
-        services: Mapping[str, Any] | None = None,
+        run: RpRunDeps | None = None,
     ) -> tuple[dict[str, Any], list[Diagnostic]]:
         """``(final extensions, diagnostics)``. A generator's value replaces a parent-side value
         under the same key: the generator is the authority for the extension it owns."""
@@ -111,7 +112,7 @@ class ArtifactRegistry:
         diagnostics: list[Diagnostic] = []
         frozen_effects = tuple(effects)
         for gen in self._gens.values():
-            view = ArtifactInput(body, commit, frozen_effects, MappingProxyType(dict(final)), MappingProxyType(dict(services or {})))
+            view = ArtifactInput(body, commit, frozen_effects, MappingProxyType(dict(final)), run)
             value, problem = await self._one(gen, view)
             if problem is not None:
                 diagnostics.append(problem)

@@ -5,8 +5,8 @@ A thin adapter over :class:`~roleplay.assets.store.AssetStore` and the ``rp/sess
 harness :class:`~roleplay.harness.tools.Tool` objects and wires the ``rp-session-apply`` command
 and the ``rp/session`` projection into the service (idempotent).
 
-**Mode.** The run puts ``"chat"`` or ``"agent"`` in ``ctx.services["rpMode"]``; anything else, a
-missing key and every sub-agent (depth ≥ 1) count as Chat, the narrower view. The execution layer,
+**Mode.** The run lends its mode in ``RpRunDeps.mode`` (:mod:`roleplay.core.run_context`); a call
+without run dependencies and every sub-agent (depth ≥ 1) count as Chat, the narrower view. The execution layer,
 not the prompt, is the permission boundary ("Chat 的 ``rp_asset_read`` 在执行层以该 profile 为权限
 边界"):
 
@@ -22,7 +22,7 @@ not the prompt, is the permission boundary ("Chat 的 ``rp_asset_read`` 在执�
   :data:`AGENT_ONLY_TOOLS` names it: a Chat run's visible set must leave it out (the spec's Chat
   mask is ``rp_write_turn``, ``rp_commit_turn``, ``rp_asset_read``, ``rp_state_read``). The handler
   check is what makes that hold *by construction* even when an allow-list is wrong: sub-agents get
-  depth 1 and no run services, so they can never write or bind.
+  depth 1 and no run dependencies, so they can never write or bind.
 
 **Large assets.** ``get`` answers with the whole ``data`` only when its compact JSON fits
 ``maxChars``. Anything larger comes back as an outline (``truncated: true``): one level of
@@ -53,6 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from roleplay.core.run_context import run_deps
 from roleplay.core.profile import (
     MAX_LOREBOOKS,
     MAX_WRITING_STYLES,
@@ -80,7 +81,6 @@ from roleplay.assets.store import AssetRecord, AssetStore, not_found, wrong_kind
 READ_TOOL = "rp_asset_read"
 WRITE_TOOL = "rp_asset"
 AGENT_ONLY_TOOLS = frozenset({WRITE_TOOL})
-MODE_KEY = "rpMode"  # ctx.services key the run sets to "chat" or "agent"
 READ_META = "rp-asset/read"
 WRITE_META = "rp-asset/write"
 
@@ -214,7 +214,8 @@ def manifest(profile: SessionProfile) -> dict[str, Any]:
 
 def tool_mode(ctx: ToolContext) -> str:
     """``"agent"`` only for a top-level run the runtime marked as Agent mode."""
-    return "agent" if ctx.depth == 0 and ctx.services.get(MODE_KEY) == "agent" else "chat"
+    deps = run_deps(ctx)
+    return "agent" if ctx.depth == 0 and deps is not None and deps.mode == "agent" else "chat"
 
 
 def _dump(value: Any) -> str:
@@ -561,7 +562,6 @@ def asset_tools(service: SessionService, assets: AssetStore) -> list[Tool]:
 
 __all__ = [
     "AGENT_ONLY_TOOLS",
-    "MODE_KEY",
     "READ_META",
     "READ_TOOL",
     "WRITE_META",

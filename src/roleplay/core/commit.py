@@ -5,7 +5,7 @@ effect and extension registries (:mod:`roleplay.core.commit_schema` documents th
 same schema is the model's declaration and the handler's first validation stage.
 
 **Per-run state** lives in a :class:`CommitSession` that the run owns and hands to the tool as
-``ToolContext.services["rpCommit"]``. The run must:
+``RpRunDeps.commit`` (:mod:`roleplay.core.run_context`). The run must:
 
 * call :meth:`CommitSession.note_response` with every tool name of a model response (and its
   text) before executing its calls (e.g. from ``LoopHooks.on_response``): a commit in a response
@@ -31,7 +31,7 @@ problem at the same pointer as a schema problem is dropped as a duplicate.
 committed), ``commit.no_writer_artifact`` (no successful Writer result to link),
 ``commit.mixed_tools`` (another tool call in the same response), ``commit.response_unknown`` (the
 run never reported the response: fail closed rather than miss a mixed response),
-``commit.no_session`` (the run did not provide ``rpCommit``), and ``commit.stale_state`` /
+``commit.no_session`` (the run lent no commit session), and ``commit.stale_state`` /
 ``commit.stale_context`` (the run's ``live_context_check`` found that the story state or the
 conversation moved since prepare: validating against the frozen state would land a commit the
 ``rp/state`` fold then skips, and the Writer wrote from a conversation that is gone; no repair of
@@ -90,13 +90,13 @@ from roleplay.core.commit_schema import (
 )
 from roleplay.core.commit_schema import full_schema as full_branch
 from roleplay.core.effects import EffectItem, EffectRegistry, ExtensionRegistry
+from roleplay.core.run_context import require_run_deps
 from roleplay.core.types import CommitContext, Diagnostic, WriterArtifact
 from roleplay.errors import Problem, RpError
 from roleplay.harness.tools import Tool, ToolContext, ToolOutput
 
 COMMIT_KIND = "rp-agent/turn-commit"
 META_VERSION = 1
-SERVICE_KEY = "rpCommit"
 MAX_LISTED_PROBLEMS = 40  # in the model-facing message; details always carry all of them
 
 # Failed-draft code by priority: the first component present names the error.
@@ -483,9 +483,10 @@ def commit_tool(
     """
 
     async def handle(args: dict[str, Any], tctx: ToolContext) -> ToolOutput:
-        session = tctx.services.get(SERVICE_KEY)
-        if not isinstance(session, CommitSession):
-            raise RpError("commit.no_session", f"the run provides no commit session (ToolContext.services[{SERVICE_KEY!r}])")
+        deps = require_run_deps(tctx, TOOL_NAME, "commit.no_session")
+        session = deps.commit
+        if session is None:
+            raise RpError("commit.no_session", f"{TOOL_NAME} needs the run's commit session (RpRunDeps.commit is empty)")
         response_text = session.guard(tctx)
         await session.check_live_context()
         ctx = session.ctx
@@ -497,9 +498,7 @@ def commit_tool(
             token = session.keep_failed(draft)
             raise _invalid(problems, f"{TOOL_NAME} was rejected", token=token)
         final_extensions, artifact_diagnostics = (
-            await artifacts.run(check.body, ctx, check.effects, check.extensions, tctx.services)
-            if artifacts is not None
-            else (check.extensions, [])
+            await artifacts.run(check.body, ctx, check.effects, check.extensions, deps) if artifacts is not None else (check.extensions, [])
         )
         diagnostics = [*check.diagnostics, *artifact_diagnostics, *session.step_diagnostics(tctx.step_id)]
         meta = _meta(ctx, draft, check, final_extensions, diagnostics)
@@ -527,7 +526,6 @@ def commit_tool(
 
 __all__ = [
     "COMMIT_KIND",
-    "SERVICE_KEY",
     "CommitOutcome",
     "CommitSession",
     "DraftCheck",

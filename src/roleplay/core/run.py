@@ -61,7 +61,7 @@ from roleplay.harness.tools import ToolResultData
 from roleplay.state.events import state_document
 
 from .chat_draft import commit_for_plain_reply
-from .commit import SERVICE_KEY, CommitSession
+from .commit import CommitSession
 from .context_build import effective_layout, freeze, writer_budget, writer_max_tokens
 from .conversation import project, story_nodes, summary_source_text, text_of_entries
 from .macros import MacroContext, expand
@@ -74,6 +74,7 @@ from .prompts import (
     writer_sections,
 )
 from .replies import replies_projection
+from .run_context import RpRunDeps
 from .runtime import RoleplayRuntime
 from .settings import context_window_for, read_settings
 from .toolfree import parent_model, uncommitted_note
@@ -415,7 +416,7 @@ class RpRun(LoopHooks):
             step_mask=self.step_mask,
             mode="chat",
             context_window=self.p.parent_window,
-            services={"rpWriter": self.writer, SERVICE_KEY: self.commit, "rpMode": "chat", "rpRun": self},
+            deps=RpRunDeps(mode="chat", writer=self.writer, commit=self.commit, run=self),
             hooks=self,
         )
 

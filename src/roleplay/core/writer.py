@@ -30,13 +30,14 @@ from roleplay.harness.models.types import ChatModel
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.subagents import SubagentRequest
 from roleplay.harness.tools import Tool, ToolContext, ToolOutput
+from roleplay.names import WRITE_TURN_TOOL, WRITER_RESULT_KIND
 
 from .macros import MacroContext, MacroStream
+from .run_context import require_run_deps
 from .subagent_run import run_structured
 from .types import FrozenBuild, WriterArtifact
 
 WRITER_PRESET = "rp-writer"
-WRITER_RESULT_KIND = "rp-agent/writer-result"
 WRITER_TIMEOUT = 600.0
 CHUNK = 48  # characters per chunk when a final text is re-sent after a reset
 # Finish reasons that mean the provider refused or filtered the generation (OpenAI-compatible).
@@ -62,7 +63,7 @@ WRITE_SCHEMA_AGENT: dict[str, Any] = {
 
 @dataclass
 class WriterSlot:
-    """The per-run Writer state the tool reads and fills (``ToolContext.services["rpWriter"]``)."""
+    """The per-run Writer state the tool reads and fills (``RpRunDeps.writer``)."""
 
     build: FrozenBuild
     system_prompt: str
@@ -146,9 +147,9 @@ async def _finish_reason(service: SessionService, child_id: str) -> str | None:
 
 def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidance: str | None = None) -> Tool:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        slot: WriterSlot | None = ctx.services.get("rpWriter")
+        slot = require_run_deps(ctx, WRITE_TURN_TOOL, "writer.no_run").writer
         if slot is None:
-            raise RpError("writer.no_run", "rp_write_turn is only available inside a roleplay run")
+            raise RpError("writer.no_run", "rp_write_turn is only available in a run that lends it a Writer slot")
         if slot.artifact is not None:
             raise RpError(
                 "writer.already_written",
@@ -231,7 +232,7 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
         )
 
     return Tool(
-        "rp_write_turn",
+        WRITE_TURN_TOOL,
         "Start the fresh Writer sub-agent for this turn. It writes the narrative reply from the frozen story context.",
         WRITE_SCHEMA_AGENT if agent_mode else WRITE_SCHEMA_CHAT,
         handler,

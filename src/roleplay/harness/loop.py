@@ -116,7 +116,7 @@ class AgentSpec:
     top_p: float | None = None
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
-    services: dict[str, Any] = field(default_factory=dict)  # handed to tools via ToolContext
+    deps: object = None  # handed to tools as ToolContext.deps; opaque to the harness
     hooks: LoopHooks = field(default_factory=LoopHooks)
 
 
@@ -306,7 +306,7 @@ class AgentLoop:
                         )
                     ],
                 )
-                ctx = ToolContext(session_id, turn_id, step_id, call.id, self.spec.depth, abort, self.spec.services)
+                ctx = ToolContext(session_id, turn_id, step_id, call.id, self.spec.depth, abort, self.spec.deps)
                 try:
                     outcome = await self._race(self.spec.tools.execute(call, ctx, visible=callable_now), abort)
                 except _Aborted:

@@ -25,7 +25,7 @@ import asyncio
 import inspect
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable
 
 from jsonschema import Draft202012Validator
@@ -50,7 +50,9 @@ class ToolContext:
     call_id: str
     depth: int = 0  # 0 for a top-level run, 1 inside a sub-agent: spawning tools refuse at depth ≥ 1
     abort: asyncio.Event | None = None
-    services: dict[str, Any] = field(default_factory=dict)
+    # What the run lends its tools (``AgentSpec.deps``), opaque to the harness: a roleplay run puts
+    # its typed dependencies here and its tools narrow them; ``rp chat`` has none.
+    deps: object = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,68 @@
+"""Roleplay names that more than one module must spell the same way: tool names, command names,
+event (result meta) kinds, effect kinds, projection names and message-source markers.
+
+Each is written here once and imported everywhere else; ``tests/test_names.py`` fails on any of
+these values written as a string literal elsewhere under ``src/``. This module sits in the shared
+layer so that every layer that uses a name (state, core, the test support) can import it. The
+harness's own native event types (``assistant/message``, ``command/done``, …) are the harness
+vocabulary in ``harness/events.py``, not roleplay names.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- model-facing tools ---------------------------------------------------------------------------
+WRITE_TURN_TOOL: Final = "rp_write_turn"
+COMMIT_TURN_TOOL: Final = "rp_commit_turn"
+ASSET_READ_TOOL: Final = "rp_asset_read"
+ASSET_WRITE_TOOL: Final = "rp_asset"  # Agent mode only
+STATE_READ_TOOL: Final = "rp_state_read"
+STATE_CONFIGURE_TOOL: Final = "rp_state"  # Agent mode only
+
+# -- harness commands ---------------------------------------------------------------------------
+SESSION_APPLY_COMMAND: Final = "rp-session-apply"  # profile changes (bindings, runtime, context build)
+STATE_CONFIGURE_COMMAND: Final = "rp-state-configure"  # explicit state configuration
+
+# -- event kinds: the ``meta.kind`` of a tool result ----------------------------------------------
+TURN_COMMIT_KIND: Final = "rp-agent/turn-commit"  # a successful rp_commit_turn
+WRITER_RESULT_KIND: Final = "rp-agent/writer-result"  # a successful rp_write_turn
+ASSET_READ_KIND: Final = "rp-asset/read"
+ASSET_WRITE_KIND: Final = "rp-asset/write"
+STATE_CONFIGURE_KIND: Final = "rp-state/configure"
+
+# -- effect kinds (the commit's ``effects[].kind``) -----------------------------------------------
+STATE_UPDATE_EFFECT: Final = "state.update"
+
+# -- projections ----------------------------------------------------------------------------------
+STATE_PROJECTION: Final = "rp/state"
+STATE_ACTIVITY_PROJECTION: Final = "rp/state/activity"
+SESSION_PROJECTION: Final = "rp/session"
+REPLIES_PROJECTION: Final = "rp/replies"
+
+# -- ``source`` markers on messages the runtime writes ----------------------------------------------
+RUN_CONTEXT_SOURCE: Final = "rpRunContext"  # a run's <roleplay_request> user message
+OPENING_SOURCE: Final = "rpOpening"  # the card's opening message
+
+__all__ = [
+    "ASSET_READ_KIND",
+    "ASSET_READ_TOOL",
+    "ASSET_WRITE_KIND",
+    "ASSET_WRITE_TOOL",
+    "COMMIT_TURN_TOOL",
+    "OPENING_SOURCE",
+    "REPLIES_PROJECTION",
+    "RUN_CONTEXT_SOURCE",
+    "SESSION_APPLY_COMMAND",
+    "SESSION_PROJECTION",
+    "STATE_ACTIVITY_PROJECTION",
+    "STATE_CONFIGURE_COMMAND",
+    "STATE_CONFIGURE_KIND",
+    "STATE_CONFIGURE_TOOL",
+    "STATE_PROJECTION",
+    "STATE_READ_TOOL",
+    "STATE_UPDATE_EFFECT",
+    "TURN_COMMIT_KIND",
+    "WRITER_RESULT_KIND",
+    "WRITE_TURN_TOOL",
+]
