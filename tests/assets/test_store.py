@@ -267,3 +267,15 @@ async def test_defaults_per_kind(assets: AssetStore) -> None:
     assert exc.value.code == "asset.default_unsupported"
     await assets.delete(a.id)
     assert await assets.get_default("persona") is None  # no silent replacement
+
+
+async def test_revisions_reads_the_current_revision_of_the_assets_that_exist(assets: AssetStore) -> None:
+    a = await assets.create("persona", persona("A"))
+    b = await assets.create("persona", persona("B"))
+    await assets.update(b.id, persona("B2"), expected_revision=1)
+    gone = await assets.create("persona", persona("C"))
+    await assets.delete(gone.id)
+    assert await assets.revisions([b.id, a.id, gone.id, "ast_never", a.id]) == {a.id: 1, b.id: 2}
+    assert await assets.revisions([]) == {}
+    many = [a.id, *(f"ast_{i:05d}" for i in range(1200))]  # more ids than one IN list holds
+    assert await assets.revisions(many) == {a.id: 1}

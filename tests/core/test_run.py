@@ -300,3 +300,20 @@ async def test_a_presets_samplers_reach_the_recorded_writer_request(store: Event
     assert result.prepared.build.window is not None
     assert (result.prepared.build.window.window, result.prepared.build.window.reply_reserve) == (8000, 777)
     await rt.aclose()
+
+
+async def test_a_source_asset_edited_after_prepare_makes_the_commit_stale(store: EventStore) -> None:
+    from roleplay.core.run import RpRun, prepare_run
+
+    rt, sid = await sample_story(store)
+    prepared = await prepare_run(rt, sid, "我问起钟声。", parent_route=DEMO)
+    run = RpRun(rt, prepared)
+    live = prepared.sources.live_revisions
+    assert live and await run.commit.stale_sources() == []
+    asset_id = sorted(live)[0]
+    record = await rt.assets.get(asset_id)
+    await rt.assets.update(asset_id, record.data, expected_revision=record.revision)
+    problems = await run.commit.stale_sources()
+    assert [(p.code, p.details["assetId"], p.details["expected"], p.details["current"]) for p in problems] == [
+        ("commit.stale_source", asset_id, live[asset_id], live[asset_id] + 1)
+    ]

@@ -28,7 +28,7 @@ import hashlib
 import json
 import re
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -44,6 +44,7 @@ MAX_DATA_BYTES = 32 * 1024 * 1024
 MAX_BLOB_BYTES = 32 * 1024 * 1024
 MAX_PAGE = 500
 ID_PREFIX = "ast_"
+_IN_BATCH = 500  # ids per `IN (…)` list: under SQLite's bound-parameter limit
 # Blob roles the store's own services write; the public ``put_blob`` refuses them so that, e.g.,
 # the isolated-prompt trust flag can only change through the user-side trust API.
 RESERVED_ROLES = frozenset({"isolated-prompts", "source", "migration-report"})
@@ -263,6 +264,18 @@ class AssetTx:
         row = await self.conn.fetchone(f"SELECT {_COLS} FROM assets WHERE id=?{self._lock_suffix(for_update)}", (asset_id,))
         return _record(row) if row else None
 
+    async def revisions(self, asset_ids: Iterable[str]) -> dict[str, int]:
+        """The current revision of each of these assets that exists (a missing id is left out).
+        Reads the revision column only: a big lorebook's data is megabytes."""
+        ids = sorted(set(asset_ids))
+        found: dict[str, int] = {}
+        for start in range(0, len(ids), _IN_BATCH):
+            batch = ids[start : start + _IN_BATCH]
+            marks = ",".join("?" * len(batch))
+            for asset_id, revision in await self.conn.fetchall(f"SELECT id, revision FROM assets WHERE id IN ({marks})", tuple(batch)):
+                found[asset_id] = int(revision)
+        return found
+
     async def by_seed_key(self, seed_key: str) -> AssetRecord | None:
         row = await self.conn.fetchone(f"SELECT {_COLS} FROM assets WHERE seed_key=?", (seed_key,))
         return _record(row) if row else None
@@ -461,6 +474,11 @@ class AssetStore:
                 return await body(AssetTx(_PgConn(conn), now, "postgresql"))
 
     # -- reads ----------------------------------------------------------------------------------
+    async def revisions(self, asset_ids: Iterable[str]) -> dict[str, int]:
+        """``{id: current revision}`` for those of ``asset_ids`` that exist, in one read."""
+        ids = list(asset_ids)
+        return await self.read(lambda tx: tx.revisions(ids)) if ids else {}
+
     async def get(self, asset_id: str, *, kind: str | None = None) -> AssetRecord:
         record = await self.read(lambda tx: tx.get(asset_id))
         if record is None:

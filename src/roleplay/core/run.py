@@ -393,19 +393,9 @@ class RpRun(LoopHooks):
 
     async def _changed_revisions(self, live: dict[str, Any]) -> dict[str, Any]:
         """Assets whose revision moved since prepare (a commit must not land on stale sources).
-        Reads the revision column only: the data of a big lorebook is megabytes."""
-        ids = sorted(live)
-
-        async def body(tx: Any) -> dict[str, int]:
-            found: dict[str, int] = {}
-            for asset_id in ids:
-                row = await tx.conn.fetchone("SELECT revision FROM assets WHERE id=?", (asset_id,))
-                if row is not None:
-                    found[asset_id] = int(row[0])
-            return found
-
-        current = await self.rt.assets.read(body) if ids else {}
-        return {a: current.get(a) for a in ids if current.get(a) != live[a]}
+        A deleted asset reads as ``None``."""
+        current = await self.rt.assets.revisions(live)
+        return {a: current.get(a) for a in sorted(live) if current.get(a) != live[a]}
 
     def spec(self) -> AgentSpec:
         return AgentSpec(
