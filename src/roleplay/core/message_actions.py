@@ -1,10 +1,21 @@
-"""Message operations on the surface: delete from a message to the end, undo the last turn.
+"""Message operations on the surface: copy, edit, delete from a message to the end, delete a
+failed turn, undo the last turn.
 
-The spec (数据所有权与消息实体): deleting runs from the selected visible message to the end of
-the conversation. The full target list goes into ``rpMessageAction`` and one *empty* native
-``assistant/message`` with a ``suffix`` replacement masks that suffix atomically; the empty
-carrier projects to nothing. Every committed entity in the range is retracted by the entity
-rules (``harness.entities``), so State rebuilds from the remaining replies.
+The spec (数据所有权与消息实体, 生命周期约束):
+- **Delete** runs from the selected visible message to the end of the conversation. The full
+  target list goes into ``rpMessageAction`` and one *empty* native ``assistant/message`` with a
+  ``suffix`` replacement masks that suffix atomically; the empty carrier projects to nothing.
+  Every committed entity in the range is retracted by the entity rules (``harness.entities``), so
+  State rebuilds from the remaining replies.
+- **Deleting a failed reply** keeps the user message that triggered it and cuts from the failed
+  model output on; with no model output and nothing after it, it only hides the failure (a carrier
+  with a ``kind: "turn"`` target and no replacement).
+- **Edit** is a same-type single-node replacement: the message keeps its id, its model source, its
+  non-text blocks and the effects it owns (ownership migrates, ``harness.entities``); an edit of a
+  committed reply never repeats its effects and runs no text transformer.
+
+Targets come from the ``rp-turn-surface`` fold (``core.turn_surface``): blank or tool-only model
+messages and run-context messages are never targets; compacted ones answer ``message.not_found``.
 
 Every action takes the session's run lease (``run.busy`` while a turn runs): a run prepares its
 context and commits against the log it read, so the log must not move under it. The targets are
@@ -13,6 +24,7 @@ computed from the surface at one head and the append is a CAS on that same head.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from roleplay.errors import NotFoundError, RpError
@@ -20,58 +32,157 @@ from roleplay.harness.events import EventDraft
 from roleplay.harness.leases import run_lease
 from roleplay.harness.projections import Loaded
 from roleplay.harness.surface import SURFACE
+from roleplay.names import RUN_CONTEXT_SOURCE
 
-from .run import RUN_CONTEXT
+from .action_meta import ACTION_KEY, action_metadata, message_target, turn_target
 from .runtime import RoleplayRuntime
+from .turn_surface import COMPACTED, LIVE, outcome, turn_surface_projection
 
-ACTION_VERSION = 1
+ACTION_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Views:
+    """The surface and the turn fold, read at one head."""
+
+    surface: Loaded
+    turns: dict[str, Any]
+
+    @property
+    def head(self) -> int:
+        return self.surface.upto_seq
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        return self.surface.state["nodes"]
+
+
+async def read_views(rt: RoleplayRuntime, session_id: str) -> Views:
+    surface = await rt.service.projection(session_id, SURFACE)
+    turns = await rt.service.projection(session_id, turn_surface_projection)
+    if turns.upto_seq != surface.upto_seq:  # a write landed between the two reads: read both again
+        surface = await rt.service.projection(session_id, SURFACE)
+        turns = await rt.service.projection(session_id, turn_surface_projection)
+    return Views(surface, turns.state)
+
+
+def target_message(views: Views, message_id: str) -> dict[str, Any]:
+    """The live action-target message ``message_id`` (its turn-fold record), or a stable error."""
+    record = views.turns["messages"].get(message_id)
+    on_surface = any(n["id"] == message_id for n in views.nodes)
+    if record is None and on_surface:
+        node = next(n for n in views.nodes if n["id"] == message_id)
+        if node.get("kind") == "compaction/summary":
+            raise RpError("message.not_deletable", "a compaction summary cannot be edited, deleted or regenerated", pointer="/messageId")
+        raise RpError(
+            "message.not_a_target",
+            f"message {message_id!r} is not a message you can act on (a blank or tool-only model step, or the run context)",
+            pointer="/messageId",
+        )
+    if record is None or record["status"] != LIVE or not on_surface:
+        why = "was compacted into a summary" if record is not None and record["status"] == COMPACTED else "is not on the current surface"
+        raise NotFoundError("message.not_found", f"message {message_id!r} {why}", pointer="/messageId")
+    return record
+
+
+async def message_text(rt: RoleplayRuntime, session_id: str, message_id: str) -> str:
+    """Copy: the message's text as the user sees it."""
+    views = await read_views(rt, session_id)
+    target_message(views, message_id)
+    node = next(n for n in views.nodes if n["id"] == message_id)
+    return "".join(b.get("text", "") for b in node["content"] if b.get("type") == "text")
+
+
+# -- delete ------------------------------------------------------------------------------------------
 
 
 async def delete_from(rt: RoleplayRuntime, session_id: str, message_id: str) -> list[str]:
-    """Mask ``message_id`` and everything after it; returns the masked message ids."""
+    """Mask ``message_id`` and everything after it; returns the masked message ids. Deleting a
+    failed turn's reply keeps the user message that triggered it (:func:`delete_turn`)."""
     async with run_lease(rt.store, session_id):
-        return await _delete_from(rt, session_id, await _surface(rt, session_id), message_id)
+        views = await read_views(rt, session_id)
+        record = target_message(views, message_id)
+        turn = views.turns["turns"][record["turnId"]]
+        if record["role"] == "assistant" and outcome(turn) not in ("committed", "uncommitted"):
+            return await _delete_failed(rt, session_id, views, turn)
+        return await _delete_from(rt, session_id, views, message_id)
 
 
-async def _surface(rt: RoleplayRuntime, session_id: str) -> Loaded:
-    return await rt.service.projection(session_id, SURFACE)
-
-
-async def _delete_from(rt: RoleplayRuntime, session_id: str, surface: Loaded, message_id: str) -> list[str]:
-    nodes = surface.state["nodes"]
+async def _delete_from(
+    rt: RoleplayRuntime, session_id: str, views: Views, message_id: str, *, kind: str = "delete", extra: dict[str, Any] | None = None
+) -> list[str]:
+    nodes = views.nodes
     index = next((i for i, n in enumerate(nodes) if n["id"] == message_id), None)
     if index is None:
         raise NotFoundError("message.not_found", f"message {message_id!r} is not on the current surface", pointer="/messageId")
     if nodes[index].get("kind") == "compaction/summary":
         raise RpError("message.not_deletable", "a compaction summary cannot be deleted", pointer="/messageId")
-    targets = [n["id"] for n in nodes[index:]]
-    action: dict[str, Any] = {"v": ACTION_VERSION, "kind": "delete", "targets": targets}
-    await rt.service.append(
-        session_id,
-        [
-            EventDraft(
-                "assistant/message",
-                {
-                    "messageId": rt.ids("msg_"),
-                    "content": [],
-                    "source": {"rpMessageAction": action},
-                    "surfaceOp": {"op": "replace", "range": "suffix", "targetMessageId": message_id},
-                },
-            )
-        ],
-        expected_seq=surface.upto_seq,
-    )
+    targets = [n["id"] for n in nodes[index:] if n["role"] in ("user", "assistant")]
+    await _append_carrier(rt, session_id, views, message_id, action_metadata(kind, [message_target(t) for t in targets], **(extra or {})))
+    return targets
+
+
+async def _append_carrier(rt: RoleplayRuntime, session_id: str, views: Views, target: str | None, action: dict[str, Any]) -> None:
+    payload: dict[str, Any] = {"messageId": rt.ids("msg_"), "content": [], "source": {ACTION_KEY: action}}
+    if target is not None:
+        payload["surfaceOp"] = {"op": "replace", "range": "suffix", "targetMessageId": target}
+    await rt.service.append(session_id, [EventDraft("assistant/message", payload)], expected_seq=views.head)
+
+
+async def delete_turn(rt: RoleplayRuntime, session_id: str, turn_id: str) -> list[str]:
+    """Delete a turn as a ``kind: "turn"`` target: a failed one keeps its user message (see
+    :func:`delete_from`), any other is deleted from its first input to the end."""
+    async with run_lease(rt.store, session_id):
+        views = await read_views(rt, session_id)
+        turn = views.turns["turns"].get(turn_id)
+        if turn is None:
+            raise NotFoundError("turn.not_found", f"no turn {turn_id!r} in this session", pointer="/turnId")
+        if outcome(turn) not in ("committed", "uncommitted"):
+            return await _delete_failed(rt, session_id, views, turn)
+        first = next((m for m in [*turn["inputs"], *turn["replies"]] if views.turns["messages"][m]["status"] == LIVE), None)
+        if first is None:
+            raise NotFoundError("turn.not_found", f"turn {turn_id!r} is no longer on the conversation", pointer="/turnId")
+        return await _delete_from(rt, session_id, views, first)
+
+
+async def _delete_failed(rt: RoleplayRuntime, session_id: str, views: Views, turn: dict[str, Any]) -> list[str]:
+    """Keep the turn's user input; cut from the first node the failed attempt added after it (its
+    run context, model output and tool results), else from whatever follows the turn; with
+    nothing after the input, only hide the failure."""
+    if outcome(turn) == "open":
+        raise RpError("message.turn_open", f"turn {turn['turnId']} has not ended; it cannot be deleted as a failure", pointer="/turnId")
+    ids = [n["id"] for n in views.nodes]
+    inputs = set(turn["inputs"])
+    own = [i for i, node_id in enumerate(ids) if node_id in turn["nodes"] and node_id not in inputs]
+    last_input = max((i for i, node_id in enumerate(ids) if node_id in inputs), default=None)
+    start = own[0] if own else (last_input + 1 if last_input is not None and last_input + 1 < len(ids) else None)
+    if start is None or ids[start].startswith("tool:"):
+        start = None if start is None else next((i for i in range(start, len(ids)) if not ids[i].startswith("tool:")), None)
+    targets = [n["id"] for n in views.nodes[start:] if n["role"] in ("user", "assistant")] if start is not None else []
+    action = action_metadata("delete", [turn_target(turn["turnId"]), *(message_target(t) for t in targets)])
+    await _append_carrier(rt, session_id, views, ids[start] if start is not None else None, action)
     return targets
 
 
 async def undo_last_turn(rt: RoleplayRuntime, session_id: str) -> list[str]:
     """Delete the last user turn: from its input message (not the run context) to the end."""
     async with run_lease(rt.store, session_id):
-        surface = await _surface(rt, session_id)
-        for node in reversed(surface.state["nodes"]):
-            if node["role"] == "user" and (node.get("source") or {}).get(RUN_CONTEXT) is None and node.get("kind") is None:
-                return await _delete_from(rt, session_id, surface, node["id"])
+        views = await read_views(rt, session_id)
+        for node in reversed(views.nodes):
+            record = views.turns["messages"].get(node["id"])
+            if record is not None and record["role"] == "user" and record["status"] == LIVE:
+                return await _delete_from(rt, session_id, views, node["id"])
+            if (
+                node["role"] == "user"
+                and record is None
+                and node.get("kind") is None
+                and not (node.get("source") or {}).get(RUN_CONTEXT_SOURCE)
+            ):
+                return await _delete_from(rt, session_id, views, node["id"])  # a user message outside any turn
     raise RpError("message.nothing_to_undo", "there is no user turn to undo")
+
+
+# -- edit --------------------------------------------------------------------------------------------
 
 
 async def edit_message(rt: RoleplayRuntime, session_id: str, message_id: str, text: str) -> None:
@@ -81,14 +192,14 @@ async def edit_message(rt: RoleplayRuntime, session_id: str, message_id: str, te
     effect the reply owns (ownership migrates to the new event), and runs no text transformer.
     """
     async with run_lease(rt.store, session_id):
-        surface = await _surface(rt, session_id)
-        await _edit(rt, session_id, surface, message_id, text)
+        views = await read_views(rt, session_id)
+        await edit_in(rt, session_id, views, message_id, text)
 
 
-async def _edit(rt: RoleplayRuntime, session_id: str, surface: Loaded, message_id: str, text: str) -> None:
-    node = next((n for n in surface.state["nodes"] if n["id"] == message_id), None)
-    if node is None or node["role"] not in ("user", "assistant"):
-        raise NotFoundError("message.not_found", f"message {message_id!r} is not an editable message on the surface", pointer="/messageId")
+async def edit_in(rt: RoleplayRuntime, session_id: str, views: Views, message_id: str, text: str) -> None:
+    """The edit, under a lease the caller holds, against ``views``."""
+    target_message(views, message_id)
+    node = next(n for n in views.nodes if n["id"] == message_id)
     if not text.strip():
         raise RpError("message.empty_edit", "an edit needs text; delete the message instead", pointer="/text")
     blocks = [b for b in node["content"] if b.get("type") != "text"]
@@ -98,14 +209,18 @@ async def _edit(rt: RoleplayRuntime, session_id: str, surface: Loaded, message_i
         + [b for b in blocks if b.get("type") == "image"]
     )
     source = dict(node.get("source") or {})
-    source["rpMessageAction"] = {"v": ACTION_VERSION, "kind": "edit", "targets": [message_id]}
+    source[ACTION_KEY] = action_metadata("edit", [message_target(message_id)])
     payload: dict[str, Any] = {
         "messageId": rt.ids("msg_"),
         "content": content,
         "source": source,
         "surfaceOp": {"op": "replace", "range": "node", "targetMessageId": message_id},
     }
+    kind = "user/message" if node["role"] == "user" else "assistant/message"
     if node.get("toolCalls"):
         payload["toolCalls"] = node["toolCalls"]
-    kind = "user/message" if node["role"] == "user" else "assistant/message"
-    await rt.service.append(session_id, [EventDraft(kind, payload)], expected_seq=surface.upto_seq)
+    if kind == "assistant/message":
+        original = await rt.service.events(session_id, after_seq=node["seq"] - 1, until_seq=node["seq"])
+        if original and original[0].payload.get("model") is not None:
+            payload["model"] = original[0].payload["model"]  # the model source stays the reply's
+    await rt.service.append(session_id, [EventDraft(kind, payload)], expected_seq=views.head)
