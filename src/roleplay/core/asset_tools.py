@@ -67,6 +67,7 @@ from roleplay.core.sources import StoreAssetReader
 from roleplay.errors import ConflictError, Problem, RpError, ValidationError
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.tools import Tool, ToolContext, ToolOutput
+from roleplay.names import ASSET_READ_KIND, ASSET_READ_TOOL, ASSET_WRITE_KIND, ASSET_WRITE_TOOL
 from roleplay.state.pointers import (
     MISSING,
     PointerError,
@@ -78,11 +79,11 @@ from roleplay.state.pointers import (
 from roleplay.assets.kinds import KINDS, validate_asset_data
 from roleplay.assets.store import AssetRecord, AssetStore, not_found, wrong_kind
 
-READ_TOOL = "rp_asset_read"
-WRITE_TOOL = "rp_asset"
+READ_TOOL = ASSET_READ_TOOL
+WRITE_TOOL = ASSET_WRITE_TOOL
 AGENT_ONLY_TOOLS = frozenset({WRITE_TOOL})
-READ_META = "rp-asset/read"
-WRITE_META = "rp-asset/write"
+READ_META = ASSET_READ_KIND
+WRITE_META = ASSET_WRITE_KIND
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100

@@ -37,6 +37,7 @@ from roleplay.harness.chat import stream_turn
 from roleplay.harness.models.routes import Route, resolve_route
 from roleplay.harness.prompts import PromptAssembly, PromptContext
 from roleplay.harness.surface import SURFACE
+from roleplay.names import ASSET_READ_TOOL, COMMIT_TURN_TOOL, STATE_PROJECTION, STATE_READ_TOOL, WRITE_TURN_TOOL
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 from roleplay.state.events import activity_document, state_document
 
@@ -367,7 +368,7 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
         route = await resolve_session_route(rt, session_id, model_spec)
         p = await prepare_run(rt, session_id, text, parent_route=route)
     parent_system = PromptAssembly(p.parent_system_sections).assemble(
-        PromptContext(session_id, frozenset({"rp_write_turn", "rp_commit_turn", "rp_asset_read", "rp_state_read"}))
+        PromptContext(session_id, frozenset({WRITE_TURN_TOOL, COMMIT_TURN_TOOL, ASSET_READ_TOOL, STATE_READ_TOOL}))
     )
     view = {
         "writer": {"route": p.writer_route.spec, "system": p.writer_system, "user": p.build.writer_prompt,
@@ -417,7 +418,7 @@ async def _turn(rt: RoleplayRuntime, session_id: str, text: str, route: Route, o
 
 
 async def _state(rt: RoleplayRuntime, session_id: str) -> dict[str, Any]:
-    tracker = (await rt.service.projection(session_id, "rp/state")).state
+    tracker = (await rt.service.projection(session_id, STATE_PROJECTION)).state
     doc = state_document(tracker)
     return {
         "values": {name: ns["value"] for name, ns in doc.get("namespaces", {}).items()},

@@ -94,8 +94,9 @@ from roleplay.core.run_context import require_run_deps
 from roleplay.core.types import CommitContext, Diagnostic, WriterArtifact
 from roleplay.errors import Problem, RpError
 from roleplay.harness.tools import Tool, ToolContext, ToolOutput
+from roleplay.names import TURN_COMMIT_KIND
 
-COMMIT_KIND = "rp-agent/turn-commit"
+COMMIT_KIND = TURN_COMMIT_KIND
 META_VERSION = 1
 MAX_LISTED_PROBLEMS = 40  # in the model-facing message; details always carry all of them
 

@@ -40,8 +40,9 @@ from jsonschema import Draft202012Validator
 
 from roleplay.core.effects import EffectRegistry, ExtensionRegistry
 from roleplay.errors import Problem, pointer_from_parts
+from roleplay.names import COMMIT_TURN_TOOL
 
-TOOL_NAME = "rp_commit_turn"
+TOOL_NAME = COMMIT_TURN_TOOL
 INVALID = "commit.invalid_arguments"
 
 # Limits. Retry patches share the 64 bound with state.update changes (the spec's number).

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from roleplay.names import RUN_CONTEXT_SOURCE
+
 SUMMARY_KIND = "compaction/summary"
 
 Speaker = Literal["user", "writing", "non-writing"]
@@ -70,7 +72,7 @@ def _text_of(node: dict[str, Any]) -> str:
 
 def _is_run_context(node: dict[str, Any]) -> bool:
     source = node.get("source")
-    return isinstance(source, dict) and bool(source.get("rpRunContext"))
+    return isinstance(source, dict) and bool(source.get(RUN_CONTEXT_SOURCE))
 
 
 def summary_text(nodes: Sequence[dict[str, Any]]) -> str | None:

@@ -38,6 +38,7 @@ import jsonpointer
 from roleplay.canonical import sha256_hex
 from roleplay.harness.models.demo import register_demo_policy
 from roleplay.harness.models.types import ChatMessage, ModelRequest
+from roleplay.names import STATE_UPDATE_EFFECT
 
 from .prompts import COMMIT_TURN_TOOL, WRITE_TURN_TOOL
 
@@ -150,7 +151,12 @@ def _effects(contract: dict[str, Any] | None) -> list[dict[str, Any]]:
                 "reason": "[demo] a small step in the story",
             }
             effects.append(
-                {"kind": "state.update", "namespace": name, "expectedRevision": ns["expectedRevision"], "payload": {"changes": [change]}}
+                {
+                    "kind": STATE_UPDATE_EFFECT,
+                    "namespace": name,
+                    "expectedRevision": ns["expectedRevision"],
+                    "payload": {"changes": [change]},
+                }
             )
             break
     return effects

@@ -67,6 +67,7 @@ from roleplay.harness.commands import CommandContext, CommandRegistry, CommandSp
 from roleplay.harness.events import Event
 from roleplay.harness.leases import session_lease
 from roleplay.harness.projections import Projection
+from roleplay.names import SESSION_APPLY_COMMAND, SESSION_PROJECTION
 
 from .types import (
     CARD,
@@ -91,8 +92,7 @@ from .types import (
 if TYPE_CHECKING:  # pragma: no cover
     from roleplay.harness.sessions import CommandOutcome, SessionService
 
-SESSION_APPLY = "rp-session-apply"
-SESSION_PROJECTION = "rp/session"
+SESSION_APPLY = SESSION_APPLY_COMMAND
 PROJECTION_VERSION = 1
 KIND = "profile"  # error-code prefix: profile.invalid, profile.asset_not_found, …
 ASSET_UNAVAILABLE = "asset-unavailable"

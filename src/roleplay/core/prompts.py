@@ -28,6 +28,7 @@ from typing import Any, Literal, get_args
 
 from roleplay.canonical import canonical_json
 from roleplay.errors import ValidationError
+from roleplay.names import COMMIT_TURN_TOOL, WRITE_TURN_TOOL
 from roleplay.harness.prompts import (
     ORDER_RULES,
     ORDER_TOOLS,
@@ -42,8 +43,6 @@ RULES_ID = "rp:rules"
 CHAT_WORKFLOW_ID = "rp:workflow:chat"
 AGENT_WORKFLOW_ID = "rp:workflow:agent"
 WRITER_RULES_ID = "rp:writer-rules"
-WRITE_TURN_TOOL = "rp_write_turn"
-COMMIT_TURN_TOOL = "rp_commit_turn"
 
 # The compact "Writer is ready" marker of the parent's request: the Writer's context is already
 # frozen for this run, so the parent need not gather material before calling it.

@@ -13,10 +13,11 @@ from typing import Any
 
 from roleplay.harness.events import Event
 from roleplay.harness.projections import Projection
+from roleplay.names import REPLIES_PROJECTION
 
 from .commit import COMMIT_KIND, TOOL_NAME
 
-REPLIES = "rp/replies"
+REPLIES = REPLIES_PROJECTION
 
 
 def _initial() -> dict[str, Any]:

@@ -58,6 +58,7 @@ from roleplay.harness.prompts import (
 )
 from roleplay.harness.surface import SURFACE
 from roleplay.harness.tools import ToolResultData
+from roleplay.names import ASSET_READ_TOOL, OPENING_SOURCE, RUN_CONTEXT_SOURCE, STATE_PROJECTION, STATE_READ_TOOL
 from roleplay.state.events import state_document
 
 from .chat_draft import commit_for_plain_reply
@@ -90,9 +91,9 @@ from .types import CommitContext, Diagnostic, FrozenBuild, Slot, WriterArtifact
 from .writer import WriterSlot
 
 CHAT_STEP_LIMIT = 5
-RUN_CONTEXT = "rpRunContext"
-OPENING = "rpOpening"
-READ_TOOLS = ("rp_asset_read", "rp_state_read")
+RUN_CONTEXT = RUN_CONTEXT_SOURCE
+OPENING = OPENING_SOURCE
+READ_TOOLS = (ASSET_READ_TOOL, STATE_READ_TOOL)
 CHUNK = 48  # characters per streamed chunk of a plain parent reply (the Writer streams its own)
 STALE_CODES = frozenset({"commit.stale_state", "commit.stale_context"})
 
@@ -156,7 +157,7 @@ async def prepare_run(
     surface = await rt.service.projection(session_id, SURFACE)
     nodes, head_seq = surface.state["nodes"], surface.upto_seq
     profile = profile_of((await rt.service.projection(session_id, SESSION_PROJECTION)).state)
-    state_view = state_document((await rt.service.projection(session_id, "rp/state")).state)
+    state_view = state_document((await rt.service.projection(session_id, STATE_PROJECTION)).state)
     # Cached projection states are shared: the run keeps its own copy of the state it commits against.
     state = copy.deepcopy(state_view) if state_view.get("namespaces") else None
     reader = StoreAssetReader(rt.assets, cache=rt.asset_cache)
@@ -298,8 +299,8 @@ class RpRun(LoopHooks):
         # runtime-made commit says so); taken by on_response.
         self.step_notes: list[Diagnostic] = []
         self.visible = [WRITE_TURN_TOOL, COMMIT_TURN_TOOL, *(t for t in READ_TOOLS if t in rt.tools)]
-        if prepared.state is None and "rp_state_read" in self.visible:
-            self.visible.remove("rp_state_read")
+        if prepared.state is None and STATE_READ_TOOL in self.visible:
+            self.visible.remove(STATE_READ_TOOL)
 
     # -- loop hooks ------------------------------------------------------------------------------
     def input_events(self, turn_id: str) -> list[Any]:
@@ -375,7 +376,7 @@ class RpRun(LoopHooks):
         guarantees it; this catches any writer that bypassed it)."""
         problems: list[Problem] = []
         sid = self.p.session_id
-        live_state = state_document((await self.rt.service.projection(sid, "rp/state")).state)
+        live_state = state_document((await self.rt.service.projection(sid, STATE_PROJECTION)).state)
         if sha256_hex(live_state) != self.p.state_digest:
             problems.append(Problem(
                 "commit.stale_state",

@@ -44,15 +44,15 @@ from typing import Any
 from roleplay.harness import entities as folder
 from roleplay.harness.events import Event
 from roleplay.harness.projections import Projection
+from roleplay.names import SESSION_APPLY_COMMAND, STATE_CONFIGURE_COMMAND, STATE_CONFIGURE_TOOL, TURN_COMMIT_KIND
 from roleplay.state.operations import EFFECT_KIND
 from roleplay.state.projection import empty_view, fold
 from roleplay.state.shape import ACTIVITY_PROJECTION, ACTIVITY_VERSION, STATE_PROJECTION, STATE_VERSION
 
-SESSION_APPLY = "rp-session-apply"
-CONFIGURE = "rp-state-configure"
+SESSION_APPLY = SESSION_APPLY_COMMAND
+CONFIGURE = STATE_CONFIGURE_COMMAND
 CONFIGURE_VERSION = 3
-STATE_TOOL = "rp_state"
-TURN_COMMIT_KIND = "rp-agent/turn-commit"
+STATE_TOOL = STATE_CONFIGURE_TOOL
 MAX_DIAGNOSTICS = 20  # a sliding window: anomalies stay visible without growing the state forever
 
 # The activity fold depends on the state fold, so its version moves with either.

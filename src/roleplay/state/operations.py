@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from roleplay.names import STATE_UPDATE_EFFECT
 
 from roleplay.state import limits
 
-EFFECT_KIND = "state.update"
+EFFECT_KIND = STATE_UPDATE_EFFECT
 
 ENVELOPE_FIELDS = ("kind", "namespace", "expectedRevision", "payload")
 PAYLOAD_FIELDS = ("changes",)

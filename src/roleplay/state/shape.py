@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from roleplay.errors import Problem
+from roleplay.names import STATE_ACTIVITY_PROJECTION
+from roleplay.names import STATE_PROJECTION as STATE_PROJECTION  # the name the state package exports
 
 PROTOCOL_VERSION = 2
 STATE_VERSION = 8  # version of the rp/state fold; bump when replay results would change
 ACTIVITY_VERSION = 1  # version of the rp/state/activity fold
 
-STATE_PROJECTION = "rp/state"
-ACTIVITY_PROJECTION = "rp/state/activity"
+ACTIVITY_PROJECTION = STATE_ACTIVITY_PROJECTION
 
 
 def empty_projection() -> dict[str, Any]:

@@ -21,13 +21,14 @@ from typing import Any
 from roleplay.errors import ConflictError, Problem, RpError, ValidationError
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.tools import Tool, ToolContext, ToolOutput
+from roleplay.names import STATE_CONFIGURE_KIND, STATE_READ_TOOL
 from roleplay.state.commands import configure_args, register_state_commands
 from roleplay.state.config import ACTIONS, plan_config
 from roleplay.state.definition import DEFAULT_NAMESPACE
 from roleplay.state.events import CONFIGURE, STATE_TOOL, activity_projection, resolve_owner, state_document, state_projection
 from roleplay.state.pointers import MISSING, PointerError, lookup, parse_pointer
 
-READ_TOOL = "rp_state_read"
+READ_TOOL = STATE_READ_TOOL
 AGENT_ONLY_TOOLS = frozenset({STATE_TOOL})
 CONFIGURE_ATTEMPTS = 5
 READ_VIEWS = ("namespaces", "values", "definitions", "value")
@@ -184,7 +185,7 @@ def state_tool(service: SessionService) -> Tool:
                     details=err.get("details"),
                 )
             summary = {"ok": True, **outcome.result, "commandId": outcome.command_id}
-            return ToolOutput(_dump(summary), meta={"kind": "rp-state/configure", **summary})
+            return ToolOutput(_dump(summary), meta={"kind": STATE_CONFIGURE_KIND, **summary})
         raise RpError("state.config.contended", f"the session kept changing; gave up after {CONFIGURE_ATTEMPTS} attempts")
 
     return Tool(

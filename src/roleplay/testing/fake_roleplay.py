@@ -23,8 +23,10 @@ import json
 import re
 from typing import Any
 
-WRITE_TOOL = "rp_write_turn"
-COMMIT_TOOL = "rp_commit_turn"
+from roleplay.names import COMMIT_TURN_TOOL, STATE_UPDATE_EFFECT, WRITE_TURN_TOOL
+
+WRITE_TOOL = WRITE_TURN_TOOL
+COMMIT_TOOL = COMMIT_TURN_TOOL
 WRITER_MARKER = "You are the Writer of a roleplay story."
 CONTRACT_MARK = '{"contract":"state_commit_contract"'
 LABEL = "[fake server: not a real model]"
@@ -64,7 +66,9 @@ def effects_for(contract: dict[str, Any] | None) -> list[dict[str, Any]]:
             if effect.get("op") == "increment" and effect.get("minimum", 1) <= 1 <= effect.get("maximum", 1):
                 change = {"op": "increment", "path": rule["target"], "by": 1, "ruleId": rule["id"], "reason": f"{LABEL} one small step"}
                 payload = {"changes": [change]}
-                effects.append({"kind": "state.update", "namespace": name, "expectedRevision": ns["expectedRevision"], "payload": payload})
+                effects.append(
+                    {"kind": STATE_UPDATE_EFFECT, "namespace": name, "expectedRevision": ns["expectedRevision"], "payload": payload}
+                )
                 break
     return effects
 

@@ -1,0 +1,45 @@
+"""Every roleplay name in ``roleplay/names.py`` (tool, command, event-kind, effect, projection and
+source-marker names) is spelled once: no module under ``src/`` may write one as a string literal.
+
+Read with ``ast``, so text that merely mentions a name (docstrings, prompts, messages such as
+"call rp_commit_turn next") is fine; a literal that *is* the name, anywhere else, fails.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from roleplay import names
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "roleplay"
+NAMES_MODULE = SRC / "names.py"
+NAMES: dict[str, str] = {value: key for key, value in vars(names).items() if key.isupper() and isinstance(value, str)}
+
+
+def literals_of_names(text: str) -> list[str]:
+    """``"line N: 'value' (CONSTANT)"`` for every string constant in ``text`` equal to a name."""
+    return [
+        f"line {node.lineno}: {node.value!r} (use roleplay.names.{NAMES[node.value]})"
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in NAMES
+    ]
+
+
+def test_the_names_are_distinct_and_the_module_exports_them_all() -> None:
+    constants = {key: value for key, value in vars(names).items() if key.isupper() and isinstance(value, str)}
+    assert len(set(constants.values())) == len(constants), "two constants share one value"
+    assert set(names.__all__) == set(constants)
+
+
+@pytest.mark.parametrize("path", sorted(p for p in SRC.rglob("*.py") if p != NAMES_MODULE), ids=lambda p: str(p.relative_to(SRC)))
+def test_no_module_spells_a_name_itself(path: Path) -> None:
+    found = literals_of_names(path.read_text(encoding="utf-8"))
+    assert not found, f"{path.relative_to(SRC)}:\n" + "\n".join(found)
+
+
+def test_the_rule_catches_a_literal_but_not_a_mention() -> None:
+    text = 'TOOL = "rp_commit_turn"\nHELP = "call rp_commit_turn next"\n\n\ndef f():\n    """Uses ``rp_commit_turn``."""\n'
+    assert literals_of_names(text) == ["line 1: 'rp_commit_turn' (use roleplay.names.COMMIT_TURN_TOOL)"]
