@@ -88,6 +88,15 @@ def test_compaction_checkpoint_replaces_the_active_surface() -> None:
     assert texts(state) == ["They met and went.", "next"]
 
 
+def test_a_checkpoint_keeps_the_nodes_it_does_not_name_after_the_summary() -> None:
+    # The summary replaces u1/a1 (and the edit a1 replaced); the latest exchange stays verbatim.
+    edit = msg(5, "assistant", "a1e", "hi again", op={"op": "replace", "range": "node", "targetMessageId": "a1"})
+    cp = ev(6, "compaction/checkpoint", {"checkpointId": "cp1", "summary": "They met.", "sourceEventSeqs": [1, 2, 5]})
+    state = fold(surface_projection, BASE + [edit, cp])
+    assert ids(state) == ["cp1", "u2", "a2"]
+    assert texts(state)[0] == "They met."
+
+
 def test_replacement_of_a_missing_target_is_counted_not_applied() -> None:
     bad = msg(5, "assistant", "x", "y", op={"op": "replace", "range": "suffix", "targetMessageId": "nope"})
     state = fold(surface_projection, BASE + [bad])

@@ -183,7 +183,8 @@ class ModelRequestLogged(_Payload):
 
 
 class CompactionCheckpoint(_Payload):
-    """Replaces the whole active surface by one summary node; the log keeps every event."""
+    """Replaces the surface nodes of ``sourceEventSeqs`` (all nodes when empty) by one summary
+    node at the front; the nodes it does not name stay after it. The log keeps every event."""
 
     checkpoint_id: Id
     summary: str

@@ -12,8 +12,9 @@ the current surface:
   contributes no node: an empty ``node`` replacement removes the node, an empty ``suffix``
   replacement truncates.
 
-``compaction/checkpoint`` replaces the whole active surface with one summary node. The event log
-keeps every event; only the projection changes.
+``compaction/checkpoint`` replaces the nodes its ``sourceEventSeqs`` name (all of them when it
+names none) with one summary node at the front; the nodes it does not name stay after it, verbatim.
+The event log keeps every event; only the projection changes.
 
 The fold is pure and total: an op whose target is not on the surface is ignored here (the session
 service rejects such appends, so this only matters for hand-made logs) and counted in
@@ -75,15 +76,19 @@ def apply_surface(state: dict[str, Any], event: Event) -> dict[str, Any]:
     nodes: list[dict[str, Any]] = state["nodes"]
     if event.type == "compaction/checkpoint":
         p = event.payload
-        state["nodes"] = [
-            {
-                "id": p["checkpointId"],
-                "role": "user",
-                "kind": "compaction/summary",
-                "seq": event.seq,
-                "content": [{"type": "text", "text": p["summary"]}],
-            }
-        ]
+        summary = {
+            "id": p["checkpointId"],
+            "role": "user",
+            "kind": "compaction/summary",
+            "seq": event.seq,
+            "content": [{"type": "text", "text": p["summary"]}],
+        }
+        # ``sourceEventSeqs`` names the replaced nodes (a node by its seq or an edit it replaced);
+        # the rest (the latest exchange, kept verbatim) stays after the summary. Without seqs the
+        # whole surface is replaced.
+        replaced = set(p.get("sourceEventSeqs") or ())
+        kept = [n for n in nodes if n["seq"] not in replaced and not replaced.intersection(n.get("replaces", ()))] if replaced else []
+        state["nodes"] = [summary, *kept]
         return state
     if event.type not in ("user/message", "assistant/message", "tool/result"):
         return state
