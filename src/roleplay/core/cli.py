@@ -1,4 +1,4 @@
-"""``rp new``, ``rp say``, ``rp play``, ``rp prompt``: play stories from the terminal.
+"""``rp new``, ``rp say``, ``rp play``, ``rp continue``, ``rp impersonate``, ``rp prompt``: play stories from the terminal.
 
 Every command honours ``--model`` (the parent's route) and ``--home``/``RP_HOME``/
 ``RP_DATABASE_URL``. ``rp new --model`` (and ``rp play --model`` starting a story) keeps the route
@@ -11,10 +11,10 @@ uses the session's own Writer route when its profile sets one, else the global d
 text; ``//`` sends a line that starts with ``/``), everything else is played. An error inside play
 (nothing to undo, a busy session, a failed turn) is reported and play goes on.
 
-Features add ``/``-commands through ``RoleplayRuntime.play_commands``; those may insert into the
-player's draft (``core/play_draft.py``; quick replies' ``/qr LABEL``) but never play it. A
-terminal line cannot be pre-filled portably, so the draft is shown with its cursor, typed lines
-go in at the cursor, and only ``/send`` plays it (``/draft`` shows it, ``/clear`` drops it).
+The loop itself, its commands and hooks are ``core/play_loop.py``; line editing and history at a
+terminal ``core/line_editor.py``. ``/continue`` (``core/continue_turn.py``) has the Writer go on
+with the last reply; ``/impersonate`` (``core/impersonate.py``) drafts the player's next message
+into the input, never sending it. ``rp continue`` and ``rp impersonate`` do the same once.
 
 Story text (openings, replies, prompts, state) comes from cards, players and models, so it is
 printed through ``terminal_safe``; a typed line that is not UTF-8 is refused and play goes on.
@@ -22,36 +22,37 @@ printed through ``terminal_safe``; a typed line that is not UTF-8 is refused and
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, AsyncIterator
 
 import click
 
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
-from roleplay.cli_context import echo_error, echo_json, home_option, json_option, json_text, read_text_line, run, state_of, terminal_safe
+from roleplay.cli_context import echo_json, home_option, json_option, read_text_line, run, state_of, terminal_safe
 from roleplay.errors import RpError
-from roleplay.harness.chat import stream_turn
-from roleplay.harness.models.routes import Route, resolve_route
+from roleplay.harness.models.routes import resolve_route
 from roleplay.harness.prompts import PromptAssembly, PromptContext
-from roleplay.harness.surface import SURFACE
-from roleplay.names import ASSET_READ_TOOL, COMMIT_TURN_TOOL, STATE_PROJECTION, STATE_READ_TOOL, WRITE_TURN_TOOL
+from roleplay.names import ASSET_READ_TOOL, COMMIT_TURN_TOOL, STATE_READ_TOOL, WRITE_TURN_TOOL
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
-from roleplay.state.events import activity_document, state_document
 
-from .conversation import Entry, project
-from .message_actions import undo_last_turn
-from .play_draft import Draft
-from .replies import replies_projection
-from .run import RunResult, opening_message_id, play_turn, prepare_run
+from .continue_turn import continue_turn, extended_reply, visible_entries
+from .conversation import Entry
+from .impersonate import impersonate
+from .line_editor import LineReader
+from .play_loop import PLAY_COMMANDS, PlaySession, Quiet, play_loop, stream_run, turn_choices, warn_turn
+from .run import RunResult, play_turn, prepare_run
 from .runtime import RoleplayRuntime
 from .session_create import StoryRequest, create_story
 from .session_route import resolve_session_route
-from .toolfree import NOT_COMMITTED, TOOLS_REFUSED
 from .turn_eligibility import require_playable
 from .types import WindowFit
+
+__all__ = ["PLAY_COMMANDS", "COMMANDS"]
 
 model_option = click.option(
     "--model",
@@ -63,16 +64,6 @@ new_model_option = click.option(
     "model_spec",
     help="The story's route, kept on the session and used by later commands: deepseek/deepseek-flash, openai/<model>, demo (offline)…",
 )
-# The play commands and what /help says about them, in /help order.
-PLAY_COMMANDS = {
-    "/state": "show the story state",
-    "/undo": "take back your last turn",
-    "/send": "play your draft as your turn (a feature such as /qr put it there)",
-    "/draft": "show your draft",
-    "/clear": "drop your draft",
-    "/help": "list these commands",
-    "/quit": "leave (also /exit or Ctrl-D)",
-}
 participation_option = click.option(
     "--participation",
     type=click.Choice(["adaptive", "actor", "director"]),
@@ -89,6 +80,8 @@ async def runtime(ctx: click.Context) -> AsyncIterator[RoleplayRuntime]:
         writer = os.environ.get("RP_WRITER_MODEL")
         factory = state_of(ctx).runtime_factory or RoleplayRuntime.create
         rt = factory(store, writer_default=resolve_route(writer) if writer else None)
+        if inspect.isawaitable(rt):  # the interface's factory reads the enabled features first
+            rt = await rt
         await ensure_seeds(rt.assets)
         try:
             yield rt
@@ -192,12 +185,17 @@ async def say_command(ctx: click.Context, session_id: str, text: str, model_spec
     """Play one turn of SESSION_ID and stream the reply."""
     async with runtime(ctx) as rt:
         route = await resolve_session_route(rt, session_id, model_spec)
-        result = await _turn(rt, session_id, text, route, sys.stdout if not as_json else _Quiet())
-    _warn_turn(result)
+        start = partial(play_turn, rt, session_id, text, parent_route=route)
+        result = await stream_run(rt, session_id, lambda abort: start(abort=abort), sys.stdout if not as_json else Quiet())
+        offered = await turn_choices(rt, result)
+    warn_turn(result)
     if as_json:
-        echo_json(_result_json(result))
+        echo_json({**_result_json(result), "choices": offered})
     elif result.turn.outcome != "completed":
         _fail_turn(result)
+    else:
+        for i, option in enumerate(offered, 1):
+            click.echo(terminal_safe(f"  [{i}] {option}", one_line=True), err=True)
 
 
 @click.command("play")
@@ -218,7 +216,7 @@ async def play_command(
             # Resolved before the story exists: a bad or missing route creates nothing.
             route = resolve_route(model_spec)
             if card is None and not sample:
-                card = await _choose_card(rt)
+                card = await _choose_card(rt, LineReader(None))
             record, m = await new_story(rt, card, sample and card is None, participation=participation, route=route if model_spec else None)
             session_id = record.id
             click.echo(terminal_safe(f"session {record.id} · {record.title} · model {rt.model_for(route).label}", one_line=True), err=True)
@@ -228,99 +226,9 @@ async def play_command(
             await require_playable(rt, session_id)  # refuse before the prompt, not at the first line
             route = await resolve_session_route(rt, session_id, model_spec)
             click.echo(terminal_safe(f"session {session_id} · model {rt.model_for(route).label}", one_line=True), err=True)
-            _echo_recap(await _entries(rt, session_id))
-        click.echo("type to play · " + " · ".join(PLAY_COMMANDS), err=True)
-        number = 0
-        draft = Draft()  # features insert into it; only /send plays it
-        while True:
-            number += 1
-            try:
-                line = _read_line(number)
-            except RpError as exc:
-                echo_error(exc)  # a garbled line is not played; the story goes on
-                continue
-            if line is None or line.strip() in ("/quit", "/exit"):
-                return
-            try:
-                await _play_line(rt, session_id, line, route, draft)
-            except RpError as exc:
-                echo_error(exc)  # nothing to undo, a busy session, a refused turn: play goes on
-
-
-async def _play_line(rt: RoleplayRuntime, session_id: str, line: str, route: Route, draft: Draft | None = None) -> None:
-    draft = Draft() if draft is None else draft
-    command = line.strip()
-    if not command:
-        return
-    if command.startswith("//"):
-        line = line.lstrip()[1:]  # "//text" sends "/text" as story text
-    elif command.startswith("/"):
-        name, *rest = command.split(maxsplit=1)
-        argument = rest[0] if rest else ""
-        if name == "/help":
-            for key, what in [*PLAY_COMMANDS.items(), *((k, h) for k, (_, h) in rt.play_commands.items())]:
-                click.echo(f"{key:<10} {what}", err=True)
-            click.echo("//text     send text that starts with /", err=True)
-        elif name == "/send":
-            if not draft.text.strip():
-                raise RpError("cli.play.empty_draft", "your draft is empty; /qr LABEL puts a quick reply in it")
-            await _play_text(rt, session_id, draft.text, route)
-            draft.clear()  # only once played: a refused turn keeps the draft for another try
-        elif name == "/draft":
-            _echo_draft(draft)
-        elif name == "/clear":
-            draft.clear()
-            click.echo("(draft dropped)", err=True)
-        elif name in rt.play_commands:
-            await rt.play_commands[name][0](rt, argument, draft)
-            _echo_draft(draft)
-        elif name == "/state":
-            click.echo(json_text(await _state(rt, session_id)))
-        elif name == "/undo":
-            before = await _entries(rt, session_id)
-            await undo_last_turn(rt, session_id)
-            click.echo(_undone(before, await _entries(rt, session_id)), err=True)
-        else:
-            raise RpError(
-                "cli.play.unknown_command",
-                f"unknown command {name}; /help lists the commands (start a line with // to send text beginning with /)",
-                details={"command": name},
-            )
-        return
-    if draft.text:
-        # With a draft pending, a typed line goes into it at the cursor (over a selected
-        # snippet, as typing over a selection does); the draft is played only by /send.
-        draft.insert(line)
-        _echo_draft(draft)
-        return
-    await _play_text(rt, session_id, line, route)
-
-
-def _echo_draft(draft: Draft) -> None:
-    if not draft.text:
-        click.echo("(your draft is empty)", err=True)
-        return
-    click.echo(terminal_safe(f"draft: {draft.shown()}"), err=True)
-    click.echo("(type to add at the cursor | or over the [selection] · /send plays it · /clear drops it)", err=True)
-
-
-async def _play_text(rt: RoleplayRuntime, session_id: str, line: str, route: Route) -> None:
-    result = await _turn(rt, session_id, line, route, sys.stdout)
-    _warn_turn(result)
-    if result.turn.outcome != "completed":
-        err = result.turn.error or {}
-        click.echo(
-            terminal_safe(f"(turn ended: {result.turn.outcome} {err.get('code', '')} {err.get('message', '')})", one_line=True),
-            err=True,
-        )
-    click.echo("")
-
-
-async def _entries(rt: RoleplayRuntime, session_id: str) -> list[Entry]:
-    """The conversation as the player sees it: their messages and the replies, no internal steps."""
-    nodes = (await rt.service.projection(session_id, SURFACE)).state["nodes"]
-    writing = (await rt.service.projection(session_id, replies_projection)).state["writing"]
-    return project(nodes, writing_ids=writing, opening_id=opening_message_id(nodes))
+            _echo_recap(await visible_entries(rt, session_id))
+        reader = LineReader(state_of(ctx).paths.home)
+        await play_loop(PlaySession(rt, session_id, route, reader))
 
 
 def _last_exchange(entries: list[Entry]) -> list[Entry]:
@@ -340,17 +248,6 @@ def _echo_recap(entries: list[Entry]) -> None:
     for entry in exchange:
         click.echo(terminal_safe(f"> {entry.text}" if entry.speaker == "user" else entry.text))
     click.echo("")
-
-
-def _undone(before: list[Entry], after: list[Entry]) -> str:
-    kept = {e.message_id for e in after}
-    removed = [e for e in before if e.message_id not in kept]
-    mine = sum(e.speaker == "user" for e in removed)
-    replies = len(removed) - mine
-    parts = [f"{mine} message{'s' if mine != 1 else ''} of yours"] if mine else []
-    if replies:
-        parts.append(f"{replies} repl{'ies' if replies != 1 else 'y'}")
-    return f"(undone: your last turn, {' and '.join(parts) or 'nothing visible'})"
 
 
 @click.command("prompt")
@@ -406,45 +303,22 @@ def window_summary(fit: WindowFit | None) -> str:
     )
 
 
-async def _turn(rt: RoleplayRuntime, session_id: str, text: str, route: Route, out: Any) -> RunResult:
-    return await stream_turn(
-        rt.store,
-        session_id,
-        lambda abort: play_turn(rt, session_id, text, parent_route=route, abort=abort),
-        out,
-        lambda r: r.reply,
-        status=None if isinstance(out, _Quiet) else sys.stderr,  # "writing…" and the elapsed time
-    )
-
-
-async def _state(rt: RoleplayRuntime, session_id: str) -> dict[str, Any]:
-    tracker = (await rt.service.projection(session_id, STATE_PROJECTION)).state
-    doc = state_document(tracker)
-    return {
-        "values": {name: ns["value"] for name, ns in doc.get("namespaces", {}).items()},
-        "lastChanges": activity_document(tracker),
-    }
-
-
-async def _choose_card(rt: RoleplayRuntime) -> str:
+async def _choose_card(rt: RoleplayRuntime, reader: LineReader) -> str:
     page = await rt.assets.list("card", limit=50)
     if not page.items:
         click.echo("no cards yet: playing the bundled sample card", err=True)
         return await sample_card_id(rt)
     for i, item in enumerate(page.items):
         click.echo(terminal_safe(f"  [{i}] {item.name}", one_line=True), err=True)
-    click.echo("card number> ", nl=False, err=True)
-    line = _read_line()
+    if reader.terminal:
+        line = await reader.read(prompt="card number> ")
+    else:
+        click.echo("card number> ", nl=False, err=True)
+        line = read_text_line(sys.stdin)
     try:
         return page.items[int((line or "0").strip() or 0)].id
     except (ValueError, IndexError):
         raise RpError("cli.invalid_choice", "not a card number from the list") from None
-
-
-def _read_line(number: int | None = None) -> str | None:
-    if sys.stdin.isatty():
-        click.echo("> ", nl=False, err=True)
-    return read_text_line(sys.stdin, line=number)
 
 
 def _result_json(result: RunResult) -> dict[str, Any]:
@@ -465,14 +339,44 @@ def _result_json(result: RunResult) -> dict[str, Any]:
     }
 
 
-def _warn_turn(result: RunResult) -> None:
-    """An uncommitted reply is never silent (the exit code stays 0: a discussion answer is a
-    legitimate reply), nor is a tool-free turn that could not record its state changes."""
-    if result.turn.outcome != "completed":
-        return  # reported as the turn's error
-    for d in result.diagnostics:
-        if d["code"] in WARNED_CODES or d["code"].startswith("toolfree."):
-            click.echo(terminal_safe(f"warning [{d['code']}]: {d['message']}", one_line=True), err=True)
+@click.command("continue")
+@home_option
+@click.argument("session_id")
+@model_option
+@json_option
+@click.pass_context
+@run
+async def continue_command(ctx: click.Context, session_id: str, model_spec: str | None, as_json: bool) -> None:
+    """The Writer goes on with the last reply of SESSION_ID, as one more turn."""
+    async with runtime(ctx) as rt:
+        route = await resolve_session_route(rt, session_id, model_spec)
+        start = partial(continue_turn, rt, session_id, parent_route=route)
+        result = await stream_run(rt, session_id, lambda abort: start(abort=abort), sys.stdout if not as_json else Quiet())
+        whole = await extended_reply(rt, session_id)
+    warn_turn(result)
+    if as_json:
+        echo_json({**_result_json(result), "extendedReply": None if whole is None else {"messageId": whole.message_id, "text": whole.text}})
+    elif result.turn.outcome != "completed":
+        _fail_turn(result)
+
+
+@click.command("impersonate")
+@home_option
+@click.argument("session_id")
+@model_option
+@json_option
+@click.pass_context
+@run
+async def impersonate_command(ctx: click.Context, session_id: str, model_spec: str | None, as_json: bool) -> None:
+    """Draft your next message in SESSION_ID in your persona's voice; nothing is sent."""
+    async with runtime(ctx) as rt:
+        route = await resolve_session_route(rt, session_id, model_spec)
+        drafted = await impersonate(rt, session_id, parent_route=route)
+    if as_json:
+        echo_json({"sessionId": session_id, **drafted.to_dict()})
+        return
+    click.echo(terminal_safe(drafted.draft))
+    click.echo(f'(a draft, not sent: play it with rp say {session_id} "…" after editing it)', err=True)
 
 
 def _fail_turn(result: RunResult) -> None:
@@ -480,15 +384,4 @@ def _fail_turn(result: RunResult) -> None:
     raise RpError(err.get("code", "run.incomplete"), f"the turn ended with {result.turn.outcome}: {err.get('message', 'no commit')}")
 
 
-WARNED_CODES = frozenset({NOT_COMMITTED, TOOLS_REFUSED})
-
-
-class _Quiet:
-    def write(self, _: str) -> None:
-        return None
-
-    def flush(self) -> None:
-        return None
-
-
-COMMANDS = [new_command, say_command, play_command, prompt_command]
+COMMANDS = [new_command, say_command, play_command, continue_command, impersonate_command, prompt_command]

@@ -17,6 +17,10 @@ Assistant replies are labelled. A *writing reply* is one a successful ``rp_commi
 to, or the selected opening; every other final assistant reply is a *non-writing reply*
 (discussion, clarification). The label changes presentation only, never the surface.
 
+A Continue turn (``core.continue_turn``) extends the writing reply before it: its input (an
+instruction, ``source.rpContinue``) is left out and its reply is joined to that reply, so the
+player, the Writer and the parent all read one message. Undoing the turn restores the original.
+
 Each text opens with an English context note, so the Writer knows how to weigh it: the summary is
 a compressed record of earlier conversation, the conversation is verbatim, newer wins on
 conflict, and non-writing replies may carry decisions but are not story, dialogue or style.
@@ -29,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from roleplay.names import RUN_CONTEXT_SOURCE
+
+from .player_prompts import CONTINUE_SOURCE, join_continuation
 
 SUMMARY_KIND = "compaction/summary"
 
@@ -75,6 +81,12 @@ def _is_run_context(node: dict[str, Any]) -> bool:
     return isinstance(source, dict) and bool(source.get(RUN_CONTEXT_SOURCE))
 
 
+def _is_continue(node: dict[str, Any]) -> bool:
+    """The input of a Continue turn (``core.continue_turn``): an instruction, not the user's words."""
+    source = node.get("source")
+    return isinstance(source, dict) and bool(source.get(CONTINUE_SOURCE))
+
+
 def summary_text(nodes: Sequence[dict[str, Any]]) -> str | None:
     """The summary of the active checkpoint on this surface, or None (no checkpoint, or an empty
     summary: then ``rp.conversation-summary`` is unavailable and leaves no tag behind)."""
@@ -103,6 +115,7 @@ def project(
     if opening_id is not None:
         writing.add(opening_id)
     out: list[Entry] = []
+    continuing = False  # after a Continue input: the next writing reply extends the one before
     for node in nodes:
         if node.get("id") in current:
             break
@@ -115,13 +128,22 @@ def project(
         if role == "user":
             if _is_run_context(node):
                 continue
+            if _is_continue(node):
+                continuing = bool(out) and out[-1].speaker == "writing"
+                continue
             out.append(Entry(node["id"], "user", text))
+            continuing = False
         elif role == "assistant":
             if node["id"] in writing:
-                out.append(Entry(node["id"], "writing", text))
+                if continuing:
+                    out[-1] = Entry(out[-1].message_id, "writing", join_continuation(out[-1].text, text))
+                else:
+                    out.append(Entry(node["id"], "writing", text))
+                continuing = False
             elif not node.get("toolCalls"):
                 # An assistant message with tool calls is a step inside a turn, not its reply.
                 out.append(Entry(node["id"], "non-writing", text))
+                continuing = False
     return out
 
 
@@ -169,16 +191,37 @@ def story_nodes(
     if opening_id is not None:
         writing.add(opening_id)
     out: list[dict[str, Any]] = []
+    continuing = False
     for node in nodes:
         role = node.get("role")
         if node.get("kind") == SUMMARY_KIND:
             out.append(node)
         elif role == "user":
-            if not _is_run_context(node):
+            if _is_continue(node):
+                continuing = bool(out) and out[-1]["role"] == "assistant" and out[-1].get("kind") != SUMMARY_KIND
+            elif not _is_run_context(node):
                 out.append(node)
+                continuing = False
         elif role == "assistant" and (node["id"] in writing or not node.get("toolCalls")):
             text = _text_of(node)
             if text:
-                reply = {"id": f"{node['id']}#reply", "role": "assistant", "seq": node["seq"], "content": [{"type": "text", "text": text}]}
+                if continuing and node["id"] in writing:
+                    # One reply, as the player reads it; its own id, as its text is new.
+                    before = out.pop()
+                    text = join_continuation(_text_of(before), text)
+                    reply = {
+                        "id": f"{before['id']}+{node['id']}",
+                        "role": "assistant",
+                        "seq": node["seq"],
+                        "content": [{"type": "text", "text": text}],
+                    }
+                else:
+                    reply = {
+                        "id": f"{node['id']}#reply",
+                        "role": "assistant",
+                        "seq": node["seq"],
+                        "content": [{"type": "text", "text": text}],
+                    }
                 out.append(reply)
+                continuing = False
     return out

@@ -3,7 +3,10 @@
 It follows the real protocol, not a shortcut, so a demo session's log looks like a real one:
 
 - As the **Writer** (no tools, the Writer rules in the system prompt) it writes a short narration
-  that answers the current input, labelled as a demo.
+  that answers the current input, labelled as a demo; asked to continue the last reply
+  (``core.continue_turn``), one more beat of it.
+- As the **impersonation** sub-agent (``core.impersonate``) it drafts one short move for the
+  player, labelled as a demo draft.
 - As the **Chat parent** it calls ``rp_write_turn``, then commits. The first commit of each turn
   is deliberately wrong (its writer reference is off), and the demo repairs it with one
   ``retry.patches`` call, so every demo turn also shows the repair path.
@@ -40,6 +43,7 @@ from roleplay.harness.models.demo import register_demo_policy
 from roleplay.harness.models.types import ChatMessage, ModelRequest
 from roleplay.names import STATE_UPDATE_EFFECT
 
+from .player_prompts import CONTINUE_MARK, IMPERSONATE_MARK
 from .prompts import COMMIT_TURN_TOOL, WRITE_TURN_TOOL
 
 WRITER_MARKER = "You are the Writer of a roleplay story."
@@ -51,6 +55,14 @@ _COMMIT_BLOCK = re.compile(r"<commit_context>(.*?)</commit_context>", re.S)
 _PROBLEM = re.compile(r"^- (\S+) \[[^\]\s]+\] ", re.M)
 _MORE = re.compile(r"^- … \d+ more$", re.M)
 _EFFECT_POINTER = re.compile(r"^/effects/(\d+)(/.*)?$")
+DEMO_CONTINUED = "[demo · continued]"
+DEMO_DRAFT = "[demo draft]"
+MOVES = (
+    "I step closer and ask what happened here.",
+    "I look around slowly, taking in every detail.",
+    "I nod and wait for them to go on.",
+    "I pick up the lamp and hold it higher.",
+)
 BEATS = (
     "The fog thickens for a moment, then parts just enough to show the way ahead.",
     "Somewhere below, the sea answers with a long, slow breath against the rocks.",
@@ -64,6 +76,8 @@ def roleplay_demo_policy(request: ModelRequest) -> dict[str, Any] | None:
     system = request.messages[0].text() if request.messages and request.messages[0].role == "system" else ""
     if WRITER_MARKER in system and not request.tools:
         return {"text": narrate(request)}
+    if IMPERSONATE_MARK in system and not request.tools:
+        return {"text": impersonate(request)}
     offered = {t.name for t in request.tools}
     if WRITE_TURN_TOOL not in offered or COMMIT_TURN_TOOL not in offered:
         return None
@@ -101,7 +115,17 @@ def narrate(request: ModelRequest) -> str:
     found = _INPUT.search(prompt)
     said = " ".join((found.group(1) if found else prompt[-200:]).split())[:160]
     beat = BEATS[int(sha256_hex(prompt)[:8], 16) % len(BEATS)]
+    if said.startswith(CONTINUE_MARK):
+        # Continue: only the next words of the reply before, still labelled as the demo's.
+        return f"{beat} {DEMO_CONTINUED}"
     return f"{DEMO_LABEL} “{said}” — the story takes that in. {beat}"
+
+
+def impersonate(request: ModelRequest) -> str:
+    """The player's next message as the demo drafts it: one of a few moves, picked by the prompt."""
+    prompt = request.messages[-1].text() if request.messages else ""
+    move = MOVES[int(sha256_hex(prompt)[:8], 16) % len(MOVES)]
+    return f"{move} {DEMO_DRAFT}"
 
 
 def _run_context_index(messages: list[ChatMessage]) -> int | None:
