@@ -200,11 +200,16 @@ def _replacement(state: dict[str, Any], event: Event) -> None:
         target["versions"].append(event.seq)
         target["edits"] = target.get("edits", 0) + 1
     if action is None:
+        raw = (p.get("source") or {}).get("rpMessageAction")
+        if isinstance(raw, dict) and op["range"] == "node" and not visible and target is not None and target["status"] == LIVE:
+            target["status"], target["retiredSeq"] = RETIRED, event.seq  # e.g. an opening removed by re-choosing none
         return
     _retire(state, action, event)
 
 
 def _retire(state: dict[str, Any], action: Any, event: Event) -> None:
+    # Any later action supersedes an undelivered replay: the conversation it was for has changed.
+    state["pending"] = None
     if action.kind != "edit":
         for message_id in action.message_ids:
             message = state["messages"].get(message_id)
