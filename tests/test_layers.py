@@ -21,15 +21,27 @@ LAYERS: dict[str, int] = {
     # shared: no roleplay imports above this line
     "__init__": 0, "errors": 0, "canonical": 0, "clock": 0, "config": 0, "redact": 0,
     "samples": 0, "names": 0,
+    "hookspecs": 0,  # the plugin hook specifications: any layer may implement a hook
     "harness": 1,
     "cli_context": 1,  # the CLI toolkit of every package's `cli` module: opens stores, maps their faults
     "state": 2, "assets": 2, "guides": 2,
     "core": 3,
     "compat": 4,
     "quick_replies": 4,  # a feature above core (its /qr reaches play through the runtime)
-    "cli": 5, "features": 5,
+    "reply_options": 4,  # a feature above core (an artifact generator; its choices reach play through the runtime)
+    "cli": 5, "features": 5, "plugins": 5, "plugins_cli": 5,
     "testing": 6,  # test support may reach anything; nothing in the product imports it
 }  # fmt: skip
+# A feature's registration module sits next to its domain but above core: it builds core's
+# context sources and plugs into the runtime's hooks. (Dotted module → layer; the longest match wins.)
+MODULE_LAYERS: dict[str, int] = {
+    "state.feature": 4,
+    "assets.cards.feature": 4,
+    "assets.lorebook.feature": 4,
+    "assets.personas.feature": 4,
+    "assets.presets.feature": 4,
+    "assets.styles.feature": 4,
+}
 NAMES = {0: "shared", 1: "harness", 2: "domains", 3: "core", 4: "adapters", 5: "interfaces", 6: "testing"}
 
 
@@ -44,6 +56,10 @@ def layer_of(module: str) -> int:
     parts = module.split(".")
     if parts == ["roleplay"]:
         return 0
+    for i in range(len(parts), 2, -1):
+        found = MODULE_LAYERS.get(".".join(parts[1:i]))
+        if found is not None:
+            return found
     return LAYERS[parts[1]]
 
 

@@ -12,7 +12,8 @@ cooperative model, read from the request alone (the same request gives the same 
 - **Writer** (no tools, the Writer's rules as system prompt): a short narration of the current
   input, labelled as fake.
 - **JSON mode** (``response_format: json_object``): ``{"effects": [...]}`` from the contract in
-  the request, the answer a tool-free turn asks for.
+  the request, the answer a tool-free turn asks for; a reply-options call (its system prompt)
+  gets ``{"options": [...]}`` the way the demo model answers it (``reply_options.demo``).
 
 Anything else gets ``None`` and the server's plain default reply.
 """
@@ -24,6 +25,8 @@ import re
 from typing import Any
 
 from roleplay.names import COMMIT_TURN_TOOL, STATE_UPDATE_EFFECT, WRITE_TURN_TOOL
+from roleplay.reply_options.demo import answer as reply_options_answer
+from roleplay.reply_options.generator import SYSTEM_MARKER as REPLY_OPTIONS_MARKER
 
 WRITE_TOOL = WRITE_TURN_TOOL
 COMMIT_TOOL = COMMIT_TURN_TOOL
@@ -37,11 +40,13 @@ def roleplay_reply(body: dict[str, Any]) -> dict[str, Any] | None:
     """A reply (``FakeReply`` fields) for a roleplay request, or None for any other request."""
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     response_format = body.get("response_format")
+    system = _text(messages[0]) if messages and messages[0].get("role") == "system" else ""
+    if REPLY_OPTIONS_MARKER in system and messages:
+        return {"text": reply_options_answer(_text(messages[-1]))}
     if isinstance(response_format, dict) and response_format.get("type") == "json_object":
         contract = _contract("\n".join(_text(m) for m in messages))
         return {"text": json.dumps({"effects": effects_for(contract)}, ensure_ascii=False)}
     tools = {t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
-    system = _text(messages[0]) if messages and messages[0].get("role") == "system" else ""
     if not tools and WRITER_MARKER in system:
         return {"text": narrate(_text(messages[-1]) if messages else "")}
     if {WRITE_TOOL, COMMIT_TOOL} <= tools:
