@@ -8,6 +8,8 @@ PostgreSQL (a fresh schema per test, dropped afterwards). ``pg_url``: PostgreSQL
 
 ``postgres_url``: PostgreSQL tests run against ``RP_TEST_POSTGRES_URL``. Locally they skip when it
 is unset; under CI (``CI=true``) a missing URL is a failure, because CI must run them.
+
+``english_locale`` (autouse): the system locale reads as English in every test.
 """
 
 from __future__ import annotations
@@ -43,6 +45,16 @@ def corpus_dir(shared_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
     return postgres_url_or_skip()
+
+
+@pytest.fixture(autouse=True)
+def english_locale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built-in defaults follow the system locale while the ``language`` setting is unset;
+    pin it, so results do not depend on the machine's locale. Tests of other languages set the
+    setting or pass ``language=``."""
+    monkeypatch.delenv("LC_ALL", raising=False)
+    monkeypatch.delenv("LC_MESSAGES", raising=False)
+    monkeypatch.setenv("LANG", "C.UTF-8")
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ def persona_seed(version: int, description: str) -> SeedSpec:
 
 
 async def test_first_open_creates_the_three_builtin_defaults(assets: AssetStore) -> None:
-    outcomes = await ensure_seeds(assets)
+    outcomes = await ensure_seeds(assets, language="zh")
     assert [(o.kind, o.action) for o in outcomes] == [("preset", "create"), ("writing-style", "create"), ("persona", "create")]
     preset = await assets.get_default("preset")
     style = await assets.get_default("writing-style")
@@ -54,6 +54,46 @@ async def test_first_open_creates_the_three_builtin_defaults(assets: AssetStore)
     assert style is not None and style.name == "通用叙事"
     assert person is not None and person.seed_key == "rp.seed.persona.default"
     assert {o.asset_id for o in outcomes} == {preset.id, style.id, person.id}
+
+
+async def _set_language(events: EventStore, value: str | None) -> None:
+    from roleplay.core.settings import SettingsStore
+
+    settings = SettingsStore(events)
+    await (settings.set("language", value) if value else settings.reset("language"))
+
+
+async def test_the_system_locale_picks_the_language_while_the_setting_is_unset(assets: AssetStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    await ensure_seeds(assets)  # the test locale is English
+    assert (await assets.get_default("persona")).name == "User"  # type: ignore[union-attr]
+    assert (await assets.get_default("writing-style")).name == "General narrative"  # type: ignore[union-attr]
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    outcomes = {o.kind: o.action for o in await ensure_seeds(assets)}
+    assert outcomes == {"preset": "upgrade", "writing-style": "upgrade", "persona": "upgrade"}
+    assert (await assets.get_default("preset")).name == "示例预设"  # type: ignore[union-attr]
+
+
+async def test_a_language_change_rewrites_unedited_seeds_and_keeps_edited_ones(events: EventStore, assets: AssetStore) -> None:
+    await _set_language(events, "zh")
+    await ensure_seeds(assets)
+    preset = await assets.get_default("preset")
+    persona = await assets.get_default("persona")
+    assert preset is not None and persona is not None and persona.name == "用户"
+    field_ids = [f["id"] for f in preset.data["fields"]]
+    await assets.update(persona.id, {**persona.data, "name": "阿遥"}, expected_revision=persona.revision)
+
+    await _set_language(events, "en")
+    outcomes = {o.kind: o.action for o in await ensure_seeds(assets)}
+    assert outcomes == {"preset": "upgrade", "writing-style": "upgrade", "persona": "keep-edited"}
+    upgraded = await assets.get(preset.id)
+    assert upgraded.name == "Example preset" and [f["id"] for f in upgraded.data["fields"]] == field_ids
+    assert (await assets.get(persona.id)).data["name"] == "阿遥"  # never overwritten
+    # and back again: still in place, still never touching the edited persona
+    await _set_language(events, "zh")
+    outcomes = {o.kind: o.action for o in await ensure_seeds(assets)}
+    assert outcomes == {"preset": "upgrade", "writing-style": "upgrade", "persona": "keep-edited"}
+    assert (await assets.get(preset.id)).name == "示例预设"
+    assert {o.action for o in await ensure_seeds(assets)} == {"up-to-date", "keep-edited"}
 
 
 async def test_ensure_seeds_is_idempotent(assets: AssetStore) -> None:

@@ -54,7 +54,7 @@ def test_openings(tmp_path: Path) -> None:
     skipped = new_sample(tmp_path, "--opening", "skip")
     assert skipped["opening"] is None
     custom = new_sample(tmp_path, "--opening", "custom", "--opening-text", "{{user}}来到雾港。")
-    assert custom["opening"] == "主角来到雾港。"  # macros expanded with the default persona's name
+    assert custom["opening"] == "User来到雾港。"  # macros expanded with the default persona's name
     bad = invoke(tmp_path, "new", "--sample", "--opening", "7")
     assert bad.exit_code == 1 and "story.opening_out_of_range" in bad.stderr
     missing = invoke(tmp_path, "new")
@@ -249,6 +249,7 @@ def test_resuming_a_session_recaps_the_last_exchange(tmp_path: Path) -> None:
 
 
 def test_prompt_shows_the_history_cut_in_a_small_window_and_the_next_turn_builds_the_same(tmp_path: Path) -> None:
+    assert invoke(tmp_path, "settings", "set", "language", "zh").exit_code == 0  # the window is sized for these defaults
     sid = new_sample(tmp_path)["sessionId"]
     turns = ["我敲了敲铁门。", "我说明来意，想借宿一晚。", "我问她灯塔里还有谁。", "我帮她修理灯罩。", "夜深了，我们坐在楼梯上聊天。"]
     for text in turns:

@@ -153,7 +153,7 @@ async def test_player_boundary_is_not_derived_from_the_card_or_the_persona(store
     plain = (await collect_sources(SourceInputs("r", bare, await macro_context_for(bare, reader)), reader)).by_id()[PLAYER]
     with_card = (await collect_sources(SourceInputs("r", bound, await macro_context_for(bound, reader)), reader)).by_id()
     assert with_card[PLAYER].text == plain.text
-    assert "Mara" not in plain.text and "knight" not in plain.text and "主角" not in plain.text
+    assert "Mara" not in plain.text and "knight" not in plain.text and "User" not in plain.text
     ids = [s for s in with_card]
     assert ids.index(PLAYER) == ids.index(PERSONA) + 1  # the boundary sits right after the persona
 

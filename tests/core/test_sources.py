@@ -1,5 +1,5 @@
 """Context sources against a real asset store (SQLite and PostgreSQL): a card imported with an
-embedded lorebook, the seeded 示例预设 / 通用叙事 / 主角, a State view, and the session's own texts.
+embedded lorebook, the seeded 示例预设 / 通用叙事 / 用户 (Chinese defaults), a State view, and the session's own texts.
 Also the unavailable-asset boundary (missing, corrupt, unsupported → skipped with a diagnostic,
 anything else raises) and the seeded, state-gated lore activation."""
 
@@ -105,7 +105,7 @@ class World:
         self.store: AssetStore = service.store
 
     async def setup(self) -> World:
-        await self.service.ensure_seeds()
+        await self.service.ensure_seeds(language="zh")
         imported = await self.service.import_file(card_file(), "irene.json")
         self.card, self.book = imported.assets[0].id, imported.assets[1].id
         self.preset = (await self.store.get_default("preset")).id  # type: ignore[union-attr]
@@ -176,16 +176,16 @@ async def test_every_source_of_a_fully_bound_session(world: World) -> None:
     card = src["rp.card"]
     assert (card.title, card.source_class, card.parent_delivery, card.shared_reference) == ("Character", "factual", "context", True)
     assert card.revision == {"assetId": world.card, "revision": card_rev}
-    assert card.text.startswith(CARD_NOTE + "\n\nName: 艾琳\n\nDescription: 艾琳 is a swordswoman who distrusts 主角.")
-    assert "Example messages:\n<START>\n主角: Hi\n艾琳: ...Hi." in card.text
+    assert card.text.startswith(CARD_NOTE + "\n\nName: 艾琳\n\nDescription: 艾琳 is a swordswoman who distrusts 用户.")
+    assert "Example messages:\n<START>\n用户: Hi\n艾琳: ...Hi." in card.text
     assert "Always speak" not in card.text and "Stay terse" not in card.text  # isolated prompts untrusted
     assert "not for the prompt" not in card.text
 
     persona = src["rp.persona"]
-    assert persona.text.startswith("Name: 主角\n\nDescription:") and persona.parent_delivery == "context"
+    assert persona.text.startswith("Name: 用户\n\nDescription:") and persona.parent_delivery == "context"
 
     assert src["rp.lore.world-description"].text == "艾琳's city floats above the sea."
-    assert src["rp.lore.character-descriptions"].text == "Irene's silver sword hums near 主角."
+    assert src["rp.lore.character-descriptions"].text == "Irene's silver sword hums near 用户."
     assert src["rp.lore.important-rules"].text == "At night nobody leaves the inn."
     assert src["rp.lore.world-description"].revision == {"assets": [{"assetId": world.book, "revision": 1}]}
     assert [(e.kind, e.entry_id, e.start, e.end) for e in got.lore_timed_state.effects] == [("sticky", "2", 3, 5)]
@@ -208,7 +208,7 @@ async def test_every_source_of_a_fully_bound_session(world: World) -> None:
 
     style = src[f"rp.writing-style:{world.style}"]
     assert style.title == "通用叙事" and style.text.startswith("- 视角：") and style.source_class == "instructional"
-    assert src["rp.custom:tone"].text == "主角 说话时保持克制。" and not src["rp.custom:tone"].shared_reference
+    assert src["rp.custom:tone"].text == "用户 说话时保持克制。" and not src["rp.custom:tone"].shared_reference
 
     # History texts are taken as given: core.conversation already put the context notes in.
     assert (src["rp.conversation-summary"].text, src["rp.conversation"].text) == ("他们在客栈相遇。", "旅人: 你好")
@@ -356,8 +356,8 @@ async def test_preset_fields_disabled_or_blank_give_no_source() -> None:
 
 async def test_macro_context_reads_live_names_and_treats_dangling_as_unbound(world: World) -> None:
     reader = StoreAssetReader(world.store)
-    assert await macro_context_for(world.profile(), reader) == MacroContext("艾琳", "主角")
-    assert await macro_context_for(world.profile(card="ast_gone"), reader) == MacroContext(None, "主角")
+    assert await macro_context_for(world.profile(), reader) == MacroContext("艾琳", "用户")
+    assert await macro_context_for(world.profile(card="ast_gone"), reader) == MacroContext(None, "用户")
     assert await macro_context_for(None, reader) == MacroContext(None, None)
 
 

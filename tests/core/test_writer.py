@@ -111,7 +111,7 @@ async def test_a_refused_draft_that_streamed_is_reset_and_the_retry_streams_once
     refusal = "I can't continue this story."
     model._responder = director([{"text": refusal, "finish_reason": "content_filter"}, "  {{user}} 走近。 {{char}} 抬起灯， 雾散了。\n"])  # type: ignore[attr-defined]
     result, chunks = await reply_stream(store, sid, lambda: play_turn(rt, sid, "我问起钟声。", parent_route=SCRIPTED))
-    assert result.committed and result.reply == "主角 走近。 林汐 抬起灯， 雾散了。"
+    assert result.committed and result.reply == "User 走近。 林汐 抬起灯， 雾散了。"
     assert all(c["type"] == "assistant/chunk" and c["turnId"] == result.turn.turn_id for c in chunks)
     reset = next(i for i, c in enumerate(chunks) if c.get("reset"))
     first, second = chunks[:reset], chunks[reset + 1 :]

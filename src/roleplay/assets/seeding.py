@@ -216,7 +216,39 @@ __all__ = [
     "StoredAsset",
     "content_hash",
     "plan_seed_upgrade",
+    "seed_languages",
 ]
+
+
+def seed_languages(
+    kind: str,
+    key: str,
+    version: int,
+    contents: Mapping[str, Mapping[str, Any]],
+    normalize: Normalizer,
+    *,
+    make_default: bool = True,
+    legacy_hashes: frozenset[str] = frozenset(),
+) -> dict[str, SeedSpec]:
+    """One seed in several languages (language → spec), all under one key and version.
+
+    Each language's spec counts every other language's current content as pristine, so when the
+    user's language changes an unedited seed is rewritten in the new language in place (same
+    asset, same field ids), and an edited one is kept, by the same rule as any upgrade.
+    """
+    hashes = {lang: content_hash(normalize(content)) for lang, content in contents.items()}
+    return {
+        lang: SeedSpec(
+            kind=kind,
+            key=key,
+            version=version,
+            content=content,
+            normalize=normalize,
+            make_default=make_default,
+            legacy_hashes=frozenset(legacy_hashes | {h for other, h in hashes.items() if other != lang}),
+        )
+        for lang, content in contents.items()
+    }
 
 
 def load_seed_content(package: str, filename: str) -> dict[str, Any]:

@@ -9,6 +9,10 @@ Which stored asset a seed is compared against: the one its marker names; with no
 tagged with the seed key (a marker lost by an older version). A marker whose asset is gone means the
 user deleted it, and the plan is then to skip it forever. A freshly created seed becomes the default
 of its kind only when the kind has no default yet, so a user's own default is never replaced.
+
+Which language's text is seeded: the ``language`` setting, else the system locale
+(``roleplay.assets.language``). Every language's text of a seed shares its key, so a change of
+language rewrites the unedited seeds in place and leaves the edited ones alone (seeding's rule).
 """
 
 from __future__ import annotations
@@ -16,14 +20,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from roleplay.errors import ValidationError
+
 from .kinds import SEED_KIND_TO_ASSET_KIND, validate_asset_data
-from .personas import DEFAULT_PERSONA_SEED
-from .presets import EXAMPLE_PRESET_SEED
+from .language import LANGUAGES, Language, effective_language
+from .personas import DEFAULT_PERSONA_SEEDS
+from .presets import EXAMPLE_PRESET_SEEDS
 from .seeding import SeedAction, SeedSpec, StoredAsset, plan_seed_upgrade
 from .store import AssetStore, AssetTx
-from .styles import GENERAL_NARRATIVE_SEED
+from .styles import GENERAL_NARRATIVE_SEEDS
 
-BUILTIN_SEEDS: tuple[SeedSpec, ...] = (EXAMPLE_PRESET_SEED, GENERAL_NARRATIVE_SEED, DEFAULT_PERSONA_SEED)
+
+def builtin_seeds(language: Language) -> tuple[SeedSpec, ...]:
+    """The built-in defaults in ``language``: the example preset, general narrative style and
+    default persona."""
+    if language not in LANGUAGES:
+        raise ValidationError(
+            "seed.unknown_language", f"no built-in defaults in {language!r}; known: {', '.join(LANGUAGES)}", pointer="/language"
+        )
+    return (EXAMPLE_PRESET_SEEDS[language], GENERAL_NARRATIVE_SEEDS[language], DEFAULT_PERSONA_SEEDS[language])
+
+
+# The Chinese set, as every version before the language setting seeded.
+BUILTIN_SEEDS: tuple[SeedSpec, ...] = builtin_seeds("zh")
 
 
 @dataclass(frozen=True)
@@ -38,8 +57,15 @@ class SeedOutcome:
         return {"key": self.key, "kind": self.kind, "action": self.action, "assetId": self.asset_id, "reason": self.reason}
 
 
-async def ensure_seeds(store: AssetStore, seeds: Sequence[SeedSpec] = BUILTIN_SEEDS) -> list[SeedOutcome]:
-    """Bring every seed to its planned state; safe to call on every open, from any process."""
+async def ensure_seeds(
+    store: AssetStore, seeds: Sequence[SeedSpec] | None = None, *, language: Language | None = None
+) -> list[SeedOutcome]:
+    """Bring every seed to its planned state; safe to call on every open, from any process.
+
+    Without ``seeds``, the built-in set in ``language``, else in the user's language (the
+    ``language`` setting, else the system locale)."""
+    if seeds is None:
+        seeds = builtin_seeds(language or await effective_language(store))
     kinds = {seed.key: SEED_KIND_TO_ASSET_KIND[seed.kind] for seed in seeds}
     # Validate and mint ids outside the transaction: bodies must not fail half-way for reasons
     # that are not about the database, and id generators may not be re-entrant.
@@ -86,4 +112,4 @@ async def _apply(tx: AssetTx, seed: SeedSpec, kind: str, valid, new_id: str) -> 
     return SeedOutcome(seed.key, kind, plan.action.value, asset_id, plan.reason)
 
 
-__all__ = ["BUILTIN_SEEDS", "SeedOutcome", "ensure_seeds"]
+__all__ = ["BUILTIN_SEEDS", "SeedOutcome", "builtin_seeds", "ensure_seeds"]

@@ -18,8 +18,9 @@ from roleplay.harness.store import EventStore
 from .cards import CharacterCard, IsolatedPrompts, export_card_png
 from .importing import ImportResult, import_file
 from .kinds import CARD
+from .language import Language
 from .seeding import SeedSpec
-from .seeds import BUILTIN_SEEDS, SeedOutcome, ensure_seeds
+from .seeds import SeedOutcome, ensure_seeds
 from .store import AssetRecord, AssetStore, AssetTx, check_revision, not_found, wrong_kind
 
 
@@ -36,12 +37,14 @@ class DeleteResult:
 
 
 class AssetService:
-    def __init__(self, events: EventStore, *, seeds: Sequence[SeedSpec] = BUILTIN_SEEDS) -> None:
+    def __init__(self, events: EventStore, *, seeds: Sequence[SeedSpec] | None = None) -> None:
         self.store = AssetStore(events)
-        self._seeds = tuple(seeds)
+        # None: the built-in set in the user's language, decided at each ``ensure_seeds``.
+        self._seeds = None if seeds is None else tuple(seeds)
 
-    async def ensure_seeds(self) -> list[SeedOutcome]:
-        return await ensure_seeds(self.store, self._seeds)
+    async def ensure_seeds(self, *, language: Language | None = None) -> list[SeedOutcome]:
+        """``language``: the built-in set to seed (default: the user's, see ``seeds.ensure_seeds``)."""
+        return await ensure_seeds(self.store, self._seeds, language=language)
 
     async def import_file(self, data: bytes, filename: str | None = None, *, allow_repair: bool = False) -> ImportResult:
         """``allow_repair``: only when the user asked (``rp import --repair``); see ``import_file``."""

@@ -1,6 +1,6 @@
 """用户人设 (personas): model and the built-in default persona seed."""
 
 from .model import Persona, parse_persona, update_persona
-from .seed import DEFAULT_PERSONA_SEED
+from .seed import DEFAULT_PERSONA_SEED, DEFAULT_PERSONA_SEEDS
 
-__all__ = ["DEFAULT_PERSONA_SEED", "Persona", "parse_persona", "update_persona"]
+__all__ = ["DEFAULT_PERSONA_SEED", "DEFAULT_PERSONA_SEEDS", "Persona", "parse_persona", "update_persona"]

@@ -20,12 +20,13 @@ from .model import (
     reorder_fields,
     update_field,
 )
-from .seed import EXAMPLE_PRESET_SEED
+from .seed import EXAMPLE_PRESET_SEED, EXAMPLE_PRESET_SEEDS
 from .sillytavern import SillyTavernMigration, looks_like_sillytavern_preset, migrate_sillytavern_preset
 from roleplay.assets.seeding import SeedAction, SeedMarker, SeedPlan, SeedSpec, StoredAsset, plan_seed_upgrade
 
 __all__ = [
     "EXAMPLE_PRESET_SEED",
+    "EXAMPLE_PRESET_SEEDS",
     "MAX_FIELDS",
     "MAX_TOTAL_CONTENT",
     "POSITIONS",

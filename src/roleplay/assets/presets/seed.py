@@ -1,7 +1,11 @@
 """The built-in 示例预设 (example preset), created on first initialisation and marked default.
 
-Text lives in ``seed_example_preset.json`` (package data) and was written for this project from
-the spec's description; it is not taken from any community preset.
+Text lives in ``seed_example_preset.json`` (Chinese) and ``seed_example_preset.en.json`` (English),
+package data written for this project from the spec's description; it is not taken from any
+community preset. The user's ``language`` setting picks which one is seeded
+(``roleplay.assets.seeds``). Neither forces a language on the story: the format field asks for the
+language of the card and the conversation (version 1 demanded 简体中文, which an English card
+could not want).
 
 Position choice (the spec names the five fields but not their positions):
 
@@ -23,25 +27,33 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .model import parse_preset
-from roleplay.assets.seeding import SeedSpec, load_seed_content
+from roleplay.assets.seeding import SeedSpec, load_seed_content, seed_languages
 
 SEED_KEY = "rp.seed.preset.example"
-SEED_VERSION = 1
+SEED_VERSION = 2
+# Content hashes of earlier shipped versions, so an unedited old copy still upgrades.
+LEGACY_HASHES = frozenset(
+    {
+        "sha256:00211dd4a6775799a8e24d928bf936a034779ceb9cc0a56d0f36b872e350cade",  # v1, zh
+    }
+)
 
 
 def _normalize(data: Any) -> Mapping[str, Any]:
     return parse_preset(data).to_json_dict()
 
 
-EXAMPLE_PRESET_SEED = SeedSpec(
-    kind="preset",
-    key=SEED_KEY,
-    version=SEED_VERSION,
-    content=load_seed_content(__package__, "seed_example_preset.json"),
-    normalize=_normalize,
-    make_default=True,
-    # Hashes of earlier shipped versions go here when the text changes (none yet: this is v1).
-    legacy_hashes=frozenset(),
+EXAMPLE_PRESET_SEEDS: dict[str, SeedSpec] = seed_languages(
+    "preset",
+    SEED_KEY,
+    SEED_VERSION,
+    {
+        "en": load_seed_content(__package__, "seed_example_preset.en.json"),
+        "zh": load_seed_content(__package__, "seed_example_preset.json"),
+    },
+    _normalize,
+    legacy_hashes=LEGACY_HASHES,
 )
+EXAMPLE_PRESET_SEED = EXAMPLE_PRESET_SEEDS["zh"]
 
-__all__ = ["EXAMPLE_PRESET_SEED", "SEED_KEY", "SEED_VERSION"]
+__all__ = ["EXAMPLE_PRESET_SEED", "EXAMPLE_PRESET_SEEDS", "SEED_KEY", "SEED_VERSION"]
