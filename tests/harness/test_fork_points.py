@@ -15,6 +15,7 @@ from roleplay.cli import cli
 from roleplay.cli_context import CliState
 from roleplay.errors import RpError
 from roleplay.harness.events import EventDraft
+from roleplay.harness.fork_points import after_turn_fork_point
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.store import EventStore, open_store
 from roleplay.harness.turns import turns_projection
@@ -108,3 +109,19 @@ def test_rp_sessions_fork_says_when_it_snapped(store_url: str, tmp_path: Path) -
     assert json.loads(out)["forkPoint"] == {"requestedSeq": 9, "atSeq": 9, "snapped": False}
     code, out, _ = invoke(env, "sessions", "fork", sid, "--at", "3", "--json")
     assert json.loads(out)["headSeq"] == 1  # inside turn 1: only the setup before it is kept
+
+
+async def test_after_turn_keeps_the_events_between_turns(store: EventStore) -> None:
+    service = SessionService(store)
+    sid = await two_turns(service)
+    point = await after_turn_fork_point(store, sid, 5)  # turn 1 ends at 5, turn 2 starts at 6
+    assert (point.at_seq, point.snapped) == (5, False)
+    edit = {
+        "messageId": "a2e",
+        "content": [{"type": "text", "text": "edited"}],
+        "surfaceOp": {"op": "replace", "range": "node", "targetMessageId": "a2"},
+    }
+    await service.append(sid, [EventDraft("assistant/message", edit)], expected_seq=9)
+    point = await after_turn_fork_point(store, sid, 9)
+    assert (point.requested_seq, point.at_seq, point.snapped) == (9, 10, False)
+    assert point.to_dict()["betweenTurns"] == 1 and "kept" in point.describe()

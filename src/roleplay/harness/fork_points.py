@@ -78,3 +78,36 @@ async def _turn_end(store: EventStore, session_id: str, turn_id: str, after_seq:
         if event.type == "turn/end" and event.payload.get("turnId") == turn_id:
             return event.seq
     return None
+
+
+async def after_turn_fork_point(store: EventStore, session_id: str, turn_end_seq: int) -> ForkPoint:
+    """The fork point that keeps a closed turn whole: its ``turn/end`` at ``turn_end_seq`` and
+    every event logged after it before the next ``turn/start`` (an edit of its reply, a profile
+    change, a message action), so a branch holds the log exactly as it stood after that turn.
+    ``requestedSeq`` is the turn's end; ``atSeq`` where the cut falls."""
+    cut = turn_end_seq
+    async for event in store.iter_events(session_id, after_seq=turn_end_seq):
+        if event.type == "turn/start":
+            break
+        cut = event.seq
+    return ForkPoint(turn_end_seq, cut) if cut == turn_end_seq else _Extended(turn_end_seq, cut)
+
+
+@dataclass(frozen=True)
+class _Extended(ForkPoint):
+    """A cut moved *forward* over between-turn events (never into a turn): not a snap."""
+
+    @property
+    def snapped(self) -> bool:
+        return False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requestedSeq": self.requested_seq,
+            "atSeq": self.at_seq,
+            "snapped": False,
+            "betweenTurns": self.at_seq - self.requested_seq,
+        }
+
+    def describe(self) -> str:
+        return f"seq {self.at_seq} (the turn ended at seq {self.requested_seq}; the events after it, before the next turn, are kept)"
