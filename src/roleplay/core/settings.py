@@ -22,6 +22,8 @@ Consumers read a :class:`SettingsSnapshot` (one read of the table):
   prompts (the only prompt section the spec lets the user edit); ``null`` restores the harness's.
 - ``context.windows``: ``provider/model`` → tokens, read through :func:`context_window_for`.
 - ``quickReplies.*``: the ``quick_replies`` feature (``rp quick-replies``, ``/qr`` in play).
+- ``language``: which built-in defaults are seeded (``assets.seeds``, which reads the row itself
+  because it runs below core); ``null`` follows the system locale.
 - ``features.enabled``, ``replyOptions.*``: typed and validated now; their consumers (the
   feature manager, reply options) come later.
 - ``language``: which built-in defaults are seeded (``assets.seeds``, which reads the row itself
@@ -38,6 +40,7 @@ import pydantic
 from pydantic import AfterValidator, Field, Strict, StringConstraints, TypeAdapter, field_validator
 from pydantic_core import PydanticCustomError
 
+from roleplay.assets.language import SETTING_KEY as _LANGUAGE_KEY, language_from_locale
 from roleplay.assets.store import AssetStore, AssetTx
 from roleplay.assets.validation import AssetModel, Name, Text, problems_from_pydantic
 from roleplay.assets.language import SETTING_KEY as _LANGUAGE_KEY, language_from_locale
@@ -254,6 +257,14 @@ DEFS: dict[str, SettingDef] = {
             normalize=_normal_quick_replies,
         ),
         SettingDef(
+            "language",
+            Literal["en", "zh"] | None,
+            None,
+            "the language of the built-in defaults (persona, example preset, writing style, guides): en or zh;"
+            " null follows the system locale. Unedited defaults switch on the next start; edited ones are kept",
+            text=True,
+        ),
+        SettingDef(
             "quickReplies.cursor",
             Literal["end", "start", "select"],
             "end",
@@ -271,6 +282,9 @@ DEFS: dict[str, SettingDef] = {
             " null follows the system locale. Unedited defaults switch on the next start; edited ones are kept",
             text=True,
         ),
+
+assert _LANGUAGE_KEY in DEFS  # the seeding reads this key's row by name
+
 
 def setting_def(key: Any) -> SettingDef:
     found = DEFS.get(key) if isinstance(key, str) else None
@@ -377,6 +391,10 @@ class SettingsSnapshot:
 
     def context_windows(self) -> dict[str, int]:
         return dict(self.value("context.windows"))
+
+    def language(self) -> str:
+        """The user's language: the setting, else the system locale (``assets.language``)."""
+        return self.value("language") or language_from_locale()  # type: ignore[no-any-return]
 
 
 def context_window_for(windows: dict[str, int], route: Route) -> int | None:
