@@ -26,8 +26,6 @@ Consumers read a :class:`SettingsSnapshot` (one read of the table):
   because it runs below core); ``null`` follows the system locale.
 - ``features.enabled``, ``replyOptions.*``: typed and validated now; their consumers (the
   feature manager, reply options) come later.
-- ``language``: which built-in defaults are seeded (``assets.seeds``, which reads the row itself
-  because it runs below core); ``null`` follows the system locale.
 """
 
 from __future__ import annotations
@@ -43,7 +41,6 @@ from pydantic_core import PydanticCustomError
 from roleplay.assets.language import SETTING_KEY as _LANGUAGE_KEY, language_from_locale
 from roleplay.assets.store import AssetStore, AssetTx
 from roleplay.assets.validation import AssetModel, Name, Text, problems_from_pydantic
-from roleplay.assets.language import SETTING_KEY as _LANGUAGE_KEY, language_from_locale
 from roleplay.errors import ConflictError, Problem, RpError, ValidationError
 from roleplay.harness.models.routes import Route, parse_route_spec
 from roleplay.harness.store.base import EventStore
@@ -274,14 +271,6 @@ DEFS: dict[str, SettingDef] = {
     )
 }
 
-        SettingDef(
-            "language",
-            Literal["en", "zh"] | None,
-            None,
-            "the language of the built-in defaults (persona, example preset, writing style, guides): en or zh;"
-            " null follows the system locale. Unedited defaults switch on the next start; edited ones are kept",
-            text=True,
-        ),
 
 assert _LANGUAGE_KEY in DEFS  # the seeding reads this key's row by name
 
@@ -296,9 +285,6 @@ def setting_def(key: Any) -> SettingDef:
             details={"key": key if isinstance(key, str) else repr(key), "known": list(DEFS)},
         )
     return found
-assert _LANGUAGE_KEY in DEFS  # the seeding reads this key's row by name
-
-
 
 
 def validate_setting(key: str, value: Any) -> Any:
@@ -409,10 +395,6 @@ def conflict(key: str, expected: int, current: int) -> ConflictError:
         details={"key": key, "expectedRevision": expected, "currentRevision": current},
     )
 
-
-    def language(self) -> str:
-        """The user's language: the setting, else the system locale (``assets.language``)."""
-        return self.value("language") or language_from_locale()  # type: ignore[no-any-return]
 
 def _check_expected(value: Any) -> int | None:
     if value is None:
