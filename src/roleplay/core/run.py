@@ -78,6 +78,7 @@ from .replies import replies_projection
 from .run_context import RpRunDeps
 from .runtime import RoleplayRuntime
 from .settings import context_window_for, read_settings
+from .summary import SummaryWatch, land_pending
 from .toolfree import parent_model, uncommitted_note
 from .sources import (
     SourceInputs,
@@ -427,12 +428,17 @@ async def play_turn(
     a log head that another turn or message action can overtake. A second start is ``run.busy``."""
     async with run_lease(rt.store, session_id) as lease:
         await require_playable(rt, session_id)
+        # A summary written alongside the previous turn lands now, before this turn reads the log.
+        landed = await land_pending(rt, session_id) if text.strip() or images else []
         prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images)
         run = RpRun(rt, prepared)
-        model: ChatModel = parent_model(run, rt.model_for(parent_route))
+        run.diagnostics.extend(landed)
+        watch = await SummaryWatch.start(rt, run, parent_route)
+        model: ChatModel = watch.wrap(parent_model(run, rt.model_for(parent_route)))
         loop = AgentLoop(rt.service, model, run.spec())
         content: list[dict[str, Any]] = [{"type": "text", "text": prepared.input_text}, *prepared.images]
         turn = await loop.run_turn(session_id, content, abort=abort, turn_id=prepared.turn_id, lease=lease)
+        run.diagnostics.extend(await watch.finish(turn))
     committed = any(r.ok and r.name == COMMIT_TURN_TOOL for r in turn.tool_results)
     flag = uncommitted_note(turn)
     if flag is not None:

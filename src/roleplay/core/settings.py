@@ -21,6 +21,8 @@ Consumers read a :class:`SettingsSnapshot` (one read of the table):
 - ``prompt.identity``: replaces the ``harness:identity`` section of the roleplay parent and Writer
   prompts (the only prompt section the spec lets the user edit); ``null`` restores the harness's.
 - ``context.windows``: ``provider/model`` → tokens, read through :func:`context_window_for`.
+- ``summary.route``: the conversation summariser's route (``core.summary``); null follows the
+  conversation's route.
 - ``quickReplies.*``: the ``quick_replies`` feature (``rp quick-replies``, ``/qr`` in play).
 - ``language``: which built-in defaults are seeded (``assets.seeds``, which reads the row itself
   because it runs below core); ``null`` follows the system locale.
@@ -214,6 +216,14 @@ DEFS: dict[str, SettingDef] = {
             normalize=_normal_route,
         ),
         SettingDef(
+            "summary.route",
+            RouteSpec | None,
+            None,
+            "the conversation summariser's route provider/model[/effort]; null follows the conversation's route",
+            text=True,
+            normalize=_normal_route,
+        ),
+        SettingDef(
             "prompt.identity",
             IdentityText | None,
             None,
@@ -370,6 +380,10 @@ class SettingsSnapshot:
 
     def writer_default_route(self) -> Route | None:
         spec = self.value("writer.defaultRoute")
+        return None if spec is None else parse_route_spec(spec)
+
+    def summary_route(self) -> Route | None:
+        spec = self.value("summary.route")
         return None if spec is None else parse_route_spec(spec)
 
     def identity(self) -> str | None:

@@ -11,6 +11,8 @@ cooperative model, read from the request alone (the same request gives the same 
   without effects rather than loop.
 - **Writer** (no tools, the Writer's rules as system prompt): a short narration of the current
   input, labelled as fake.
+- **Summariser** (no tools, the summariser's instructions as system prompt): a labelled digest
+  of the conversation as ``{"summary": ...}``.
 - **JSON mode** (``response_format: json_object``): ``{"effects": [...]}`` from the contract in
   the request, the answer a tool-free turn asks for; a reply-options call (its system prompt)
   gets ``{"options": [...]}`` the way the demo model answers it (``reply_options.demo``).
@@ -24,6 +26,7 @@ import json
 import re
 from typing import Any
 
+from roleplay.core.summary_prompts import SUMMARISER_MARKER, demo_summary
 from roleplay.names import COMMIT_TURN_TOOL, STATE_UPDATE_EFFECT, WRITE_TURN_TOOL
 from roleplay.reply_options.demo import answer as reply_options_answer
 from roleplay.reply_options.generator import SYSTEM_MARKER as REPLY_OPTIONS_MARKER
@@ -49,6 +52,9 @@ def roleplay_reply(body: dict[str, Any]) -> dict[str, Any] | None:
     tools = {t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
     if not tools and WRITER_MARKER in system:
         return {"text": narrate(_text(messages[-1]) if messages else "")}
+    if not tools and SUMMARISER_MARKER in system:
+        # The conversation summariser (core.summary): a labelled digest, in the story's language.
+        return {"text": json.dumps({"summary": demo_summary(_text(messages[-1]), f"{LABEL} ")}, ensure_ascii=False)}
     if {WRITE_TOOL, COMMIT_TOOL} <= tools:
         return _parent(messages)
     return None
