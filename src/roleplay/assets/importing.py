@@ -174,14 +174,16 @@ async def import_card(
     parsed: tuple[Any, list[Problem]] | None = None,
 ) -> ImportResult:
     """``parsed``: the file's JSON and parse warnings when the caller has parsed it already."""
-    parsed = import_card_object(*parsed, filename) if parsed is not None else import_card_bytes(data, filename, allow_repair=allow_repair)
-    warnings = list(parsed.warnings)
-    card = validate_asset_data(CARD, parsed.card.model_dump(mode="json"))
+    card_import = (
+        import_card_object(*parsed, filename) if parsed is not None else import_card_bytes(data, filename, allow_repair=allow_repair)
+    )
+    warnings = list(card_import.warnings)
+    card = validate_asset_data(CARD, card_import.card.model_dump(mode="json"))
     book: Validated | None = None
-    if parsed.lorebook is not None:
-        book_name = parsed.lorebook.get("name") if isinstance(parsed.lorebook.get("name"), str) else ""
+    if card_import.lorebook is not None:
+        book_name = card_import.lorebook.get("name") if isinstance(card_import.lorebook.get("name"), str) else ""
         try:
-            book = validate_asset_data(LOREBOOK, {"name": _label(book_name or "") or card.name, "book": parsed.lorebook})
+            book = validate_asset_data(LOREBOOK, {"name": _label(book_name or "") or card.name, "book": card_import.lorebook})
             warnings += book.warnings
         except RpError as exc:
             # A broken embedded book should not cost the user the card; the untouched book stays
@@ -194,14 +196,14 @@ async def import_card(
                     details={"cause": exc.code},
                 )
             )
-    if parsed.embedded_assets:
+    if card_import.embedded_assets:
         warnings.append(
             Problem(
                 "asset.import.embedded_assets_skipped",
-                f"{len(parsed.embedded_assets)} legacy embedded asset(s) were not stored: only the sanitised main image is kept",
+                f"{len(card_import.embedded_assets)} legacy embedded asset(s) were not stored: only the sanitised main image is kept",
             )
         )
-    isolated = parsed.isolated_prompts.model_copy(update={"trusted": False})
+    isolated = card_import.isolated_prompts.model_copy(update={"trusted": False})
     digest = import_hash(data)
     card_id, book_id = store.new_id(), store.new_id()
 
@@ -210,11 +212,11 @@ async def import_card(
         if existing is not None:
             return await _duplicate(tx, existing, filename)
         record = await tx.insert(card_id, CARD, card.data, card.name, import_hash=digest)
-        if parsed.avatar_png is not None:
-            await tx.put_blob(card_id, "avatar", "image/png", parsed.avatar_png)
+        if card_import.avatar_png is not None:
+            await tx.put_blob(card_id, "avatar", "image/png", card_import.avatar_png)
         if not isolated.is_empty:
             await tx.put_blob(card_id, "isolated-prompts", "application/json", _json_blob(isolated.model_dump()))
-        await tx.put_blob(card_id, "source", "application/json", _json_blob(parsed.raw))
+        await tx.put_blob(card_id, "source", "application/json", _json_blob(card_import.raw))
         assets = [CreatedAsset.of(record)]
         if book is not None:
             linked = await tx.insert(book_id, LOREBOOK, book.data, book.name, source_character_id=card_id)

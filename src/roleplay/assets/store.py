@@ -24,6 +24,7 @@ Revisions start at 1 and grow by one with every change to an asset (data, blobs,
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import re
@@ -572,7 +573,7 @@ class AssetStore:
             )
         return blob
 
-    async def list_blobs(self, asset_id: str) -> list[BlobInfo]:
+    async def list_blobs(self, asset_id: str) -> builtins.list[BlobInfo]:  # `list` here is the method
         await self.get(asset_id)
         return await self.read(lambda tx: tx.blobs(asset_id))
 
@@ -615,7 +616,7 @@ class AssetStore:
         return await self.write(body)
 
     # -- diagnostics ----------------------------------------------------------------------------
-    async def dump(self) -> list[tuple[Any, ...]]:
+    async def dump(self) -> builtins.list[tuple[Any, ...]]:
         """Every row of the asset tables in a stable order (byte-identity tests)."""
 
         async def body(tx: AssetTx) -> list[tuple[Any, ...]]:

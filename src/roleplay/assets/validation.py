@@ -14,9 +14,11 @@ error mapping and their codes stay aligned (``<kind>.too_long`` means the same e
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Iterator, Mapping, TypeVar
 
 import pydantic
+from annotated_types import GroupedMetadata
 from pydantic import AfterValidator, BaseModel, ConfigDict, Strict, StringConstraints
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
@@ -164,19 +166,40 @@ def _name_chars(value: str) -> str:
     return value
 
 
-def Text(max_length: int) -> Any:
+# The rules travel as one piece of ``Annotated`` metadata (pydantic expands a GroupedMetadata), so
+# a field type is written ``Annotated[str, TextRule(n)]``: a type alias a type checker reads as str.
+@dataclass(frozen=True)
+class TextRule(GroupedMetadata):
     """Free text, may be empty, kept verbatim (leading spaces can matter in prompts)."""
-    return Annotated[str, Strict(), StringConstraints(max_length=max_length), AfterValidator(_no_control_chars)]
+
+    max_length: int
+
+    def __iter__(self) -> Iterator[object]:
+        yield Strict()
+        yield StringConstraints(max_length=self.max_length)
+        yield AfterValidator(_no_control_chars)
+
+
+@dataclass(frozen=True)
+class NameRule(GroupedMetadata):
+    """A required label: surrounding whitespace stripped, must not end up blank."""
+
+    max_length: int = NAME_MAX
+
+    def __iter__(self) -> Iterator[object]:
+        yield Strict()
+        yield StringConstraints(strip_whitespace=True, min_length=1, max_length=self.max_length)
+        yield AfterValidator(_name_chars)
+
+
+def Text(max_length: int) -> Any:
+    """``Annotated[str, TextRule(max_length)]``, for types built at run time."""
+    return Annotated[str, TextRule(max_length)]
 
 
 def Name(max_length: int = NAME_MAX) -> Any:
-    """A required label: surrounding whitespace stripped, must not end up blank."""
-    return Annotated[
-        str,
-        Strict(),
-        StringConstraints(strip_whitespace=True, min_length=1, max_length=max_length),
-        AfterValidator(_name_chars),
-    ]
+    """``Annotated[str, NameRule(max_length)]``, for types built at run time."""
+    return Annotated[str, NameRule(max_length)]
 
 
 class AssetModel(BaseModel):

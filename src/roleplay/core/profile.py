@@ -52,8 +52,8 @@ from roleplay.assets.presets.model import FIELD_ID_PATTERN
 from roleplay.assets.validation import (
     LONG_TEXT_MAX,
     AssetModel,
-    Name,
-    Text,
+    NameRule,
+    TextRule,
     problems_from_pydantic,
 )
 from roleplay.errors import (
@@ -120,8 +120,8 @@ LocalId = Annotated[str, StringConstraints(strict=True, pattern=LOCAL_ID_PATTERN
 RouteText = Annotated[str, StringConstraints(strict=True, strip_whitespace=True, min_length=1, max_length=200)]
 Effort = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 SourceRef = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=200)]
-LongText = Text(LONG_TEXT_MAX)
-Label = Name()
+LongText = Annotated[str, TextRule(LONG_TEXT_MAX)]
+Label = Annotated[str, NameRule()]
 
 
 def _duplicates(values: tuple[str, ...], what: str, at: tuple[Any, ...], code: str) -> list[Problem]:

@@ -42,7 +42,7 @@ from pydantic_core import PydanticCustomError
 
 from roleplay.assets.language import SETTING_KEY as _LANGUAGE_KEY, language_from_locale
 from roleplay.assets.store import AssetStore, AssetTx
-from roleplay.assets.validation import AssetModel, Name, Text, problems_from_pydantic
+from roleplay.assets.validation import AssetModel, NameRule, TextRule, problems_from_pydantic
 from roleplay.errors import ConflictError, Problem, RpError, ValidationError
 from roleplay.harness.models.routes import Route, parse_route_spec
 from roleplay.harness.store.base import EventStore
@@ -79,7 +79,7 @@ MAX_QUICK_REPLIES = 100
 
 RouteSpec = Annotated[str, StringConstraints(strict=True, strip_whitespace=True, min_length=1, max_length=200)]
 Tokens = Annotated[int, Strict(), Field(ge=MIN_CONTEXT_WINDOW, le=MAX_CONTEXT_WINDOW)]
-IdentityText = Text(IDENTITY_MAX)
+IdentityText = Annotated[str, TextRule(IDENTITY_MAX)]
 
 
 def _feature(name: str) -> str:
@@ -96,8 +96,8 @@ Feature = Annotated[str, Strict(), AfterValidator(_feature)]
 
 
 class QuickReply(AssetModel):
-    label: Name(40)  # type: ignore[valid-type]
-    text: Text(4_000)  # type: ignore[valid-type]
+    label: Annotated[str, NameRule(40)]
+    text: Annotated[str, TextRule(4_000)]
 
     @field_validator("text")
     @classmethod
@@ -252,7 +252,7 @@ DEFS: dict[str, SettingDef] = {
         ),
         SettingDef(
             "replyOptions.keywords",
-            Annotated[list[Name(40)], Field(max_length=20)],  # type: ignore[valid-type]
+            Annotated[list[Annotated[str, NameRule(40)]], Field(max_length=20)],
             [],
             "direction keywords that guide the reply options",
         ),

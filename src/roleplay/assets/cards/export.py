@@ -74,6 +74,7 @@ def merge_lorebooks(books: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     for i, book in enumerate(books):
         if not isinstance(book, dict):
             raise RpError("card.export.invalid_lorebook", f"lorebook {i} is not an object", pointer=f"/lorebooks/{i}")
+    merged: dict[str, Any]
     if len(books) == 1:
         merged = copy.deepcopy(books[0])
         merged["entries"] = [_v3_entry(e) for e in _book_entries(books[0], 0)]
@@ -81,7 +82,7 @@ def merge_lorebooks(books: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
             merged["extensions"] = {}
         return merged
 
-    merged: dict[str, Any] = {}
+    merged = {}
     extensions: dict[str, Any] = {}
     entries: list[dict[str, Any]] = []
     for i, book in enumerate(books):

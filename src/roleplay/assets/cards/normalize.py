@@ -324,9 +324,11 @@ def parse_card_json(obj: Any, *, filename: str | None = None) -> ParsedCard:
             return obj.get("creatorcomment")
         return value
 
-    values = {key: _string(ctx, key, pick(key)) for key in STRING_FIELDS}
-    isolated = IsolatedPrompts(**{key: _string(ctx, key, src.get(key)) for key in ISOLATED_FIELDS})
-    lists = {key: _string_list(ctx, key, src.get(key)) for key in LIST_FIELDS}
+    # Field name → value, for the models' keyword arguments (each field's own type).
+    values: dict[str, Any] = {key: _string(ctx, key, pick(key)) for key in STRING_FIELDS}
+    isolated_values: dict[str, Any] = {key: _string(ctx, key, src.get(key)) for key in ISOLATED_FIELDS}
+    isolated = IsolatedPrompts(**isolated_values)
+    lists: dict[str, Any] = {key: _string_list(ctx, key, src.get(key)) for key in LIST_FIELDS}
 
     extensions = src.get("extensions")
     if extensions is None:
@@ -450,7 +452,7 @@ class DepthPrompt:
 
 
 def st_talkativeness(card: CharacterCard) -> float:
-    value = card.extensions.get("talkativeness")
+    value: Any = card.extensions.get("talkativeness")  # any JSON; float() refuses what it can't read
     try:
         number = float(value)  # "0.5", "1" and 0.5 all occur in real cards
     except (TypeError, ValueError):
@@ -462,8 +464,9 @@ def st_depth_prompt(card: CharacterCard) -> DepthPrompt | None:
     raw = card.extensions.get("depth_prompt")
     if not isinstance(raw, dict):
         return None
+    depth_value: Any = raw.get("depth")
     try:
-        depth = int(raw.get("depth"))  # "" occurs (AICharED); ST's default is 4
+        depth = int(depth_value)  # "" occurs (AICharED); ST's default is 4
     except (TypeError, ValueError):
         depth = 4
     role = raw.get("role")

@@ -455,7 +455,8 @@ class _Scan:
     def _consider(self, c: _Compiled, sweep: int) -> tuple[str, dict[str, Any]] | None:
         skip = self._gate(c, self.state)
         if skip is not None:
-            self._decide(c, skip, sweep, **({"level": self.level} if skip == "delay_until_recursion" else {}))
+            gate_details: dict[str, Any] = {"level": self.level} if skip == "delay_until_recursion" else {}
+            self._decide(c, skip, sweep, **gate_details)
             return None
         how: str | None = None
         details: dict[str, Any] = {}

@@ -45,7 +45,7 @@ async def lorebook_test(
     engine = LoreEngine([book], settings)
     result = engine.activate(TurnInput(run_id=run_id, messages=list(texts)))
     titles = {e.id: _title(e) for e in book.entries}
-    activated = [
+    activated: list[dict[str, Any]] = [
         {"entryId": a.entry_id, "title": titles.get(a.entry_id, ""), "slot": str(a.slot.value if hasattr(a.slot, "value") else a.slot),
          "reason": a.reason, "sweep": a.sweep, "details": dict(a.details)}
         for a in result.activated

@@ -56,7 +56,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 from roleplay.canonical import canonical_json
 from roleplay.canonical import json_type
@@ -162,6 +162,7 @@ def import_lorebook(
         return import_character_book(data, book_id=book_id, name=name, version=3, limits=limits, base=("data",))
     if spec in ("chara_card_v2", "chara_card_v3"):
         data = value.get("data")
+        base: tuple[str, ...]
         book, base = None, ()
         if isinstance(data, Mapping) and data.get("character_book") is not None:
             book, base = data["character_book"], ("data", "character_book")
@@ -252,7 +253,7 @@ def import_character_book(
             ctx.error("lore.entry.invalid", f"entry must be an object, got {json_type(raw)}", parts)
             continue
         # ST: a card entry without ``id`` gets its array index.
-        uid = _uid(raw["id"]) if "id" in raw else index
+        uid: int | str | None = _uid(raw["id"]) if "id" in raw else index
         if "id" in raw and uid is None:
             uid = _str_uid(raw["id"])
         raws.append((raw, parts, uid, index))
@@ -333,6 +334,10 @@ class _Reader:
     def opt_boolean(self, value: Any, *path: Any) -> bool | None:
         return None if value is None else self.boolean(value, False, *path)
 
+    @overload
+    def number(self, value: Any, default: int | float, *path: Any, integer: bool = False) -> int | float: ...
+    @overload
+    def number(self, value: Any, default: None, *path: Any, integer: bool = False) -> int | float | None: ...
     def number(self, value: Any, default: int | float | None, *path: Any, integer: bool = False) -> int | float | None:
         if value is None:
             return default
@@ -458,7 +463,8 @@ def _common(
             tags=r.strings(filt.get("tags"), "characterFilter", "tags"),
             is_exclude=r.boolean(filt.get("isExclude"), False, "characterFilter", "isExclude"),
         )
-    ext = raw.get("extensions") if isinstance(raw.get("extensions"), Mapping) else {}
+    ext_raw = raw.get("extensions")
+    ext: Mapping[str, Any] = ext_raw if isinstance(ext_raw, Mapping) else {}
     return dict(
         uid=uid,
         content=content,

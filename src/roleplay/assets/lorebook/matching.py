@@ -261,6 +261,7 @@ class TextIndex:
         return self._words[cs]
 
     def literal_hits(self, cs: bool) -> set[int]:
+        hits: set[int]
         if cs not in self._literal_hits and self.parts:
             hits = set().union(*(p.literal_hits(cs) for p in self.parts))
             text = self._variant(cs) if self.table.spanning_ids[cs] else ""
@@ -274,7 +275,7 @@ class TextIndex:
             text = self._variant(cs)
             automaton = self.table.automata.get(cs) if self.use_automaton else None
             if not ids:
-                hits: set[int] = set()
+                hits = set()
             elif automaton is not None:
                 hits = _automaton_hits(automaton, self.table, ids, text)
             else:

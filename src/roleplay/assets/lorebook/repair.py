@@ -148,6 +148,7 @@ def _title(entry: Any) -> str:
 def _without(value: Any, path: list[Any], key: Any) -> tuple[Any, Any]:
     """A copy of ``value`` whose collection at ``path`` lacks ``key``: (new root, new collection)."""
     if not path:
+        rest: dict[Any, Any] | list[Any]
         if isinstance(value, Mapping):
             rest = {k: v for k, v in value.items() if k != key}
         else:

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Strict, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from roleplay.assets.validation import AssetModel, Name, Text, parse_model, rebuild
+from roleplay.assets.validation import AssetModel, NameRule, TextRule, parse_model, rebuild
 
 KIND = "persona"
 
@@ -43,8 +43,8 @@ AvatarRef = Annotated[
     StringConstraints(min_length=1, max_length=AVATAR_REF_MAX, pattern=AVATAR_REF_PATTERN),
     AfterValidator(_safe_ref),
 ]
-PersonaName = Name()
-Description = Text(DESCRIPTION_MAX)
+PersonaName = Annotated[str, NameRule()]
+Description = Annotated[str, TextRule(DESCRIPTION_MAX)]
 
 
 class Persona(AssetModel):

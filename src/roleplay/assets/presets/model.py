@@ -30,7 +30,7 @@ All operations are pure: they return a new validated ``Preset`` and never mutate
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Literal, Mapping
+from typing import Annotated, Any, Iterable, Literal, Mapping
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator
 from pydantic_core import PydanticCustomError
@@ -38,7 +38,7 @@ from pydantic_core import PydanticCustomError
 from roleplay.clock import IdGenerator
 from roleplay.errors import NotFoundError, Problem, ValidationError
 
-from roleplay.assets.validation import LONG_TEXT_MAX, NOTE_MAX, AssetModel, Name, Text, parse_model, rebuild
+from roleplay.assets.validation import LONG_TEXT_MAX, NOTE_MAX, AssetModel, NameRule, TextRule, parse_model, rebuild
 
 KIND = "preset"
 
@@ -52,9 +52,9 @@ MAX_FIELDS = 64
 # anything a prompt can carry; this keeps one preset inside a sane request size.
 MAX_TOTAL_CONTENT = 400_000
 
-FieldTitle = Name()
-ShortNote = Text(NOTE_MAX)
-LongText = Text(LONG_TEXT_MAX)
+FieldTitle = Annotated[str, NameRule()]
+ShortNote = Annotated[str, TextRule(NOTE_MAX)]
+LongText = Annotated[str, TextRule(LONG_TEXT_MAX)]
 
 
 class PresetField(AssetModel):

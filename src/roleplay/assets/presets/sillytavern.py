@@ -737,7 +737,7 @@ def _report_extensions(extensions: Any, walk: _Walk) -> None:
                     details[f"{sub}Count"] = len(subval)
             scripts = value.get("scripts")
             if isinstance(scripts, list):
-                names = [s.get("name") for s in scripts if isinstance(s, Mapping) and isinstance(s.get("name"), str)]
+                names = [s["name"] for s in scripts if isinstance(s, Mapping) and isinstance(s.get("name"), str)]
                 details["scriptNames"] = ", ".join(names)[:500]
         walk.report(
             "sillytavern.extension",

@@ -13,15 +13,15 @@ continuity, character autonomy, plot progress and closure stay in the preset.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from roleplay.assets.validation import LONG_TEXT_MAX, NOTE_MAX, AssetModel, Name, Text, parse_model, rebuild
+from roleplay.assets.validation import LONG_TEXT_MAX, NOTE_MAX, AssetModel, NameRule, TextRule, parse_model, rebuild
 
 KIND = "writing_style"
 
-StyleName = Name()
-Applicability = Text(NOTE_MAX)
-Requirements = Text(LONG_TEXT_MAX // 2)
+StyleName = Annotated[str, NameRule()]
+Applicability = Annotated[str, TextRule(NOTE_MAX)]
+Requirements = Annotated[str, TextRule(LONG_TEXT_MAX // 2)]
 
 
 class WritingStyle(AssetModel):
