@@ -130,3 +130,22 @@ def test_check_prints_a_summary_without_json_and_errors_in_the_common_format(fil
     assert lines[0].endswith("(at /owner)") and lines[1].startswith("  also [state.schema.ref_forbidden]")
     code, out = run(path)
     assert code == 1 and out["error"]["code"] == "state.definition.field_unknown" and out["error"]["details"]["source"] == path
+
+
+def test_state_show_reads_a_story(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from roleplay.cli import cli
+    from roleplay.cli_context import CliState
+
+    env = {"DEEPSEEK_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "RP_MODEL": "", "RP_DATABASE_URL": ""}
+
+    def invoke(*args: str):  # type: ignore[no-untyped-def]
+        return CliRunner().invoke(cli, ["--home", str(tmp_path), *args], env=env, obj=CliState())
+
+    sid = json.loads(invoke("new", "--sample", "--json").stdout)["sessionId"]
+    shown = json.loads(invoke("state", "show", sid, "--json").stdout)
+    story = shown["namespaces"]["story"]
+    assert shown["sessionId"] == sid and story["revision"] == 1 and story["value"]["林汐"]["信任"] == 20 and story["lastChanges"] == []
+    plain = invoke("state", "show", sid)
+    assert plain.exit_code == 0 and plain.stdout.startswith("story (revision 1)")
+    missing = invoke("state", "show", "ses_nope")
+    assert missing.exit_code == 1 and "session.not_found" in missing.stderr

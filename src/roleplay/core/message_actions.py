@@ -224,3 +224,50 @@ async def edit_in(rt: RoleplayRuntime, session_id: str, views: Views, message_id
         if original and original[0].payload.get("model") is not None:
             payload["model"] = original[0].payload["model"]  # the model source stays the reply's
     await rt.service.append(session_id, [EventDraft(kind, payload)], expected_seq=views.head)
+
+
+# -- the visible conversation ------------------------------------------------------------------------
+
+
+async def visible_messages(rt: RoleplayRuntime, session_id: str) -> list[dict[str, Any]]:
+    """The messages the player sees, numbered from 1, each with its id, its turn's outcome, and
+    (on a turn's reply) the alternatives to swipe through; a failed turn's message says so."""
+    from .conversation import project
+    from .replies import replies_projection
+    from .run import opening_message_id
+    from .turn_surface import alternatives, body, failure_shown
+
+    views = await read_views(rt, session_id)
+    writing = (await rt.service.projection(session_id, replies_projection)).state["writing"]
+    entries = project(views.nodes, writing_ids=writing, opening_id=opening_message_id(views.nodes))
+    out: list[dict[str, Any]] = []
+    for number, entry in enumerate(entries, 1):
+        item: dict[str, Any] = {"number": number, "messageId": entry.message_id, "speaker": entry.speaker, "text": entry.text}
+        record = views.turns["messages"].get(entry.message_id)
+        turn = views.turns["turns"].get(record["turnId"]) if record is not None else None
+        if turn is not None:
+            item["role"] = record["role"]
+            item["turnId"] = turn["turnId"]
+            item["outcome"] = outcome(turn)
+            item["edited"] = bool(record.get("edits"))
+            shown = body(views.turns, turn)
+            if shown is not None and shown["messageId"] == entry.message_id:
+                item["bodyOwner"] = shown["owner"]
+                alts = alternatives(views.turns, turn)
+                if alts is not None:
+                    item["alternatives"] = {"index": alts["index"], "count": alts["count"]}
+            if failure_shown(views.turns, turn):
+                item["failure"] = turn.get("error") or {"code": f"turn.{turn['end']}", "message": f"the turn ended: {turn['end']}"}
+        out.append(item)
+    return out
+
+
+async def message_by_number(rt: RoleplayRuntime, session_id: str, ref: str) -> str:
+    """A message id from what the player typed: an id, or its number in :func:`visible_messages`."""
+    if not ref.strip().isdecimal():
+        return ref.strip()
+    listed = await visible_messages(rt, session_id)
+    number = int(ref)
+    if not 1 <= number <= len(listed):
+        raise NotFoundError("message.not_found", f"there is no message {number}; the conversation has {len(listed)}", pointer="/messageId")
+    return str(listed[number - 1]["messageId"])

@@ -157,13 +157,18 @@ async def session_metrics(rt: RoleplayRuntime, session_id: str, prices: dict[str
     """Per reply (every turn that made a model call, oldest first, each marked ``live`` when it is
     on the conversation now) and the session totals for the live ones and for all."""
     state = (await rt.service.projection(session_id, turn_surface_projection)).state
+    live = {t for t in state["order"] if turn_is_live(state, state["turns"][t])}
+    for group in state["groups"].values():
+        for alt in group["alts"]:
+            if alt["current"] in live:
+                live.add(alt["turnId"])  # a swiped-back alternative: its reply is the one that was paid for
     replies = []
     for turn_id in state["order"]:
         turn = state["turns"][turn_id]
         if turn["mode"] not in ("chat", "agent", None):
             continue  # openings and swipes call no model
         metrics = await turn_metrics(rt, session_id, turn, prices)
-        metrics["live"] = turn_is_live(state, turn)
+        metrics["live"] = turn_id in live
         replies.append(metrics)
     return {
         "sessionId": session_id,

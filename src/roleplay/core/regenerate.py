@@ -31,6 +31,8 @@ from roleplay.harness.models.routes import Route
 from .message_actions import Views, _delete_from, edit_in, read_views
 from .run import RunResult, play_turn
 from .runtime import RoleplayRuntime
+
+CONTINUE_SOURCE = "rpContinue"  # core.player_prompts: a Continue turn's instruction, not user text
 from .turn_surface import last_live_turn, live_inputs, outcome
 
 
@@ -42,6 +44,13 @@ def regenerable_turn(views: Views) -> dict[str, Any]:
         raise RpError("message.not_regenerable", "there is no reply to regenerate: the last turn has no user message (an opening)")
     if outcome(turn) == "open":
         raise RpError("message.turn_open", f"turn {turn['turnId']} has not ended; wait for it or let the next run close it")
+    first = next(n for n in views.nodes if n["id"] == live_inputs(views.turns, turn)[0])
+    if (first.get("source") or {}).get(CONTINUE_SOURCE) is not None:
+        raise RpError(
+            "message.not_regenerable",
+            "the last reply is a continuation; /undo takes it back and /continue writes another",
+            details={"turnId": turn["turnId"]},
+        )
     if turn["sharedAssetWrites"]:
         raise RpError(
             "message.regenerate_shared_assets",

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from roleplay.cli_context import fail, json_option, json_text, terminal_safe
+from roleplay.cli_context import fail, home_option, json_option, json_text, run, state_of, terminal_safe
 from roleplay.errors import Problem, RpError
 from roleplay.state.definition import DEFAULT_NAMESPACE, validate_definition
 from roleplay.state.projection import bootstrap_payload, empty_view, fold
@@ -130,3 +130,31 @@ def check_error(errors: list[dict[str, Any]]) -> RpError:
     ]
     first = problems[0]
     return RpError(first.code, first.message, pointer=first.pointer, details=first.details, problems=problems)
+
+
+@state_group.command("show")
+@home_option
+@click.argument("session_id")
+@json_option
+@click.pass_context
+@run
+async def show(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """The current story state of SESSION_ID: each namespace's value, revision and last changes."""
+    from roleplay.harness.projections import load
+    from roleplay.state.events import activity_document, state_document, state_projection
+
+    async with state_of(ctx).open_store() as store:
+        tracker = (await load(store, session_id, state_projection, snapshot_every=None)).state
+    document, activity = state_document(tracker), activity_document(tracker)
+    namespaces = {
+        name: {"revision": ns.get("revision"), "value": ns.get("value"), "lastChanges": activity.get("namespaces", {}).get(name, [])}
+        for name, ns in document.get("namespaces", {}).items()
+    }
+    if as_json:
+        _emit({"sessionId": session_id, "revision": document.get("revision", 0), "namespaces": namespaces})
+        return
+    if not namespaces:
+        click.echo("(this story has no state)", err=True)
+    for name, ns in namespaces.items():
+        click.echo(terminal_safe(f"{name} (revision {ns['revision']})", one_line=True))
+        click.echo(json_text(ns["value"]))
