@@ -9,7 +9,7 @@ that misses an applicable one is accepted with a diagnostic.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence, TypeGuard
 
 from roleplay.errors import Problem
 from roleplay.state import limits
@@ -24,7 +24,7 @@ CADENCES = ("when-applicable", "every-turn")
 EFFECT_FIELDS = ("op", "minimum", "maximum")
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -163,7 +163,7 @@ def static_rule_mismatches(rule: Mapping[str, Any], change: Mapping[str, Any]) -
 def every_turn_diagnostics(
     namespace: str,
     definition: Mapping[str, Any],
-    changes: list[Mapping[str, Any]],
+    changes: Sequence[Mapping[str, Any]],
     values_before: Mapping[str, Any],
 ) -> list[Problem]:
     """Diagnostics for applicable ``every-turn`` rules that this commit did not exercise.

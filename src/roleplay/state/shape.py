@@ -12,7 +12,7 @@ byte for byte. Folds never mutate a document they were given; they build new one
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from roleplay.errors import Problem
 from roleplay.names import STATE_ACTIVITY_PROJECTION
@@ -64,6 +64,6 @@ def with_namespaces(projection: dict[str, Any], namespaces: dict[str, Any]) -> d
     }
 
 
-def namespace_values(projection: dict[str, Any]) -> dict[str, Any]:
+def namespace_values(projection: Mapping[str, Any]) -> dict[str, Any]:
     """``{name: value}`` as the condition evaluator (rules, lorebook ``stateCondition``) reads it."""
     return {name: entry["value"] for name, entry in projection["namespaces"].items()}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeGuard
 
 from roleplay.errors import Problem, ValidationError
 from roleplay.state import limits
@@ -75,7 +75,7 @@ class UpdateOutcome:
     diagnostics: dict[str, list[Problem]]
 
 
-def _is_finite_number(value: Any) -> bool:
+def _is_finite_number(value: Any) -> TypeGuard[int | float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return math.isfinite(value)
@@ -193,7 +193,7 @@ def _static_effect(effect: Any, k: int, base: str, namespaces: Mapping[str, Any]
     checked = [_static_change(c, i, f"{base}/payload/changes/{i}", ns_name, entry, out) for i, c in enumerate(changes)]
     _check_overlaps([c for c in checked if c is not None], f"{base}/payload/changes", ns_name, out)
     # Only used when no static problem was found, in which case every change is complete.
-    return _Effect(k, name, base, [c for c in checked if c is not None]) if entry is not None else None
+    return _Effect(k, ns_name, base, [c for c in checked if c is not None]) if entry is not None and ns_name is not None else None
 
 
 def _static_change(
@@ -273,7 +273,7 @@ def _static_change(
                 add(code, message, field_name)
                 ok = False
         if spec is not None and parts is not None:
-            ok = _static_against_schema(change, op, parts, definition["schema"], add) and ok
+            ok = _static_against_schema(change, spec.op, parts, definition["schema"], add) and ok
     elif spec is not None and spec.operand == "value" and "value" in change:
         for problem in check_plain_json(change["value"], f"{where}/value"):
             add(problem.code, problem.message, problem.pointer[len(where) + 1 :] if problem.pointer else None)
@@ -282,7 +282,7 @@ def _static_change(
         # Keep the path for the overlap check even when the change has other problems: a
         # duplicate path is an independent mistake worth reporting in the same round.
         return _Change(i, change, "", parts, None) if parts is not None else None
-    return _Change(i, change, op, parts, rule)
+    return _Change(i, change, spec.op, parts, rule)
 
 
 def _static_against_schema(change: dict, op: str, parts: tuple[str, ...], schema: dict, add: Any) -> bool:
