@@ -58,6 +58,7 @@ from roleplay.core.demo import WRITER_MARKER  # noqa: E402
 from roleplay.core.run import play_turn  # noqa: E402
 from roleplay.core.runtime import RoleplayRuntime  # noqa: E402
 from roleplay.core.session_create import StoryRequest, create_story  # noqa: E402
+from roleplay.features import build_runtime  # noqa: E402
 from roleplay.harness.history import reply_reserve  # noqa: E402
 from roleplay.harness.models.demo import DemoModel  # noqa: E402
 from roleplay.harness.models.routes import Route  # noqa: E402
@@ -321,7 +322,7 @@ class PostgresBackend(Backend):
 
 
 async def new_story(store: EventStore) -> tuple[RoleplayRuntime, str]:
-    rt = RoleplayRuntime.create(store)
+    rt = build_runtime(store)
     await ensure_seeds(rt.assets)
     card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
     record, _ = await create_story(rt, StoryRequest(card=card))

@@ -30,8 +30,8 @@ import roleplay.core.run as run_module  # noqa: E402
 from roleplay.assets.seeds import ensure_seeds  # noqa: E402
 from roleplay.assets.service import AssetService  # noqa: E402
 from roleplay.core.run import play_turn  # noqa: E402
-from roleplay.core.runtime import RoleplayRuntime  # noqa: E402
 from roleplay.core.session_create import StoryRequest, create_story  # noqa: E402
+from roleplay.features import build_runtime  # noqa: E402
 from roleplay.harness.events import EventDraft  # noqa: E402
 from roleplay.harness.models.routes import Route  # noqa: E402
 from roleplay.harness.models.scripted import ScriptedModel  # noqa: E402
@@ -119,7 +119,7 @@ async def main(turns: int, messages: int, entries: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{Path(tmp) / 'bench.db'}")
         await store.migrate()
-        rt = RoleplayRuntime.create(store)
+        rt = build_runtime(store)
         await ensure_seeds(rt.assets)
         card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
         sizes = [entries // 3, entries // 3, entries - 2 * (entries // 3)]

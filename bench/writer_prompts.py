@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from roleplay.assets.seeds import ensure_seeds  # noqa: E402
 from roleplay.assets.service import AssetService  # noqa: E402
 from roleplay.core.run import play_turn  # noqa: E402
-from roleplay.core.runtime import RoleplayRuntime  # noqa: E402
 from roleplay.core.session_create import StoryRequest, create_story  # noqa: E402
 from roleplay.core.writer import WRITER_RESULT_KIND  # noqa: E402
+from roleplay.features import build_runtime  # noqa: E402
 from roleplay.harness.events import message_text  # noqa: E402
 from roleplay.harness.models.routes import Route  # noqa: E402
 from roleplay.harness.store import open_store  # noqa: E402
@@ -63,7 +63,7 @@ class Recording:
 async def play(url: str, turns: int) -> tuple[str, str]:
     store = open_store(url)
     await store.migrate()
-    rt = RoleplayRuntime.create(store)
+    rt = build_runtime(store)
     model = Recording(rt.model_for(DEMO))
     rt.models[DEMO.spec] = model
     try:

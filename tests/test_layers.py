@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "__init__": 0, "errors": 0, "canonical": 0, "clock": 0, "config": 0, "redact": 0,
     "samples": 0, "names": 0,
     "hookspecs": 0,  # the plugin hook specifications: any layer may implement a hook
+    "feature_catalog": 0,  # the hard dependencies between features (a table; rp --help reads it)
     "harness": 1,
     "cli_context": 1,  # the CLI toolkit of every package's `cli` module: opens stores, maps their faults
     "state": 2, "assets": 2, "guides": 2,

@@ -40,17 +40,38 @@ def fresh_pg_schema() -> Iterator[str]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+# What ``RoleplayRuntime.create`` held before the plugin seam: state, the asset sources and the
+# asset tools, without the MVU adapter, quick replies or reply options (their own tests add them).
+CORE_TEST_FEATURES = (
+    "rp-state",
+    "rp-character-card",
+    "rp-lore-book",
+    "rp-persona",
+    "rp-preset",
+    "rp-writing-style",
+    "rp-macro",
+    "rp-asset-tools",
+    "rp-library",
+)
+
+
+def core_runtime(store, **kw):  # type: ignore[no-untyped-def]
+    """A runtime with :data:`CORE_TEST_FEATURES` and no third-party plugin."""
+    from roleplay.features import build_runtime
+
+    return build_runtime(store, enabled=CORE_TEST_FEATURES, entry_points=False, **kw)
+
+
 async def sample_story(store, model=None, **request):  # type: ignore[no-untyped-def]
     """A runtime on ``store`` (with ``model`` as the demo route when given) and a new story on the
     bundled sample card (``request``: more ``StoryRequest`` fields): ``(runtime, session id)``."""
     from roleplay.assets.seeds import ensure_seeds
     from roleplay.assets.service import AssetService
-    from roleplay.core.runtime import RoleplayRuntime
     from roleplay.core.session_create import StoryRequest, create_story
     from roleplay.harness.models.routes import Route
     from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     if model is not None:
         rt.models[Route("demo", "demo").spec] = model
     await ensure_seeds(rt.assets)

@@ -4,11 +4,19 @@ The groups are imported only when used. Importing all of them costs about a seco
 ``openai`` SDK alone most of it), which ``rp --help`` and every command would otherwise pay
 before doing anything; ``COMMANDS`` keeps each one's module and one-line help so the top-level
 help needs no import. ``tests/test_cli.py`` checks the help lines against the real commands.
+
+Commands of a feature (``COMMAND_FEATURES``) are absent while the feature manager has the feature
+off: left out of ``rp --help`` and refused by name. Third-party plugins add commands through the
+``register_commands(cli)`` hook (``roleplay.hookspecs``); their modules load when ``rp`` lists or
+looks up a command it does not know, never for a built-in one.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import sqlite3
 from typing import Any
 
 import click
@@ -60,15 +68,95 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
+COMMANDS.update(
+    {
+        "features": ("roleplay.plugins_cli", "features", "Turn roleplay features on and off (applies from the next conversation)."),
+        "plugins": ("roleplay.plugins_cli", "plugins", "List the loaded plugins, built-in and installed."),
+    }
+)
+
+# name -> the feature whose command it is; absent while the feature is off (``rp features``).
+COMMAND_FEATURES: dict[str, str] = {
+    "assets": "rp-library",
+    "import": "rp-library",
+    "export": "rp-character-card",
+    "lorebook": "rp-lore-book",
+    "mvu": "rp-compat-mvu",
+    "quick-replies": "rp-quick-replies",
+    "state": "rp-state",
+}
+
+
+def saved_features(ctx: click.Context) -> set[str] | None:
+    """The saved enabled set (closed), or None for "everything" (no database yet, never saved).
+
+    Read before any command module loads: straight from the SQLite file, read-only, so
+    ``rp --help`` stays fast and never creates a home; through the store on PostgreSQL."""
+    from roleplay.config import resolve_paths
+    from roleplay.feature_catalog import required_closure
+
+    state = ctx.find_object(CliState)
+    home = (state.home if state is not None else None) or ctx.params.get("home")
+    paths = resolve_paths(home)
+    if paths.is_sqlite:
+        path = paths.database_url.removeprefix("sqlite:///")
+        if not os.path.exists(path):
+            return None
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+                row = conn.execute("SELECT value FROM settings WHERE key = 'features.enabled'").fetchone()
+        except sqlite3.Error:
+            return None  # not migrated yet: the defaults
+        value = json.loads(row[0]) if row is not None and row[0] is not None else None
+    else:
+        value = _saved_features_postgres(state or CliState(home=home))
+    return None if value is None else required_closure(value)
+
+
+def _saved_features_postgres(state: CliState) -> list[str] | None:
+    import asyncio
+
+    from roleplay.core.feature_set import FeatureManager
+
+    async def read() -> list[str]:
+        async with state.open_store() as store:
+            return list(await FeatureManager(store).enabled())
+
+    return asyncio.run(read())
+
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *COMMANDS})
+        self._load_plugin_commands()
+        return sorted({*self.commands, *COMMANDS} - self._disabled(ctx))
+
+    _plugins_loaded = False
+
+    def _load_plugin_commands(self) -> None:
+        if not self._plugins_loaded:
+            self._plugins_loaded = True
+            from roleplay.plugins import third_party_manager
+
+            third_party_manager().hook.register_commands(cli=self)
+
+    def _disabled(self, ctx: click.Context) -> set[str]:
+        saved = saved_features(ctx)
+        return set() if saved is None else {name for name, feature in COMMAND_FEATURES.items() if feature not in saved}
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = self.commands.get(cmd_name)
         if command is None and cmd_name in COMMANDS:
             module, attr, _ = COMMANDS[cmd_name]
+        if cmd_name in COMMAND_FEATURES and cmd_name in self._disabled(ctx):
+            feature = COMMAND_FEATURES[cmd_name]
+            raise click.UsageError(
+                f"`rp {cmd_name}` belongs to {feature}, which is turned off; `rp features enable {feature}` turns it on", ctx
+            )
             command = getattr(importlib.import_module(module), attr)
+        if command is None and cmd_name not in COMMANDS:
+            self._load_plugin_commands()
+            command = self.commands.get(cmd_name)
+            if command is not None:
+                guard_text_arguments(command)
             # Every command, with or without ``run``, refuses arguments that are not UTF-8 text.
             guard_text_arguments(command)
             self.add_command(command, cmd_name)
@@ -93,10 +181,11 @@ class LazyGroup(click.Group):
 
 
 def _build_runtime(*args: Any, **kwargs: Any) -> Any:
-    # Imported when a command opens a runtime, not when ``rp`` starts.
-    from roleplay.features import build_runtime
+    # Imported when a command opens a runtime, not when ``rp`` starts. An awaitable: the runtime
+    # has the saved enabled features, read from the store first.
+    from roleplay.features import open_runtime
 
-    return build_runtime(*args, **kwargs)
+    return open_runtime(*args, **kwargs)
 
 
 async def _asset_users(store: Any, asset_ids: Any) -> Any:

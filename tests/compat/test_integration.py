@@ -16,6 +16,7 @@ from roleplay.core.profile import profile_of
 from roleplay.core.run import play_turn, prepare_run
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.session_create import StoryRequest, create_story
+from roleplay.core.settings import FEATURES
 from roleplay.features import build_runtime
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.scripted import ScriptedModel
@@ -83,7 +84,9 @@ async def test_example_card_plays_three_turns(store: EventStore, corpus_dir: Pat
 
 async def test_without_the_feature_the_card_is_plain_and_existing_state_keeps_working(store: EventStore, corpus_dir: Path) -> None:
     rt_on, sid = await example_story(store, corpus_dir)
-    plain = RoleplayRuntime.create(store)  # the adapter disabled: no materializer, no template step
+    # The adapter disabled: no materializer, no template step, no text cleaning.
+    plain = build_runtime(store, enabled=[f for f in FEATURES if f != "rp-compat-mvu"])
+    assert plain.materializers == [m for m in plain.materializers if "mvu" not in m.__module__]
     assert (await story(plain, sid))["value"]["白娅"]["依存度"] == 15  # native state from the log
     result = await play_turn(plain, sid, "我走进教室。", parent_route=DEMO)
     assert result.committed and (await story(plain, sid))["value"]["白娅"]["依存度"] == 16
@@ -119,9 +122,9 @@ def test_card_text_is_cleaned_once_per_text_and_runtime(monkeypatch) -> None:
     calls = []
     real = integration.clean_card_text
     monkeypatch.setattr(integration, "clean_card_text", lambda text: calls.append(text) or real(text))
-    rt = SimpleNamespace(materializers=[], lore_template=None, card_text_transform=None)
-    integration.register(rt)
-    integration.register(rt)  # idempotent: the cache survives
+    transformers: list[Any] = []
+    integration.register_text_transformers(register=transformers.append)  # what a runtime's build does
+    rt = SimpleNamespace(card_text_transform=transformers[0])
     text = "她笑了。<UpdateVariable>_.set('a', 1);</UpdateVariable>" * 3
     for _ in range(3):
         # Each turn re-reads the card: an equal text in a new string object.

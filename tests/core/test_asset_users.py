@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from tests_support import core_runtime
 
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
 from roleplay.core.asset_users import sessions_using
 from roleplay.core.profile import apply_profile
-from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.session_create import StoryRequest, create_story
 from roleplay.core.sources import StoreAssetReader
 from roleplay.harness.store import EventStore
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_archived_stories_count_children_and_unbound_ones_do_not(store: EventStore) -> None:
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     await ensure_seeds(rt.assets)
     card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
     kept, _ = await create_story(rt, StoryRequest(card=card, title="kept"))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests_support import core_runtime
 
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
@@ -35,7 +36,7 @@ DEMO = Route("demo", "demo")
 
 
 async def story_on(store: EventStore, card: bytes = b"", name: str = SAMPLE_CARD) -> tuple[RoleplayRuntime, str]:
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     await ensure_seeds(rt.assets)
     asset = (await AssetService(store).import_file(card or sample_card_bytes(), name)).asset_id
     record, _ = await create_story(rt, StoryRequest(card=asset))

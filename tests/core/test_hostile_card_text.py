@@ -11,10 +11,10 @@ import re
 import pytest
 
 from roleplay.assets.cards import import_card_bytes
+from roleplay.assets.cards.feature import card_source
 from roleplay.assets.kinds import validate_asset_data
 from roleplay.core import context_build as cb
 from roleplay.core.macros import MacroContext
-from roleplay.core.sources import card_source
 from roleplay.core.types import AssetView
 
 HOSTILE = (

@@ -13,7 +13,9 @@ import json
 from typing import Any, get_args
 
 import pytest
+from tests_support import core_runtime
 
+from roleplay.assets.cards.feature import card_source
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
 from roleplay.core import context_build as cb
@@ -21,12 +23,10 @@ from roleplay.core import prompts
 from roleplay.core.macros import macro_context_from
 from roleplay.core.profile import SessionProfile, apply_profile, parse_profile
 from roleplay.core.run import prepare_run
-from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.session_create import StoryRequest, create_story
 from roleplay.core.sources import (
     SourceInputs,
     StoreAssetReader,
-    card_source,
     collect_sources,
     macro_context_for,
 )
@@ -34,6 +34,7 @@ from roleplay.core.types import CARD, CURRENT_INPUT, PERSONA, PLAYER, AssetView,
 from roleplay.errors import ValidationError
 from roleplay.harness.models.routes import Route
 from roleplay.harness.store import EventStore
+from roleplay.plugins import source_providers
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 
 pytestmark = pytest.mark.anyio
@@ -130,7 +131,7 @@ def test_unknown_participation_is_a_coded_error() -> None:
 async def test_collected_player_source_follows_the_stored_participation(store: EventStore, mode: str) -> None:
     reader = StoreAssetReader(AssetService(store).store)
     profile = parse_profile({"participation": mode})
-    got = await collect_sources(SourceInputs("run_1", profile, await macro_context_for(profile, reader), current_input="hi"), reader)
+    got = await collect_sources(SourceInputs("run_1", profile, await macro_context_for(profile, reader), current_input="hi"), reader, source_providers())
     player = got.by_id()[PLAYER]
     assert player.text == prompts.player_boundary(mode)  # type: ignore[arg-type]
     assert (player.title, player.parent_delivery, player.shared_reference, player.revision) == ("Player", "context", False, None)
@@ -138,7 +139,7 @@ async def test_collected_player_source_follows_the_stored_participation(store: E
 
 async def test_without_a_profile_the_boundary_is_adaptive(store: EventStore) -> None:
     reader = StoreAssetReader(AssetService(store).store)
-    got = await collect_sources(SourceInputs("run_1", None, await macro_context_for(None, reader)), reader)
+    got = await collect_sources(SourceInputs("run_1", None, await macro_context_for(None, reader)), reader, source_providers())
     assert got.by_id()[PLAYER].text == prompts.player_boundary("adaptive")
 
 
@@ -150,8 +151,8 @@ async def test_player_boundary_is_not_derived_from_the_card_or_the_persona(store
     reader = StoreAssetReader(service.store)
     bare = parse_profile({"participation": "actor"})
     bound = parse_profile({"participation": "actor", "resources": {"card": card, "persona": persona}})
-    plain = (await collect_sources(SourceInputs("r", bare, await macro_context_for(bare, reader)), reader)).by_id()[PLAYER]
-    with_card = (await collect_sources(SourceInputs("r", bound, await macro_context_for(bound, reader)), reader)).by_id()
+    plain = (await collect_sources(SourceInputs("r", bare, await macro_context_for(bare, reader)), reader, source_providers())).by_id()[PLAYER]
+    with_card = (await collect_sources(SourceInputs("r", bound, await macro_context_for(bound, reader)), reader, source_providers())).by_id()
     assert with_card[PLAYER].text == plain.text
     assert "Mara" not in plain.text and "knight" not in plain.text and "User" not in plain.text
     ids = [s for s in with_card]
@@ -192,7 +193,7 @@ def test_a_saved_layout_may_place_the_player_source() -> None:
 
 
 async def test_a_turn_tells_writer_and_parent_the_participation_and_follows_a_change(store: EventStore) -> None:
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     await ensure_seeds(rt.assets)
     card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
     record, _ = await create_story(rt, StoryRequest(card=card, participation="director"))
@@ -211,7 +212,7 @@ async def test_a_turn_tells_writer_and_parent_the_participation_and_follows_a_ch
 
 
 async def test_a_new_story_is_adaptive_unless_asked(store: EventStore) -> None:
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     await ensure_seeds(rt.assets)
     card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
     record, _ = await create_story(rt, StoryRequest(card=card))

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 import pytest
+from tests_support import core_runtime, sample_story
 
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
@@ -30,7 +31,6 @@ from roleplay.harness.store import EventStore
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 from roleplay.state.events import state_document
 from roleplay.testing.fake_openai import FakeReply, serve_fake_openai
-from tests_support import sample_story
 
 pytestmark = pytest.mark.anyio
 DEMO = Route("demo", "demo")
@@ -217,7 +217,7 @@ async def test_the_same_flow_through_the_fake_server(store: EventStore) -> None:
 
 
 async def test_a_corpus_card_with_an_embedded_lorebook_plays_three_turns(store: EventStore, corpus_dir: Any) -> None:
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     await ensure_seeds(rt.assets)
     imported = await AssetService(store).import_file((corpus_dir / "cards" / "default_Seraphina.png").read_bytes(), "default_Seraphina.png")
     assert any(a["kind"] == "lorebook" for a in imported.to_dict()["assets"])
@@ -251,7 +251,7 @@ async def test_replay_after_undo_equals_the_log_without_the_turn(store: EventSto
 
 async def test_a_cards_depth_prompt_reaches_the_writer_at_its_depth(store: EventStore, corpus_dir: Any) -> None:
     # 白棠's card carries a Character's Note (extensions.depth_prompt, depth 4, system).
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     await ensure_seeds(rt.assets)
     imported = await AssetService(store).import_file((corpus_dir / "cards" / "白棠-卡.json").read_bytes(), "白棠-卡.json")
     record, _ = await create_story(rt, StoryRequest(card=imported.asset_id))
@@ -270,7 +270,7 @@ async def test_a_cards_depth_prompt_reaches_the_writer_at_its_depth(store: Event
 
 
 async def test_a_presets_samplers_reach_the_recorded_writer_request(store: EventStore) -> None:
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     await ensure_seeds(rt.assets)
     assets = AssetService(store)
     card = (await assets.import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id

@@ -19,6 +19,7 @@ from typing import Any, AsyncIterator, Callable
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from tests_support import core_runtime, sample_story
 
 import roleplay.core.run as run_module
 from roleplay.clock import ulid_ids
@@ -35,7 +36,6 @@ from roleplay.harness.store import EventStore, open_store
 from roleplay.harness.surface import SURFACE
 from roleplay.harness.turns import turns_projection
 from roleplay.state.events import state_document
-from tests_support import sample_story
 
 DEMO = Route("demo", "demo")
 TURN_TEXTS = ["我推开铁门。", "我帮她擦铜镜。", "我问起晨星号的事。", "我递给她一壶热茶。", "我们一起爬上灯室。", "我提到她的祖父。"]
@@ -139,11 +139,11 @@ async def test_a_turn_started_while_another_prepares_is_busy_and_never_runs_on_i
     preparing, release = asyncio.Event(), asyncio.Event()
     collect = run_module.collect_sources
 
-    async def gated_collect(inputs: Any, reader: Any) -> Any:
+    async def gated_collect(inputs: Any, reader: Any, *providers: Any) -> Any:
         if "B:" in inputs.current_input:
             preparing.set()
             await release.wait()
-        return await collect(inputs, reader)
+        return await collect(inputs, reader, *providers)
 
     monkeypatch.setattr(run_module, "collect_sources", gated_collect)
     b = asyncio.ensure_future(play_turn(rt, sid, "B: 我点亮了灯。", parent_route=DEMO))
@@ -195,7 +195,7 @@ class HangingWriter(DemoModel):
 def _turn_killed_inside_the_writer(url: str, sid: str, inside: Any) -> None:
     async def run() -> None:
         store = open_store(url, ids=ulid_ids)
-        rt = RoleplayRuntime.create(store)
+        rt = core_runtime(store)
         rt.models[DEMO.spec] = HangingWriter(inside)
         await play_turn(rt, sid, "我推开铁门。", parent_route=DEMO)
 

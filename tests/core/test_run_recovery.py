@@ -10,6 +10,8 @@ import json
 from typing import Any
 
 import pytest
+from tests_support import core_runtime
+from tests_support import sample_story as shared_sample_story
 
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
@@ -17,15 +19,14 @@ from roleplay.core.commit import COMMIT_KIND
 from roleplay.core.run import play_turn, prepare_run
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.session_create import StoryRequest, create_story
-from roleplay.harness.models.routes import Route
 from roleplay.core.writer import WRITER_RESULT_KIND
 from roleplay.errors import RpError
+from roleplay.harness.models.routes import Route
 from roleplay.harness.models.scripted import ScriptedModel
 from roleplay.harness.models.types import ModelRequest
 from roleplay.harness.store import EventStore
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 from roleplay.state.events import state_document
-from tests_support import sample_story as shared_sample_story
 
 pytestmark = pytest.mark.anyio
 SCRIPTED = Route("scripted", "scripted")
@@ -216,7 +217,7 @@ DEMO = Route("demo", "demo")
 
 
 async def bells_story(store: EventStore) -> tuple[RoleplayRuntime, str]:
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     await ensure_seeds(rt.assets)
     service = AssetService(store)
     card = (await service.import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id

@@ -4,6 +4,7 @@ Writer route (session override, global default, follow the conversation)."""
 from __future__ import annotations
 
 import pytest
+from tests_support import core_runtime
 
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def setup(store: EventStore) -> tuple[RoleplayRuntime, str]:
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     await ensure_seeds(rt.assets)
     return rt, (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tests_support import core_runtime
 
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
@@ -26,7 +27,7 @@ def _no_model_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def _story(store: EventStore, route: Route | None) -> tuple[RoleplayRuntime, str]:
-    rt = RoleplayRuntime.create(store)
+    rt = core_runtime(store)
     await ensure_seeds(rt.assets)
     card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
     record, _ = await create_story(rt, StoryRequest(card=card, route=route))

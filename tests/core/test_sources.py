@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from roleplay.assets.lorebook import ChatMessage, TimedState
+from roleplay.assets.presets.feature import preset_sources
 from roleplay.assets.service import AssetService
 from roleplay.assets.store import AssetStore, AssetTx
 from roleplay.core.macros import MacroContext
@@ -22,10 +23,10 @@ from roleplay.core.sources import (
     StoreAssetReader,
     collect_sources,
     macro_context_for,
-    preset_sources,
 )
 from roleplay.core.types import AssetView
 from roleplay.harness.store import EventStore
+from roleplay.plugins import source_providers
 from roleplay.state import render_commit_contract, render_writer_view
 from roleplay.state.projection import apply_bootstrap, bootstrap_payload
 from roleplay.state.shape import empty_projection
@@ -130,7 +131,7 @@ class World:
     ) -> SourceSet:
         reader = reader or StoreAssetReader(self.store)
         macros = await macro_context_for(profile, reader)
-        return await collect_sources(SourceInputs(run_id=run_id, profile=profile, macros=macros, state=state, **kw), reader)
+        return await collect_sources(SourceInputs(run_id=run_id, profile=profile, macros=macros, state=state, **kw), reader, source_providers())
 
 
 @pytest.fixture
@@ -285,7 +286,7 @@ async def test_other_failures_raise(world: World) -> None:
             raise RuntimeError("database is down")
 
     with pytest.raises(RuntimeError, match="database is down"):
-        await collect_sources(SourceInputs("run_1", world.profile(), MacroContext()), Broken())
+        await collect_sources(SourceInputs("run_1", world.profile(), MacroContext()), Broken(), source_providers())
 
 
 async def test_one_run_sees_one_revision_per_asset(world: World) -> None:
@@ -293,7 +294,7 @@ async def test_one_run_sees_one_revision_per_asset(world: World) -> None:
     macros = await macro_context_for(world.profile(), reader)  # frozen at the start of the run
     record = await world.store.get(world.card)
     await world.store.update(world.card, {**record.data, "nickname": "伊琳"}, expected_revision=record.revision)
-    got = await collect_sources(SourceInputs("run_1", world.profile(), macros), reader)
+    got = await collect_sources(SourceInputs("run_1", world.profile(), macros), reader, source_providers())
     assert got.by_id()["rp.card"].text.startswith(CARD_NOTE + "\n\nName: 艾琳")
     assert got.live_revisions[world.card] == record.revision
     fresh = await world.collect(world.profile())  # the next run reads the live asset

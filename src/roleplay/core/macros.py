@@ -101,4 +101,11 @@ def macro_context_from(card: Mapping[str, Any] | None, persona: Mapping[str, Any
     return MacroContext(char_name, user_name)
 
 
-__all__ = ["MacroContext", "MacroStream", "expand", "macro_context_from"]
+async def expand_opening(m: Any) -> None:
+    """Core's new-story materializer: the opening message shows its source with the run's
+    identity macros expanded (a feature materializer that set its own text wins)."""
+    if m.opening_text is not None and m.opening_message_text is None:
+        m.opening_message_text = expand(m.opening_text, m.macros)
+
+
+__all__ = ["MacroContext", "MacroStream", "expand", "expand_opening", "macro_context_from"]

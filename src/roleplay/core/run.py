@@ -58,8 +58,7 @@ from roleplay.harness.prompts import (
 )
 from roleplay.harness.surface import SURFACE
 from roleplay.harness.tools import ToolResultData
-from roleplay.names import ASSET_READ_TOOL, OPENING_SOURCE, RUN_CONTEXT_SOURCE, STATE_PROJECTION, STATE_READ_TOOL
-from roleplay.state.events import state_document
+from roleplay.names import ASSET_READ_TOOL, OPENING_SOURCE, RUN_CONTEXT_SOURCE, STATE_READ_TOOL
 
 from .chat_draft import commit_for_plain_reply
 from .commit import CommitSession
@@ -158,7 +157,7 @@ async def prepare_run(
     surface = await rt.service.projection(session_id, SURFACE)
     nodes, head_seq = surface.state["nodes"], surface.upto_seq
     profile = profile_of((await rt.service.projection(session_id, SESSION_PROJECTION)).state)
-    state_view = state_document((await rt.service.projection(session_id, STATE_PROJECTION)).state)
+    state_view = await rt.story_state(session_id)  # {} with rp-state off: prepare works without State
     # Cached projection states are shared: the run keeps its own copy of the state it commits against.
     state = copy.deepcopy(state_view) if state_view.get("namespaces") else None
     reader = StoreAssetReader(rt.assets, cache=rt.asset_cache)
@@ -187,7 +186,7 @@ async def prepare_run(
         lore_template=rt.lore_template(state) if rt.lore_template is not None else None,
         card_text_transform=rt.card_text_transform,
     )
-    sources = await collect_sources(inputs, reader)
+    sources = await collect_sources(inputs, reader, rt.source_providers)
     saved = _saved_slots(profile)
     slots = effective_layout(saved, sources.sources, sources.preset_positions)
     mode = profile.execution_mode
@@ -377,7 +376,7 @@ class RpRun(LoopHooks):
         guarantees it; this catches any writer that bypassed it)."""
         problems: list[Problem] = []
         sid = self.p.session_id
-        live_state = state_document((await self.rt.service.projection(sid, STATE_PROJECTION)).state)
+        live_state = await self.rt.story_state(sid)
         if sha256_hex(live_state) != self.p.state_digest:
             problems.append(Problem(
                 "commit.stale_state",

@@ -1,35 +1,46 @@
 """The roleplay runtime: one object wiring the harness session service to the roleplay features.
 
 It owns the registries a run needs (commands, projections, tools, effect capabilities,
-extensions, artifact generators) and the asset store. CLI commands, the web app and tests build
-one per process (per store) and pass it to ``core.run`` and ``core.session_create``.
+extensions, artifact generators, context source providers, materializers, text steps) and the
+asset store. CLI commands, the web app and tests build one per process (per store) and pass it to
+``core.run`` and ``core.session_create``.
+
+Core registers only its own parts (the Writer and commit tools, the profile command, the
+``rp/session`` and ``rp/replies`` projections, the player/history/custom-prompt sources and the
+macro-expanded opening). Every feature contributes through the plugin hooks of
+``roleplay.hookspecs``: :meth:`RoleplayRuntime.create` calls them once on the plugin manager it is
+given (``roleplay.plugins`` builds one from the enabled features). Core imports no feature.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from roleplay.assets.store import AssetStore
-from roleplay.core.asset_tools import asset_tools
 from roleplay.clock import IdGenerator
 from roleplay.harness.models.routes import Route, build_model
 from roleplay.harness.models.types import ChatModel
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.store.base import EventStore
 from roleplay.harness.tools import Tool, ToolRegistry
-from roleplay.state.tools import state_tools
+from roleplay.names import STATE_PROJECTION
+from roleplay.state.events import state_document
 
 from .artifacts import ArtifactRegistry
 from .commit import commit_tool
-from .demo import register as register_demo_policy
-from .effects import EffectRegistry, ExtensionRegistry, default_effect_registry
+from .effects import EffectRegistry, ExtensionRegistry
+from .macros import expand_opening
 from .profile import register_profile_commands, session_projection
 from .replies import replies_projection
-from .sources import AssetViewCache, LoreCache
+from .sources import AssetViewCache, LoreCache, SourceProvider
 from .writer import write_turn_tool
 
 ROLEPLAY_PRESET = "roleplay"
+CORE_OPENING_ORDER = 500  # the macro-expanded opening; feature materializers order around it
+
+LoreTemplate = Callable[[dict[str, Any] | None], Callable[[str, Callable[[str], str | None]], str] | None]
 
 
 @dataclass
@@ -46,15 +57,23 @@ class RoleplayRuntime:
     # ``writer.defaultRoute`` setting, read at every prepare); None defers to that setting.
     writer_default: Route | None = None
     models: dict[str, ChatModel] = field(default_factory=dict)
-    # Extension points for features (the MVU adapter): ordered session materializers, a lorebook
-    # template renderer built per run from the story value, and a transform of card text.
+    # What the plugins contributed (``roleplay.hookspecs``): session materializers by order, lorebook
+    # template steps built per run from the story value, card text transformers, context sources.
     materializers: list[Any] = field(default_factory=list)
-    lore_template: Callable[[dict[str, Any] | None], Callable[[str, Callable[[str], str | None]], str] | None] | None = None
-    card_text_transform: Callable[[str], str] | None = None
+    lore_templates: list[LoreTemplate] = field(default_factory=list)
+    text_transformers: list[Callable[[str], str]] = field(default_factory=list)
+    source_providers: list[SourceProvider] = field(default_factory=list)
+    # The enabled features this runtime was built with (the feature manager's closed set).
+    features: frozenset[str] = frozenset()
     # ``/name`` → (handler, what /help says): play commands features add (quick replies' /qr).
     play_commands: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    # Choices features offer after a played turn (reply options): ``async (rt, RunResult) ->
+    # list[str]``. ``rp play`` numbers them and a typed number sends that one; ``rp say`` lists them.
+    turn_choices: list[Any] = field(default_factory=list)
     lore_cache: LoreCache = field(default_factory=LoreCache)
     asset_cache: AssetViewCache = field(default_factory=AssetViewCache)
+
+    _materializer_order: list[tuple[int, int, Any]] = field(default_factory=list, repr=False)
 
     @classmethod
     def create(
@@ -64,40 +83,103 @@ class RoleplayRuntime:
         ids: IdGenerator | None = None,
         writer_default: Route | None = None,
         extra_tools: list[Tool] | None = None,
+        plugins: Any = None,
+        features: Iterable[str] = (),
     ) -> "RoleplayRuntime":
+        """A runtime with core's own parts plus what ``plugins`` (a pluggy ``PluginManager`` for
+        ``roleplay.hookspecs``) contribute; without plugins it is core alone (no state, no asset
+        sources). ``roleplay.features.build_runtime`` passes the enabled features' plugins."""
         service = SessionService(store, ids=ids)
         register_profile_commands(service.commands)
         for projection in (session_projection, replies_projection):
             if projection.name not in service.projections.names():
                 service.projections.register(projection)
-        effects = default_effect_registry()
+        effects = EffectRegistry()
         extensions = ExtensionRegistry()
         artifacts = ArtifactRegistry()
         assets = AssetStore(store)
-        tools = ToolRegistry(
-            [
-                write_turn_tool(service),
-                commit_tool(effects, extensions, artifacts),
-                *state_tools(service),  # also registers rp-state-configure and the state projections
-                *asset_tools(service, assets),  # rp_asset_read, and the agent-only rp_asset
-                *(extra_tools or []),
-            ]
-        )
-        register_demo_policy()
-        from .session_create import DEFAULT_MATERIALIZERS
+        tools = ToolRegistry([write_turn_tool(service), commit_tool(effects, extensions, artifacts)])
+        rt = cls(store, service, assets, tools, effects, extensions, artifacts, service.ids, writer_default, features=frozenset(features))
+        rt.add_materializer(expand_opening, order=CORE_OPENING_ORDER)
+        if plugins is not None:
+            rt._apply(plugins.hook)
+        for tool in extra_tools or []:
+            tools.register(tool)
+        return rt
 
-        return cls(
-            store,
-            service,
-            assets,
-            tools,
-            effects,
-            extensions,
-            artifacts,
-            service.ids,
-            writer_default,
-            materializers=list(DEFAULT_MATERIALIZERS),
-        )
+    def _apply(self, hook: Any) -> None:
+        """Call every runtime hook once, in dependency order (commands and projections before the
+        tools that use them)."""
+        service = self.service
+
+        def projection(p: Any) -> None:
+            if p.name not in service.projections.names():
+                service.projections.register(p)
+
+        def play_command(name: str, handler: Any, help: str) -> None:
+            self.play_commands[name] = (handler, help)
+
+        hook.register_session_commands(register=service.commands.register)
+        hook.register_projections(register=projection)
+        hook.register_effect_capabilities(register=self.effects.register)
+        hook.register_extension_capabilities(register=self.extensions.register)
+        hook.register_tools(register=self.tools.register, runtime=self)
+        hook.register_artifact_generators(register=self.artifacts.register, runtime=self)
+        hook.register_materializers(register=self.add_materializer)
+        hook.register_lore_templates(register=self.lore_templates.append)
+        hook.register_text_transformers(register=self.text_transformers.append)
+        hook.register_context_sources(register=self.source_providers.append)
+        hook.register_play_commands(register=play_command)
+        hook.runtime_ready(runtime=self)
+
+    def add_materializer(self, step: Any, order: int = CORE_OPENING_ORDER) -> None:
+        """Steps run by ascending ``order``, registration order within one order."""
+        if any(s is step for _, _, s in self._materializer_order):
+            return
+        self._materializer_order.append((order, len(self._materializer_order), step))
+        self.materializers[:] = [s for _, _, s in sorted(self._materializer_order, key=lambda item: (item[0], item[1]))]
+
+    @property
+    def lore_template(self) -> LoreTemplate | None:
+        """The registered lorebook template steps as one per-run factory (None without any)."""
+        factories = list(self.lore_templates)
+        if len(factories) <= 1:
+            return factories[0] if factories else None
+
+        def per_run(state: dict[str, Any] | None) -> Callable[[str, Callable[[str], str | None]], str] | None:
+            renders = [r for r in (f(state) for f in factories) if r is not None]
+            if not renders:
+                return None
+
+            def render(text: str, lookup: Callable[[str], str | None]) -> str:
+                for step in renders:
+                    text = step(text, lookup)
+                return text
+
+            return render
+
+        return per_run
+
+    @property
+    def card_text_transform(self) -> Callable[[str], str] | None:
+        """The registered card text transformers as one function (None without any)."""
+        steps = list(self.text_transformers)
+        if len(steps) <= 1:
+            return steps[0] if steps else None
+
+        def transform(text: str) -> str:
+            for step in steps:
+                text = step(text)
+            return text
+
+        return transform
+
+    async def story_state(self, session_id: str) -> dict[str, Any]:
+        """The session's ``rp/state`` view document; ``{}`` when no enabled feature folds it
+        (``rp-state`` off: the log keeps its events, nothing reads them)."""
+        if STATE_PROJECTION not in self.service.projections.names():
+            return {}
+        return state_document((await self.service.projection(session_id, STATE_PROJECTION)).state)
 
     def model_for(self, route: Route) -> ChatModel:
         """One model client per route and runtime, so HTTP connections are reused across turns."""

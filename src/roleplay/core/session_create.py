@@ -22,9 +22,8 @@ from roleplay.harness.events import EventDraft
 from roleplay.harness.leases import run_lease
 from roleplay.harness.models.routes import Route
 from roleplay.harness.store.base import SessionRecord
-from roleplay.state import bootstrap_payload
 
-from .macros import MacroContext, expand, macro_context_from
+from .macros import MacroContext, expand_opening, macro_context_from
 from .profile import SESSION_APPLY, existing_assets, mentioned_references, profile_of, session_projection, setup_command
 from .run import OPENING
 from .runtime import ROLEPLAY_PRESET, RoleplayRuntime
@@ -33,7 +32,6 @@ from .sources import StoreAssetReader
 from .types import AssetView
 
 OpeningSource = Literal["card", "custom", "skip"]
-NATIVE_STATE_EXTENSION = "roleplay"
 
 
 @dataclass
@@ -72,26 +70,8 @@ class Materializing:
 Materializer = Callable[[Materializing], Awaitable[None]]
 
 
-async def native_state(m: Materializing) -> None:
-    """A card may carry a native ``rp.state`` namespace under ``extensions.roleplay.state``."""
-    if m.card is None:
-        return
-    spec = ((m.card.data.get("extensions") or {}).get(NATIVE_STATE_EXTENSION) or {}).get("state")
-    if not spec:
-        return
-    try:
-        m.state_bootstrap = bootstrap_payload(spec["definition"], spec["initialValue"], namespace=spec.get("namespace", "story"))
-    except (RpError, KeyError, TypeError) as exc:
-        code = exc.code if isinstance(exc, RpError) else "state.bootstrap.invalid"
-        m.diagnostics.append({"code": code, "message": f"the card's state namespace was not used: {exc}"})
-
-
-async def macro_opening(m: Materializing) -> None:
-    if m.opening_text is not None and m.opening_message_text is None:
-        m.opening_message_text = expand(m.opening_text, m.macros)
-
-
-DEFAULT_MATERIALIZERS: list[Materializer] = [native_state, macro_opening]
+# Core's own step (order 500); features add theirs through ``register_materializers``.
+macro_opening = expand_opening
 
 
 def opening_source_text(card: AssetView | None, request: StoryRequest) -> str | None:

@@ -62,30 +62,19 @@ from typing import Any
 
 import pydantic
 
-from roleplay.assets.cards import CharacterCard, IsolatedPrompts, st_depth_prompt
+from roleplay.assets.cards import IsolatedPrompts
 from roleplay.assets.lorebook import (
     ActivationResult,
     ChatMessage,
-    GlobalScanData,
     LoreBook,
     LoreEngine,
     ScanSettings,
     Slot,
     TimedState,
-    TurnInput,
     import_lorebook,
 )
-from roleplay.assets.personas import parse_persona
-from roleplay.assets.presets import parse_preset
 from roleplay.assets.store import AssetStore
-from roleplay.assets.styles import parse_writing_style
 from roleplay.errors import NotFoundError, RpError
-from roleplay.state import (
-    evaluate_condition,
-    render_commit_contract,
-    render_writer_view,
-)
-from roleplay.state.shape import namespace_values
 
 from .macros import MacroContext, expand, macro_context_from
 from .profile import (
@@ -94,7 +83,7 @@ from .profile import (
     default_profile,
     resolve_bindings,
 )
-from .prompts import CARD_NOTE, player_boundary
+from .prompts import player_boundary
 from .types import (
     CARD,
     CARD_DEPTH_PROMPT,
@@ -106,9 +95,7 @@ from .types import (
     LORE_WORLD,
     PERSONA,
     PLAYER,
-    PRESET_PREFIX,
     STATE,
-    STYLE_PREFIX,
     SUMMARY,
     AssetReader,
     AssetView,
@@ -288,6 +275,121 @@ class SourceSet:
         return {s.id: s for s in self.sources}
 
 
+# -- the provider seam -------------------------------------------------------------------------------
+
+# Where a source sits in :attr:`SourceSet.sources` (close to the spec's default layout). Sources
+# with equal positions keep the order their providers added them in.
+POSITION_PRESET_TOP = 10
+POSITION_LORE_WORLD = 20
+POSITION_CARD = 30
+POSITION_LORE_CHARACTERS = 40
+POSITION_PERSONA = 50
+POSITION_PLAYER = 60
+POSITION_SUMMARY = 70
+POSITION_CONVERSATION = 80
+POSITION_CARD_DEPTH = 90
+POSITION_STATE = 100
+POSITION_LORE_RULES = 110
+POSITION_PRESET_BOTTOM = 120
+POSITION_STYLES = 130
+POSITION_PLUGIN = 135  # a third-party source that names no position of its own
+POSITION_CUSTOM = 140
+POSITION_CURRENT_INPUT = 150
+
+# When a provider runs. A provider that reads another's facts (``SourceRun.facts``) runs after it:
+# the lorebook scans the card and the persona, so it runs after both.
+STAGE_PRESET = 10
+STAGE_CARD = 20
+STAGE_PERSONA = 30
+STAGE_LORE = 40
+STAGE_STYLES = 50
+STAGE_DEFAULT = 60
+
+
+@dataclass(frozen=True)
+class SourceProvider:
+    """One context source (or one family: ``rp.preset:*``), registered by its feature through the
+    ``register_context_sources`` hook. ``collect`` reads what it needs through the
+    :class:`SourceRun` and adds its sources there; an empty text adds nothing."""
+
+    name: str
+    collect: Callable[["SourceRun"], Awaitable[None]]
+    stage: int = STAGE_DEFAULT
+
+
+class SourceRun:
+    """What one :func:`collect_sources` call gives its providers, and gathers from them."""
+
+    def __init__(self, inputs: SourceInputs, reader: AssetReader, profile: SessionProfile) -> None:
+        self.inputs = inputs
+        self.profile = profile
+        self.macros = inputs.macros
+        self.reader = reader  # the caller's reader (isolated prompts go through it)
+        self.memo = _Memo(reader)
+        self.diagnostics: list[Diagnostic] = []
+        self.live: dict[str, int] = {}
+        self.preset_positions: dict[str, str] = {}
+        self.sampling: dict[str, Any] = {}
+        self.lore_timed_state = inputs.lore_timed_state
+        self.lore_activation: ActivationResult | None = None
+        # Facts one provider leaves for a later one: "card" (the parsed CharacterCard),
+        # "persona.description".
+        self.facts: dict[str, Any] = {}
+        self._added: list[tuple[int, int, ContextSource]] = []
+
+    @property
+    def resources(self) -> Any:
+        return self.profile.resources
+
+    async def view(self, kind: str, asset_id: str | None) -> AssetView | None:
+        """The bound asset's live revision (memoised for the run), None when unbound or gone."""
+        view = await self.memo.read(kind, asset_id) if asset_id else None
+        if view is not None:
+            self.live[view.id] = view.revision
+        return view
+
+    def parsed(self, kind: str, view: AssetView, source_id: str | None, parse: Callable[[], Any]) -> Any:
+        """``parse()``, or None with an ``asset-unavailable`` diagnostic when the stored data is
+        corrupt or unsupported; any other error propagates (the spec limits degradation to the
+        shared-reference boundary)."""
+        try:
+            return parse()
+        except pydantic.ValidationError as exc:
+            self.diagnostics.append(_unavailable(kind, view, "corrupt", source_id, str(exc.errors(include_url=False)[0]["msg"])))
+        except RpError as exc:
+            if exc.code.endswith(".unsupported") or exc.code == "lore.format.unsupported":
+                self.diagnostics.append(_unavailable(kind, view, "unsupported", source_id, exc.message))
+            elif exc.code.endswith(".invalid") or exc.code.startswith(("lore.", "card.")):
+                self.diagnostics.append(_unavailable(kind, view, "corrupt", source_id, exc.message))
+            else:
+                raise
+        return None
+
+    def unavailable(self, kind: str, view: AssetView, reason: str, source_id: str | None, message: str) -> None:
+        self.diagnostics.append(_unavailable(kind, view, reason, source_id, message))
+
+    def add(self, source: ContextSource | None, position: int = POSITION_PLUGIN) -> None:
+        if source is not None:
+            self._added.append((position, len(self._added), source))
+
+    def ordered(self) -> tuple[ContextSource, ...]:
+        return tuple(s for _, _, s in sorted(self._added, key=lambda item: (item[0], item[1])))
+
+
+def rev(view: AssetView) -> dict[str, Any]:
+    """A source's ``revision`` for one shared asset."""
+    return {"assetId": view.id, "revision": view.revision}
+
+
+def blocks(parts: Sequence[tuple[str, str]]) -> str:
+    """``Label: value`` for one-line values, ``Label:\\nvalue`` otherwise; blank values left out."""
+    out = []
+    for label, value in parts:
+        if value.strip():
+            out.append(f"{label}: {value}" if "\n" not in value and len(value) <= 80 else f"{label}:\n{value}")
+    return "\n\n".join(out)
+
+
 def _unavailable(kind: str, view: AssetView, reason: str, source_id: str | None, message: str) -> Diagnostic:
     return Diagnostic(
         ASSET_UNAVAILABLE,
@@ -297,78 +399,7 @@ def _unavailable(kind: str, view: AssetView, reason: str, source_id: str | None,
     )
 
 
-def _rev(view: AssetView) -> dict[str, Any]:
-    return {"assetId": view.id, "revision": view.revision}
-
-
-def _blocks(parts: Sequence[tuple[str, str]]) -> str:
-    """``Label: value`` for one-line values, ``Label:\\nvalue`` otherwise; blank values left out."""
-    out = []
-    for label, value in parts:
-        if value.strip():
-            out.append(f"{label}: {value}" if "\n" not in value and len(value) <= 80 else f"{label}:\n{value}")
-    return "\n\n".join(out)
-
-
-# -- the providers (pure: parsed asset data in, a source out) ------------------------------------------
-
-
-def card_source(
-    view: AssetView, macros: MacroContext, isolated: IsolatedPrompts | None = None, transform: Callable[[str], str] | None = None
-) -> ContextSource | None:
-    """``rp.card``. Raises ``pydantic.ValidationError`` when the stored card does not parse."""
-    card = CharacterCard.model_validate(view.data)
-    parts = [
-        ("Name", card.display_name()),
-        ("Description", card.description),
-        ("Personality", card.personality),
-        ("Scenario", card.scenario),
-        ("Example messages", card.mes_example),
-    ]
-    if isolated is not None and isolated.trusted:
-        # ``{{original}}`` means "the prompt this one overrides"; the Writer has no such prompt.
-        parts += [
-            ("Character system prompt", isolated.system_prompt.replace("{{original}}", "")),
-            ("Post-history instructions", isolated.post_history_instructions.replace("{{original}}", "")),
-        ]
-    if transform is not None:
-        parts = [(label, transform(value)) for label, value in parts]
-    text = expand(_blocks(parts), macros)
-    if not text:
-        return None
-    text = f"{CARD_NOTE}\n\n{text}"
-    return ContextSource(CARD, TITLES[CARD], text, "factual", parent_delivery="context", shared_reference=True, revision=_rev(view))
-
-
-def depth_prompt_source(
-    view: AssetView, card: CharacterCard, macros: MacroContext, transform: Callable[[str], str] | None = None
-) -> ContextSource | None:
-    """``rp.card.depth-prompt``: the card's Character's Note with SillyTavern's depth and role
-    (defaults 4 and system). Not an isolated prompt: ST sends it without asking, as the spec's
-    isolation covers only ``system_prompt`` and ``post_history_instructions``."""
-    note = st_depth_prompt(card)
-    if note is None:
-        return None
-    text = transform(note.prompt) if transform is not None else note.prompt
-    text = expand(text, macros)
-    if not text.strip():
-        return None
-    return ContextSource(
-        CARD_DEPTH_PROMPT,
-        TITLES[CARD_DEPTH_PROMPT],
-        text,
-        "instructional",
-        shared_reference=True,
-        revision=_rev(view),
-        depth=note.depth,
-        role=note.role,
-    )
-
-
-def persona_source(view: AssetView, macros: MacroContext) -> ContextSource | None:
-    persona = parse_persona(view.data)
-    text = expand(_blocks([("Name", persona.name), ("Description", persona.description)]), macros)
-    return ContextSource(PERSONA, TITLES[PERSONA], text, "factual", parent_delivery="context", shared_reference=True, revision=_rev(view))
+# -- core's own sources (rp-core: always on) ----------------------------------------------------------
 
 
 def player_source(profile: SessionProfile) -> ContextSource:
@@ -377,55 +408,12 @@ def player_source(profile: SessionProfile) -> ContextSource:
     return ContextSource(PLAYER, TITLES[PLAYER], player_boundary(profile.participation), "factual", parent_delivery="context")
 
 
-def preset_sources(view: AssetView, macros: MacroContext) -> tuple[list[ContextSource], dict[str, str]]:
-    """One ``rp.preset:<field-id>`` per enabled, non-blank field, in the preset's order (top
-    fields first), and each field's ``position`` for the default layout."""
-    preset = parse_preset(view.data)
-    sources, positions = [], {}
-    for f in preset.fields:
-        if not f.contributes():
-            continue
-        sid = PRESET_PREFIX + f.id
-        sources.append(
-            ContextSource(
-                sid,
-                f.title,
-                expand(f.content, macros),
-                "instructional",
-                shared_reference=True,
-                default_section_tag=f.section_tag,
-                revision=_rev(view),
-            )
-        )
-        positions[sid] = f.position
-    return sources, positions
-
-
-def style_source(view: AssetView, macros: MacroContext) -> ContextSource | None:
-    style = parse_writing_style(view.data)
-    if not style.contributes():
-        return None
-    return ContextSource(
-        STYLE_PREFIX + view.id, style.name, expand(style.requirements, macros), "instructional", shared_reference=True, revision=_rev(view)
-    )
-
-
 def custom_sources(profile: SessionProfile, macros: MacroContext) -> list[ContextSource]:
     return [
         ContextSource(CUSTOM_PREFIX + p.id, p.title, expand(p.text, macros), "instructional")
         for p in profile.custom_prompts
         if p.text.strip()
     ]
-
-
-def state_source(view: Mapping[str, Any] | None) -> ContextSource | None:
-    """``rp.state``: compact Writer view; the parent gets the commit contract instead."""
-    if view is None:
-        return None
-    text = render_writer_view(view)
-    if not text:
-        return None
-    return ContextSource(STATE, TITLES[STATE], text, "factual", parent_delivery="commit", parent_text=render_commit_contract(view))
 
 
 def conversation_sources(summary: str, conversation: str, current_input: str) -> list[ContextSource]:
@@ -442,81 +430,18 @@ def conversation_sources(summary: str, conversation: str, current_input: str) ->
     return out
 
 
-def state_gate(view: Mapping[str, Any] | None) -> Callable[[str], bool | None]:
-    """The lorebook ``stateCondition`` evaluator: None (fail closed) when State is unavailable."""
-    if view is None:
-        return lambda _expr: None
-    values = namespace_values(dict(view))
-    return lambda expr: evaluate_condition(expr, values)[0]
+_CONVERSATION_POSITIONS = {SUMMARY: POSITION_SUMMARY, CONVERSATION: POSITION_CONVERSATION, CURRENT_INPUT: POSITION_CURRENT_INPUT}
 
 
-def _substitute(inputs: SourceInputs, books: Sequence[tuple[AssetView, LoreBook]]) -> Callable[[str], str]:
-    template = inputs.lore_template
-    if template is None:
-        return lambda text: expand(text, inputs.macros)
-    titles: dict[str, str] | None = None
-
-    def lookup(title: str) -> str | None:
-        nonlocal titles
-        if titles is None:  # built on the first getwi only: most turns never need it
-            titles = {}
-            for _, book in books:
-                for entry in book.entries:
-                    titles.setdefault(entry.comment, entry.content)
-        return titles.get(title)
-
-    return lambda text: expand(template(text, lookup), inputs.macros)
+async def _core_sources(run: SourceRun) -> None:
+    run.add(player_source(run.profile), POSITION_PLAYER)
+    for source in conversation_sources(run.inputs.summary_text, run.inputs.conversation_text, run.inputs.current_input):
+        run.add(source, _CONVERSATION_POSITIONS[source.id])
+    for source in custom_sources(run.profile, run.macros):
+        run.add(source, POSITION_CUSTOM)
 
 
-def lore_sources(
-    books: Sequence[tuple[AssetView, LoreBook]], inputs: SourceInputs, card: CharacterCard | None, persona_description: str
-) -> tuple[list[ContextSource], ActivationResult]:
-    """Activate the bound books (binding order) for this run and build the three slot sources."""
-    if inputs.lore_cache is not None:
-        engine = inputs.lore_cache.engine(books, inputs.lore_settings)
-    else:
-        engine = LoreEngine([b for _, b in books], inputs.lore_settings)
-    depth = st_depth_prompt(card) if card is not None else None
-    scan = GlobalScanData(
-        persona_description=persona_description,
-        character_description=card.description if card else "",
-        character_personality=card.personality if card else "",
-        character_depth_prompt=depth.prompt if depth else "",
-        scenario=card.scenario if card else "",
-        creator_notes=card.creator_notes if card else "",
-    )
-    result = engine.activate(
-        TurnInput(
-            run_id=inputs.run_id,
-            messages=inputs.lore_messages,
-            chat_length=inputs.lore_chat_length,
-            timed_state=inputs.lore_timed_state,
-            state_condition=state_gate(inputs.state),
-            global_scan_data=scan,
-            generation_type=inputs.generation_type,
-            character_name=card.name if card else None,
-            character_tags=card.tags if card else None,
-            substitute=_substitute(inputs, books),
-        )
-    )
-    views = {b.id: v for v, b in books}
-    out = []
-    for slot, entries in result.slots().items():
-        if not entries:
-            continue
-        used = list(dict.fromkeys(a.book_id for a in entries))
-        sid = LORE_SLOTS[slot]
-        out.append(
-            ContextSource(
-                sid,
-                TITLES[sid],
-                "\n".join(a.content for a in entries),
-                "factual",
-                shared_reference=True,
-                revision={"assets": [_rev(views[b]) for b in used]},
-            )
-        )
-    return out, result
+CORE_PROVIDERS: tuple[SourceProvider, ...] = (SourceProvider("rp.core", _core_sources),)
 
 
 # -- the whole set ------------------------------------------------------------------------------------
@@ -530,128 +455,26 @@ async def macro_context_for(profile: SessionProfile | None, reader: AssetReader)
     return macro_context_from(card.data if card else None, persona.data if persona else None)
 
 
-async def collect_sources(inputs: SourceInputs, reader: AssetReader) -> SourceSet:
-    memo = _Memo(reader)
+async def collect_sources(inputs: SourceInputs, reader: AssetReader, providers: Sequence[SourceProvider] = ()) -> SourceSet:
+    """Run core's own providers and ``providers`` (the enabled features', from the
+    ``register_context_sources`` hook) by stage, in registration order within a stage."""
     profile = inputs.profile or default_profile()
-    res = profile.resources
-    macros = inputs.macros
-    bindings, missing = await resolve_bindings(profile, memo)  # diagnoses missing assets once
-    diagnostics: list[Diagnostic] = list(missing)
-    live: dict[str, int] = {}
-
-    async def view_of(kind: str, asset_id: str | None) -> AssetView | None:
-        view = await memo.read(kind, asset_id) if asset_id else None
-        if view is not None:
-            live[view.id] = view.revision
-        return view
-
-    def parsed(kind: str, view: AssetView, source_id: str | None, parse: Callable[[], Any]) -> Any:
-        try:
-            return parse()
-        except pydantic.ValidationError as exc:
-            diagnostics.append(_unavailable(kind, view, "corrupt", source_id, str(exc.errors(include_url=False)[0]["msg"])))
-        except RpError as exc:
-            if exc.code.endswith(".unsupported") or exc.code == "lore.format.unsupported":
-                diagnostics.append(_unavailable(kind, view, "unsupported", source_id, exc.message))
-            elif exc.code.endswith(".invalid") or exc.code.startswith(("lore.", "card.")):
-                diagnostics.append(_unavailable(kind, view, "corrupt", source_id, exc.message))
-            else:
-                raise
-        return None
-
-    top: list[ContextSource] = []
-    bottom: list[ContextSource] = []
-    positions: dict[str, str] = {}
-    sampling: dict[str, Any] = {}
-    preset_view = await view_of("preset", res.preset)
-    if preset_view is not None:
-        got = parsed("preset", preset_view, None, lambda: preset_sources(preset_view, macros))
-        if got is not None:
-            sources, positions = got
-            top = [s for s in sources if positions[s.id] == "top"]
-            bottom = [s for s in sources if positions[s.id] == "bottom"]
-            preset_sampling = parse_preset(preset_view.data).sampling
-            sampling = preset_sampling.given() if preset_sampling is not None else {}
-
-    card_view = await view_of("card", res.card)
-    card: CharacterCard | None = None
-    card_src: ContextSource | None = None
-    depth_src: ContextSource | None = None
-    if card_view is not None:
-        card = parsed("card", card_view, CARD, lambda: CharacterCard.model_validate(card_view.data))
-        if card is not None:
-            isolated = await _isolated(memo.reader, card_view, diagnostics)
-            card_src = card_source(card_view, macros, isolated, inputs.card_text_transform)
-            depth_src = depth_prompt_source(card_view, card, macros, inputs.card_text_transform)
-
-    persona_view = await view_of("persona", res.persona)
-    persona_src = None
-    persona_description = ""
-    if persona_view is not None:
-        persona_src = parsed("persona", persona_view, PERSONA, lambda: persona_source(persona_view, macros))
-        if persona_src is not None:
-            persona_description = parse_persona(persona_view.data).description
-
-    books: list[tuple[AssetView, LoreBook]] = []
-    for book_id in res.lorebooks:
-        view = await view_of("lorebook", book_id)
-        if view is not None:
-            book = parsed("lorebook", view, None, lambda v=view: inputs.lore_cache.book(v) if inputs.lore_cache else _lorebook(v))
-            if book is not None:
-                books.append((view, book))
-    lore: dict[str, ContextSource] = {}
-    activation = None
-    timed = inputs.lore_timed_state
-    if books:
-        found, activation = lore_sources(books, inputs, card, persona_description)
-        lore = {s.id: s for s in found}
-        timed = activation.timed_state
-        diagnostics.extend(
-            Diagnostic(p.code, p.message, None, {"pointer": p.pointer, **p.details} if p.pointer else dict(p.details))
-            for p in activation.diagnostics
-        )
-
-    styles: list[ContextSource] = []
-    for style_id in res.writing_styles:
-        view = await view_of("writing-style", style_id)
-        if view is not None:
-            src = parsed("writing-style", view, STYLE_PREFIX + style_id, lambda v=view: style_source(v, macros))
-            if src is not None:
-                styles.append(src)
-
-    summary, conversation, current = _split(conversation_sources(inputs.summary_text, inputs.conversation_text, inputs.current_input))
-    ordered = [
-        *top,
-        lore.get(LORE_WORLD),
-        card_src,
-        lore.get(LORE_CHARACTERS),
-        persona_src,
-        player_source(profile),
-        summary,
-        conversation,
-        depth_src,
-        state_source(inputs.state),
-        lore.get(LORE_RULES),
-        *bottom,
-        *styles,
-        *custom_sources(profile, macros),
-        current,
-    ]
+    run = SourceRun(inputs, reader, profile)
+    bindings, missing = await resolve_bindings(profile, run.memo)  # diagnoses missing assets once
+    run.diagnostics.extend(missing)
+    everyone = [*CORE_PROVIDERS, *providers]
+    for _, _, provider in sorted(((p.stage, i, p) for i, p in enumerate(everyone)), key=lambda item: (item[0], item[1])):
+        await provider.collect(run)
     return SourceSet(
-        sources=tuple(s for s in ordered if s is not None),
-        diagnostics=tuple(diagnostics),
+        sources=run.ordered(),
+        diagnostics=tuple(run.diagnostics),
         bindings=bindings,
-        preset_positions=positions,
-        live_revisions=live,
-        lore_timed_state=timed,
-        lore_activation=activation,
-        sampling=sampling,
+        preset_positions=run.preset_positions,
+        live_revisions=run.live,
+        lore_timed_state=run.lore_timed_state,
+        lore_activation=run.lore_activation,
+        sampling=run.sampling,
     )
-
-
-def _split(sources: list[ContextSource]) -> tuple[ContextSource | None, ContextSource | None, ContextSource | None]:
-    by_id = {s.id: s for s in sources}
-    return by_id.get(SUMMARY), by_id.get(CONVERSATION), by_id.get(CURRENT_INPUT)
 
 
 class LoreCache:
@@ -673,7 +496,7 @@ class LoreCache:
         if key not in self._books:
             if len(self._books) >= self._max * 4:
                 self._books.clear()
-            self._books[key] = _lorebook(view)
+            self._books[key] = lorebook_of(view)
         return self._books[key]
 
     def engine(self, books: Sequence[tuple[AssetView, LoreBook]], settings: ScanSettings | None) -> LoreEngine:
@@ -687,7 +510,7 @@ class LoreCache:
         return engine
 
 
-def _lorebook(view: AssetView) -> LoreBook:
+def lorebook_of(view: AssetView) -> LoreBook:
     data = view.data
     book = data.get("book") if isinstance(data, Mapping) else None
     name = data.get("name") if isinstance(data, Mapping) else None
@@ -695,36 +518,21 @@ def _lorebook(view: AssetView) -> LoreBook:
     return import_lorebook(book, book_id=view.id, name=name if isinstance(name, str) else None)
 
 
-async def _isolated(reader: AssetReader, view: AssetView, diagnostics: list[Diagnostic]) -> IsolatedPrompts | None:
-    """The card's isolated prompts when the reader offers them; a corrupt blob only costs the
-    prompts (the card itself is fine), with a diagnostic."""
-    lookup = getattr(reader, "isolated_prompts", None)
-    if lookup is None:
-        return None
-    try:
-        return await lookup(view.id)  # type: ignore[no-any-return]
-    except (pydantic.ValidationError, ValueError) as exc:
-        diagnostics.append(_unavailable("card", view, "corrupt", CARD, f"isolated prompts unreadable: {exc.__class__.__name__}"))
-        return None
-
-
 __all__ = [
     "TITLES",
-    "SourceInputs",
-    "SourceSet",
     "AssetViewCache",
     "LoreCache",
+    "SourceInputs",
+    "SourceProvider",
+    "SourceRun",
+    "SourceSet",
     "StoreAssetReader",
-    "card_source",
+    "blocks",
     "collect_sources",
     "conversation_sources",
     "custom_sources",
-    "lore_sources",
+    "lorebook_of",
     "macro_context_for",
-    "persona_source",
     "player_source",
-    "preset_sources",
-    "state_gate",
-    "state_source",
-    "style_source",
+    "rev",
 ]

@@ -7,8 +7,8 @@ change is a revision-checked write of that one key, so two editors never lose ea
 change: a caller that names ``expected_revision`` is refused when the list moved on, and a change
 without one is still checked against the revision it read (``quick_replies.conflict``).
 
-A self-contained feature above core: ``register`` adds ``/qr`` to a runtime's play commands, so
-it becomes a plugin when the plugin seam lands.
+A self-contained feature above core, loaded as the ``rp-quick-replies`` plugin: its
+``register_play_commands`` hook adds ``/qr`` to ``rp play``; ``rp quick-replies`` is its command.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from roleplay.core.play_draft import Cursor, Draft
 from roleplay.core.settings import MAX_QUICK_REPLIES, SettingsStore, validate_setting
 from roleplay.errors import ConflictError, NotFoundError, Problem, RpError, ValidationError
 from roleplay.harness.store.base import EventStore
+from roleplay.hookspecs import hookimpl
+
+FEATURE = "rp-quick-replies"
 
 ITEMS = "quickReplies.items"
 CURSOR = "quickReplies.cursor"
@@ -131,8 +134,9 @@ async def insert_quick_reply(rt: Any, argument: str, draft: Draft) -> None:
     draft.insert(listed.find(argument)["text"], listed.cursor)
 
 
-def register(rt: Any) -> None:
-    rt.play_commands["/qr"] = (insert_quick_reply, "put a quick reply into your draft (/qr LABEL); /send sends it")
+@hookimpl
+def register_play_commands(register: Any) -> None:
+    register("/qr", insert_quick_reply, "put a quick reply into your draft (/qr LABEL); /send sends it")
 
 
-__all__ = ["CURSOR", "ITEMS", "QuickReplies", "QuickReplyList", "insert_quick_reply", "register"]
+__all__ = ["CURSOR", "ITEMS", "QuickReplies", "QuickReplyList", "insert_quick_reply", "register_play_commands"]

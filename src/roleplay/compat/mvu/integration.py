@@ -13,8 +13,10 @@ writes nothing back into cards, lorebooks or profiles. It contributes:
   entry switches with the state. An entry that fails closed renders empty and is not injected;
 - a **text transformer** for card text: MVU control blocks never reach the Writer.
 
-Disabling the feature (not calling :func:`register`) leaves existing namespaces working: they are
-native State from the first event on.
+The three register through the plugin hooks (``register_materializers``,
+``register_lore_templates``, ``register_text_transformers``); the plugin manager loads this module
+as the ``rp-compat-mvu`` feature, which needs the card, lorebook and state features. Disabling it
+leaves existing namespaces working: they are native State from the first event on.
 """
 
 from __future__ import annotations
@@ -25,13 +27,16 @@ from typing import Any, Callable
 from roleplay.assets.cards import import_card_bytes
 from roleplay.core.macros import expand
 from roleplay.errors import RpError
+from roleplay.hookspecs import hookimpl
 
 from .adapter import inspect_card, select_opening
 from .diagnostics import capped
 from .openings import clean_opening_text
 from .templates import render_template
 
+FEATURE = "rp-compat-mvu"
 SOURCE_BLOB = "source"
+MATERIALIZER_ORDER = 600  # after the native state seed and the macro-expanded opening
 
 
 async def mvu_materializer(m: Any) -> None:
@@ -118,13 +123,19 @@ class CardTextCache:
         return cleaned
 
 
-def register(rt: Any) -> None:
-    """Enable the adapter on a runtime (idempotent)."""
-    if mvu_materializer not in rt.materializers:
-        rt.materializers.append(mvu_materializer)
-    rt.lore_template = lore_template
-    if not isinstance(rt.card_text_transform, CardTextCache):
-        rt.card_text_transform = CardTextCache()
+@hookimpl
+def register_materializers(register: Any) -> None:
+    register(mvu_materializer, order=MATERIALIZER_ORDER)
+
+
+@hookimpl
+def register_lore_templates(register: Any) -> None:
+    register(lore_template)
+
+
+@hookimpl
+def register_text_transformers(register: Any) -> None:
+    register(CardTextCache())  # one cache per runtime: the hook runs once per runtime
 
 
 def _opening_key(request: Any) -> tuple[str | None, int | None]:

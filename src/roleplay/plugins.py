@@ -1,0 +1,185 @@
+"""The plugin manager: built-in features as default plugins, third-party ones from entry points.
+
+As in simonw/llm: a pluggy ``PluginManager`` for ``roleplay.hookspecs``. Built-in features are
+registered as default plugins (one per feature of the feature manager's catalogue, plus ``rp-core``
+which is always on), and only the enabled ones; third-party plugins come from the ``roleplay``
+entry-point group of any installed distribution::
+
+    [project.entry-points.roleplay]
+    my_plugin = "my_package.plugin"
+
+pluggy calls the implementations of a hook in reverse registration order, so the built-ins are
+registered last and backwards: they run in catalogue order (state's tools before the asset
+tools, as before the seam), and third-party contributions come after them.
+
+Process-wide hooks (model providers, demo policies) run when a manager is built; runtime hooks
+run in ``RoleplayRuntime.create``. ``rp plugins list`` shows what :func:`plugin_rows` reports.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from roleplay import hookspecs
+from roleplay.hookspecs import PROJECT, hookimpl
+
+ENTRY_POINT_GROUP = "roleplay"
+CORE = "rp-core"
+
+
+class CorePlugin:
+    """``rp-core``'s process-wide part: the roleplay policy of the offline ``demo`` model."""
+
+    @hookimpl
+    def register_demo_policies(self, register: Any) -> None:
+        from roleplay.core.demo import roleplay_demo_policy
+
+        register("roleplay", roleplay_demo_policy, first=True)
+
+
+class AssetToolsPlugin:
+    """``rp-asset-tools``: ``rp_asset_read`` and the Agent-only ``rp_asset``. Its code lives in
+    ``core.asset_tools`` (it applies profile changes); this is only its registration."""
+
+    @hookimpl
+    def register_tools(self, register: Any, runtime: Any) -> None:
+        from roleplay.core.asset_tools import asset_tools
+
+        for tool in asset_tools(runtime.service, runtime.assets):
+            register(tool)
+
+
+class RuntimeRegisterPlugin:
+    """A built-in feature module that attaches itself with ``register(runtime)`` rather than the
+    ``register_*`` hooks; called through ``runtime_ready``."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.module = module
+
+    @hookimpl
+    def runtime_ready(self, runtime: Any) -> None:
+        self.module.register(runtime)
+
+
+# feature → where its plugin is: "module" (hook functions at module level) or "module:Class".
+# Catalogue order is call order. Features of the catalogue without an entry contribute nothing
+# to a runtime yet (their parts are not built, or live in the web app that does not exist).
+BUILTIN_PLUGINS: dict[str, str] = {
+    CORE: "roleplay.plugins:CorePlugin",
+    "rp-state": "roleplay.state.feature",
+    "rp-preset": "roleplay.assets.presets.feature",
+    "rp-character-card": "roleplay.assets.cards.feature",
+    "rp-persona": "roleplay.assets.personas.feature",
+    "rp-lore-book": "roleplay.assets.lorebook.feature",
+    "rp-writing-style": "roleplay.assets.styles.feature",
+    "rp-asset-tools": "roleplay.plugins:AssetToolsPlugin",
+    "rp-reply-options": "roleplay.reply_options",
+    "rp-quick-replies": "roleplay.quick_replies",
+    "rp-compat-mvu": "roleplay.compat.mvu.integration",
+}
+
+
+def _load(target: str) -> object:
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    if attr:
+        return getattr(module, attr)()
+    has_hooks = any(getattr(getattr(module, name), f"{PROJECT}_impl", None) is not None for name in dir(module))
+    if not has_hooks and callable(getattr(module, "register", None)):
+        return RuntimeRegisterPlugin(module)
+    return module
+
+
+def _all_features() -> tuple[str, ...]:
+    from roleplay.core.settings import FEATURES
+
+    return FEATURES
+
+
+def plugin_manager(enabled: Iterable[str] | None = None, *, entry_points: bool = True) -> pluggy.PluginManager:
+    """A manager with the plugins of ``enabled`` (every built-in feature when None; closed under
+    the hard dependencies either way) and, unless ``entry_points`` is False, every installed
+    third-party plugin. Runs the process-wide hooks once."""
+    from roleplay.core.feature_set import closure
+
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(hookspecs)
+    if entry_points:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    on = {CORE, *closure(_all_features() if enabled is None else enabled)}
+    for feature, target in reversed(BUILTIN_PLUGINS.items()):
+        if feature in on:
+            pm.register(_load(target), name=feature)
+    register_process_hooks(pm)
+    return pm
+
+
+def third_party_manager() -> pluggy.PluginManager:
+    """Only the entry-point plugins: what ``rp`` needs for third-party commands and providers
+    without importing any built-in feature (``rp --help`` stays fast)."""
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    return pm
+
+
+def register_process_hooks(pm: pluggy.PluginManager) -> None:
+    """Model providers and demo policies are process-wide registries of the harness."""
+    from roleplay.harness.models.demo import register_demo_policy
+
+    pm.hook.register_model_providers(register=register_model_provider)
+    pm.hook.register_demo_policies(register=register_demo_policy)
+
+
+def register_model_provider(provider: Any) -> None:
+    from roleplay.errors import ValidationError
+    from roleplay.harness.models.registry import PROVIDERS
+
+    existing = PROVIDERS.get(provider.name)
+    if existing is not None and existing != provider:
+        raise ValidationError("plugins.provider_duplicate", f"model provider {provider.name!r} is already registered", pointer="/name")
+    PROVIDERS[provider.name] = provider
+
+
+def source_providers(enabled: Iterable[str] | None = None) -> list[Any]:
+    """The context source providers of ``enabled`` (every built-in feature when None), in
+    registration order: what ``collect_sources`` gets from a runtime built with them."""
+    found: list[Any] = []
+    plugin_manager(enabled, entry_points=False).hook.register_context_sources(register=found.append)
+    return found
+
+
+def plugin_rows(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
+    """One row per loaded plugin: its name, where it comes from and the hooks it implements."""
+    dists = {id(plugin): dist for plugin, dist in pm.list_plugin_distinfo()}
+    rows = []
+    for name, plugin in pm.list_name_plugin():
+        if plugin is None:
+            continue
+        hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or [])
+        dist = dists.get(id(plugin))
+        if dist is not None:
+            origin: dict[str, Any] = {"builtin": False, "distribution": dist.project_name, "version": dist.version, "entryPoint": name}
+        else:
+            origin = {"builtin": True, "module": BUILTIN_PLUGINS.get(name, getattr(plugin, "__name__", type(plugin).__module__))}
+        rows.append({"name": name, **origin, "hooks": hooks})
+    builtin_order = list(BUILTIN_PLUGINS)
+    rows.sort(key=lambda r: (not r["builtin"], builtin_order.index(r["name"]) if r["name"] in builtin_order else 0, r["name"]))
+    return rows
+
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "CORE",
+    "ENTRY_POINT_GROUP",
+    "plugin_manager",
+    "plugin_rows",
+    "register_process_hooks",
+    "source_providers",
+    "third_party_manager",
+]
