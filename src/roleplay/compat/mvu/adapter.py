@@ -179,12 +179,12 @@ def build_namespace(ctx: _Context, data: InitVarResult) -> NamespaceBuild:
         definition["description"] = description[: limits.MAX_DESCRIPTION]
     invalid = validate_namespace_content(definition, {"initialValue": derived.value})
     if invalid:
-        problems += [diag("mvu.namespace.invalid", f"{p.message}", Loc("adapter", p.pointer), code=p.code) for p in invalid[:20]]
+        problems += [diag("mvu.namespace.invalid", f"{p.message}", Loc("adapter", p.pointer), problemCode=p.code) for p in invalid[:20]]
         return disabled(title, problems)
     try:
         bootstrap_payload(definition, derived.value, setup_diagnostics=problems)
     except RpError as exc:
-        problems += [diag("mvu.namespace.invalid", p.message, Loc("adapter", p.pointer), code=p.code) for p in exc.problems[:20]]
+        problems += [diag("mvu.namespace.invalid", p.message, Loc("adapter", p.pointer), problemCode=p.code) for p in exc.problems[:20]]
         return disabled(title, problems)
     # A refused construct (a rule type, a path) has already failed closed on its own; the
     # namespace itself is sound, so it stays enabled and carries those errors as diagnostics.

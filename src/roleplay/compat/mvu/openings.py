@@ -218,7 +218,7 @@ def _run(root: Any, command: Command, schema: dict[str, Any], vwd: dict[str, str
         else:
             del parent[int(key)]
         return "remove", pointer_of(parts)
-    if command.kind == "move":
+    if command.kind == "move" and patch is not None:  # only a JSON-patch op moves (it names "from")
         try:
             source = _resolve(patch_tokens(patch["from"]), root, vwd)
         except PathError as exc:

@@ -107,7 +107,8 @@ def find_blocks(text: str, name: str, *, tempered: bool) -> list[Block]:
             continue
         key = tag_key(written)
         found = None
-        fence_at = _WS.match(text, after).end()
+        spaces = _WS.match(text, after)  # `\s*` always matches, possibly empty
+        fence_at = spaces.end() if spaces else after
         if text.startswith("```", fence_at):
             f = fence_at + 3
             # Not ``text.find``: with no line break left, each opening would scan to the end.

@@ -480,7 +480,7 @@ def from_json_schema(document: Any, loc: Loc) -> tuple[dict[str, Any] | None, li
                 f"the mapped schema is not a restricted schema: {p.message}",
                 loc.with_pointer(p.pointer or ""),
                 "error",
-                code=p.code,
+                problemCode=p.code,
             )
             for p in problems
         ]

@@ -75,15 +75,15 @@ def read_book(value: Any, *, name: str, source: str, base: str = "", role: str =
         if not isinstance(entry, dict):
             problems.append(diag("mvu.source.entry_invalid", "a lorebook entry must be an object", Loc(source, pointer)))
             continue
-        title = entry.get("comment")
-        if not isinstance(title, str):
-            title = entry.get("name") if isinstance(entry.get("name"), str) else ""
-        content = entry.get("content") if isinstance(entry.get("content"), str) else ""
+        comment, label, text = entry.get("comment"), entry.get("name"), entry.get("content")
+        title = comment if isinstance(comment, str) else label if isinstance(label, str) else ""
+        content = text if isinstance(text, str) else ""
         # world info says ``disable``; character books say ``enabled`` (default true).
         enabled = not bool(entry.get("disable", False)) and bool(entry.get("enabled", True))
         uid = entry.get("uid", entry.get("id", key))
         entries.append(BookEntry(str(uid), title, content, enabled, Loc(source, pointer + "/content", title or None)))
-    book_name = value.get("name") if isinstance(value.get("name"), str) and value.get("name") else name
+    own_name = value.get("name")
+    book_name = own_name if isinstance(own_name, str) and own_name else name
     return Book(book_name, tuple(entries), role), problems
 
 

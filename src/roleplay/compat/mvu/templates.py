@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -191,14 +192,16 @@ def _loose_equal(a: Any, b: Any) -> bool:
     return to_number(a) == to_number(b)
 
 
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
 def _compare(op: str, a: Any, b: Any) -> bool:
     if isinstance(a, str) and isinstance(b, str):
-        x, y = a, b
-    else:
-        x, y = to_number(a), to_number(b)
-        if math.isnan(x) or math.isnan(y):
-            return False
-    return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
+        return _ORDER[op](a, b)  # two strings compare as strings (JavaScript)
+    x, y = to_number(a), to_number(b)
+    if math.isnan(x) or math.isnan(y):
+        return False
+    return _ORDER[op](x, y)
 
 
 def js_string(value: Any) -> str:
