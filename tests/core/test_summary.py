@@ -471,7 +471,10 @@ def _built_story() -> dict[str, Any]:
 def test_forks_before_and_after_checkpoints_restore_the_state_and_the_slots(data: st.DataObject) -> None:
     built = _built_story()
     assert len(built["checkpoints"]) == 2
-    at = data.draw(st.integers(min_value=1, max_value=built["head"]), label="fork at")
+    first = built["checkpoints"][0]
+    before = data.draw(st.booleans(), label="before the first checkpoint")
+    low, high = (1, first - 1) if before else (first, built["head"])
+    at = data.draw(st.integers(min_value=low, max_value=high), label="fork at")
 
     async def check() -> None:
         store = open_store(f"sqlite:///{built['path']}", clock=FixedClock())  # fresh ids: the story used the counter

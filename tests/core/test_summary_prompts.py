@@ -59,6 +59,8 @@ def test_the_demo_summary_follows_the_storys_language_and_is_shorter() -> None:
     assert en.startswith("[demo · offline summary]") and "I knock on the lighthouse door" in en
     merged = demo_summary(summariser_input(zh, ZH[3:]))
     assert merged.startswith("【演示·离线摘要】更早：") and merged.count("更早：") == 1
+    opening = demo_summary(summariser_input(None, [Entry("o", "writing", "铁门开了一条缝。林汐举着提灯。")]))
+    assert opening == "【演示·离线摘要】开场：铁门开了一条缝。林汐举着提灯。"
     long = [Entry(f"m{i}", "user", "很长的一段输入" * 40) for i in range(30)]
     material = summariser_input(None, long)
     assert len(demo_summary(material)) < len(material) // 10

@@ -78,7 +78,9 @@ def demo_summary(user_text: str, label: str | None = None) -> str:
     if PREVIOUS_OPEN in user_text:
         previous = user_text.split(PREVIOUS_OPEN, 1)[1].split(PREVIOUS_CLOSE, 1)[0].strip()
     material = user_text.split(MATERIAL_OPEN, 1)[-1].split(MATERIAL_CLOSE, 1)[0]
-    inputs = [" ".join(body.split()).rstrip("。.!！?？") for label, body in _LABELLED.findall(material) if label == "User"]
+    labelled = _LABELLED.findall(material)
+    inputs = [" ".join(body.split()).rstrip("。.!！?？") for label, body in labelled if label == "User"]
+    scene = next((" ".join(body.split()) for label, body in labelled if label == "Writing reply"), "")
     chinese = bool(_CJK.search(material) or _CJK.search(previous))
     limit = 24 if chinese else 60
     points = [p if len(p) <= limit else p[: limit - 1] + "…" for p in inputs[-6:]]
@@ -86,10 +88,10 @@ def demo_summary(user_text: str, label: str | None = None) -> str:
     earlier = _EARLIER.sub("", earlier)
     if chinese:
         head = label or "【演示·离线摘要】"
-        body = f"此前{len(inputs)}次输入的要点：" + "；".join(points) + "。" if points else "此前的对话没有新的输入。"
+        body = f"此前{len(inputs)}次输入的要点：" + "；".join(points) + "。" if points else f"开场：{scene[:40]}"
         return head + (f"更早：{earlier[:60]} " if earlier else "") + body
     head = label or "[demo · offline summary] "
-    body = f"Earlier, over {len(inputs)} inputs: " + "; ".join(points) + "." if points else "No new input earlier."
+    body = f"Earlier, over {len(inputs)} inputs: " + "; ".join(points) + "." if points else f"The opening: {scene[:100]}"
     return head + (f"Before that: {earlier[:160]} " if earlier else "") + body
 
 
