@@ -65,9 +65,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "state": ("roleplay.state.cli", "state_group", "Check rp.state v2 namespace definitions and simulate state.update effects."),
 }
 
-
-class LazyGroup(click.Group):
-    """A group whose subcommands are imported on first use."""
 COMMANDS.update(
     {
         "features": ("roleplay.plugins_cli", "features", "Turn roleplay features on and off (applies from the next conversation)."),
@@ -125,9 +122,8 @@ def _saved_features_postgres(state: CliState) -> list[str] | None:
     return asyncio.run(read())
 
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        self._load_plugin_commands()
-        return sorted({*self.commands, *COMMANDS} - self._disabled(ctx))
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
 
     _plugins_loaded = False
 
@@ -142,21 +138,25 @@ def _saved_features_postgres(state: CliState) -> list[str] | None:
         saved = saved_features(ctx)
         return set() if saved is None else {name for name, feature in COMMAND_FEATURES.items() if feature not in saved}
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_plugin_commands()
+        return sorted({*self.commands, *COMMANDS} - self._disabled(ctx))
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        command = self.commands.get(cmd_name)
-        if command is None and cmd_name in COMMANDS:
-            module, attr, _ = COMMANDS[cmd_name]
         if cmd_name in COMMAND_FEATURES and cmd_name in self._disabled(ctx):
             feature = COMMAND_FEATURES[cmd_name]
             raise click.UsageError(
                 f"`rp {cmd_name}` belongs to {feature}, which is turned off; `rp features enable {feature}` turns it on", ctx
             )
-            command = getattr(importlib.import_module(module), attr)
+        command = self.commands.get(cmd_name)
         if command is None and cmd_name not in COMMANDS:
             self._load_plugin_commands()
             command = self.commands.get(cmd_name)
             if command is not None:
                 guard_text_arguments(command)
+        if command is None and cmd_name in COMMANDS:
+            module, attr, _ = COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), attr)
             # Every command, with or without ``run``, refuses arguments that are not UTF-8 text.
             guard_text_arguments(command)
             self.add_command(command, cmd_name)
@@ -200,6 +200,7 @@ async def _asset_users(store: Any, asset_ids: Any) -> Any:
     "--home",
     type=click.Path(file_okay=False),
     envvar="RP_HOME",
+    is_eager=True,  # read before --help, which lists only the commands of enabled features
     help="Data directory (default: $RP_HOME or the platform data dir). $RP_DATABASE_URL selects PostgreSQL.",
 )
 @click.pass_context
