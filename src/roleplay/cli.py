@@ -46,6 +46,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "models": ("roleplay.harness.models.cli", "models", "List model providers and test a model route."),
     "mvu": ("roleplay.compat.mvu.cli", "mvu_group", "MVU / MVU Zod variable-card compatibility."),
     "new": ("roleplay.core.cli", "new_command", "Start a story."),
+    "persona": ("roleplay.assets.edit_cli", "persona", "Write and edit your personas (who you are in a story) in $EDITOR."),
+    "preset": ("roleplay.assets.edit_cli", "preset", "Write and edit presets (the sections around the Writer's prompt) in $EDITOR."),
+    "style": ("roleplay.assets.edit_cli", "style", "Write and edit writing styles in $EDITOR."),
     "play": ("roleplay.core.cli", "play_command", "Interactive play."),
     "prompt": ("roleplay.core.cli", "prompt_command", "Show the exact Writer prompt and parent views the next turn would use."),
     "quick-replies": (
