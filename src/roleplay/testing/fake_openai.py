@@ -177,7 +177,7 @@ class FakeOpenAI:
     @property
     def root_url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host if isinstance(host, str) else host.decode()}:{port}"
 
     @property
     def base_url(self) -> str:

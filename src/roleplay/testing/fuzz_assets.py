@@ -195,9 +195,27 @@ class Raw(str):
 
 
 def _wrong_type(rng: random.Random) -> Value:
-    return rng.choice(
-        [None, True, False, 0, -1, 2**63, -(2**63) - 1, 1.5, "", "x", [], {}, [None], {"": None}, [[[]]], "🙂", "\u202e", 1e308]
-    )
+    choices: list[Value] = [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        2**63,
+        -(2**63) - 1,
+        1.5,
+        "",
+        "x",
+        [],
+        {},
+        [None],
+        {"": None},
+        [[[]]],
+        "🙂",
+        "\u202e",
+        1e308,
+    ]
+    return rng.choice(choices)
 
 
 def _structural(rng: random.Random, value: Value) -> tuple[str, Value]:
@@ -254,9 +272,9 @@ def _structural(rng: random.Random, value: Value) -> tuple[str, Value]:
     if kind == "drop-key":
         for p in reversed(list(_paths(value))):
             if p and isinstance(_get(value, p[:-1]), dict) and rng.random() < 0.3:
-                parent = dict(_get(value, p[:-1]))
-                parent.pop(p[-1])
-                return kind, _replace(value, p[:-1], parent)
+                siblings = dict(_get(value, p[:-1]))
+                siblings.pop(p[-1])
+                return kind, _replace(value, p[:-1], siblings)
         return kind, value
     # duplicate-key: written by hand below (json.dumps cannot repeat a key)
     return kind, _replace(value, path, Raw('{"a": 1, "a": [], "a": null}'))

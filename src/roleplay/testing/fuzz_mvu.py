@@ -220,8 +220,8 @@ def run_target(case: Case) -> None:
         assert isinstance(cleaned, str) and len(cleaned) <= len(text)
     elif case.target == "templates":
         compile_template(text, loc)
-        result = render_template(text, STATE)
-        assert (result.text is not None) == result.ok
+        rendered = render_template(text, STATE)
+        assert (rendered.text is not None) == rendered.ok
     else:
         third = len(text) // 3
         report = inspect_card(_card(text[:third], text[third : 2 * third], text[2 * third :]))

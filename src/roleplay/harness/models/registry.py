@@ -8,7 +8,7 @@ model name; the names listed for them are examples, not a whitelist.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, TypedDict
 
 from roleplay.errors import RpError
 
@@ -47,7 +47,12 @@ class ProviderInfo:
         return next((m for m in self.models if m.name == name), None)
 
 
-_DEEPSEEK_LIMITS = {"context_window": 1_000_000, "max_output_tokens": 384_000}
+class _Limits(TypedDict):
+    context_window: int
+    max_output_tokens: int
+
+
+_DEEPSEEK_LIMITS: _Limits = {"context_window": 1_000_000, "max_output_tokens": 384_000}
 _DEPRECATED_ALIAS = "alias retired 2026-07-24 15:59 UTC"
 
 PROVIDERS: dict[str, ProviderInfo] = {

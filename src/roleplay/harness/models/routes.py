@@ -155,7 +155,10 @@ def parse_route_spec(spec: str, env: Mapping[str, str] | None = None) -> Route:
         )
     if any(not p for p in model.split("/")):
         raise RpError("model.bad_route", f"route {text!r} has an empty model name part")
-    return Route(provider=provider.name, model=model, reasoning_effort=effort, **options)
+    # ``options`` holds the route fields ``ROUTE_OPTIONS`` names; an absent one keeps the provider's flag.
+    return Route(
+        provider=provider.name, model=model, reasoning_effort=effort, tools=options.get("tools"), json_mode=options.get("json_mode")
+    )
 
 
 def resolve_route(
