@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roleplay.harness.chat import chat_spec
 from roleplay.harness.history import exchange_starts, fit_history, message_tokens, reply_reserve, tools_tokens
-from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks
+from roleplay.harness.loop import CONVERTED, AgentLoop, AgentSpec, LoopHooks
 from roleplay.harness.models.scripted import ScriptedModel
 from roleplay.harness.models.types import ChatMessage, ModelRequest
 from roleplay.harness.prompts import PromptAssembly, PromptSection
@@ -107,3 +109,54 @@ def test_rp_chat_cli_logs_the_history_fit_of_a_bounded_route(tmp_path: Path) -> 
     events = events_of(tmp_path, summary["sessionId"])
     fits = [e.payload["history"] for e in events if e.type == "model/request"]
     assert len(fits) == 8 and fits[-1]["window"] == 2000 and fits[-1]["omitted"] > 0
+
+
+def _reference_fit(earlier: list[ChatMessage], budget: int, floor: int) -> int:
+    """The cut as first written: exchanges listed, then costed newest first."""
+    cut, spent = len(earlier), 0
+    starts = exchange_starts(earlier) if earlier else []
+    ends = starts[1:] + [len(earlier)]
+    for start, end in zip(reversed(starts), reversed(ends)):
+        if start < floor:
+            break
+        cost = sum(message_tokens(m) for m in earlier[start:end])
+        if spent + cost > budget:
+            break
+        spent += cost
+        cut = start
+    return cut
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool"]), st.integers(0, 40)), max_size=30),
+    st.integers(0, 400),
+    st.integers(0, 30),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_cut_with_known_costs_is_the_cut_without(shape: list[tuple[str, int]], budget: int, floor: int) -> None:
+    earlier = [ChatMessage(role, "word " * size, tool_call_id="c" if role == "tool" else None) for role, size in shape]
+    costs = [message_tokens(m) for m in earlier]
+    kw: dict[str, Any] = {"window": budget + 100, "reply_reserve": 60, "fixed_tokens": 40, "floor": floor}
+    cut, fit = fit_history(earlier, **kw)
+    assert cut == _reference_fit(earlier, budget, floor)
+    assert fit_history(earlier, costs=costs, **kw) == (cut, fit)
+
+
+async def test_converted_messages_are_kept_across_turns_by_session_node_and_seq(store: EventStore) -> None:
+    """Each turn has a loop of its own; the conversion and token count of the earlier history is
+    the service's, so a later turn converts only what is new."""
+    service = SessionService(store)
+    sid = (await service.create("chat")).id
+    model = ScriptedModel([{"text": "first"}, {"text": "second"}])
+    spec = AgentSpec(prompt=PromptAssembly([PromptSection("s", "system", 0)]), context_window=100_000)
+    await AgentLoop(service, model, spec).run_turn(sid, "hello")
+    converted = service.derived[CONVERTED]
+    kept = dict(converted._by_key)
+    first_input = (await service.surface(sid))["nodes"][0]
+    assert (sid, first_input["id"], first_input["seq"]) in kept
+    await AgentLoop(service, model, spec).run_turn(sid, "again")
+    assert all(converted._by_key[k] is v for k, v in kept.items())
+    second = model.requests[-1].messages
+    assert [m.text() for m in second[1:]] == ["hello", "first", "again"]
+    other = (await service.create("chat")).id  # same ids and seqs in another session: converted anew
+    assert converted.convert(other, [])[0] == []

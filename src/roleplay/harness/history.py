@@ -90,25 +90,37 @@ def exchange_starts(messages: Sequence[ChatMessage]) -> list[int]:
 
 
 def fit_history(
-    earlier: Sequence[ChatMessage], *, window: int, reply_reserve: int, fixed_tokens: int, floor: int = 0
+    earlier: Sequence[ChatMessage],
+    *,
+    window: int,
+    reply_reserve: int,
+    fixed_tokens: int,
+    floor: int = 0,
+    costs: Sequence[int] | None = None,
 ) -> tuple[int, HistoryFit]:
     """The index to keep ``earlier`` from: the newest whole exchanges that fit, never before
-    ``floor`` (the cut an earlier step of the same turn made)."""
+    ``floor`` (the cut an earlier step of the same turn made). ``costs`` are the messages'
+    ``message_tokens``, when the caller already has them."""
     budget = window - reply_reserve - fixed_tokens
+    if costs is None:
+        costs = [message_tokens(m) for m in earlier]
     cut = len(earlier)
     spent = 0
-    starts = exchange_starts(earlier) if earlier else []
-    ends = starts[1:] + [len(earlier)]
-    for start, end in zip(reversed(starts), reversed(ends)):
+    end = len(earlier)
+    # Exchanges newest first: each starts at a user message (the first at 0) and runs to the next.
+    for start in range(len(earlier) - 1, -1, -1):
+        if start > 0 and earlier[start].role != "user":
+            continue
         if start < floor:
             break
-        cost = sum(message_tokens(m) for m in earlier[start:end])
+        cost = sum(costs[start:end])
         if spent + cost > budget:
             break
         spent += cost
-        cut = start
+        cut = end = start
     return cut, HistoryFit(window, reply_reserve, fixed_tokens, len(earlier), cut)
 
 
-def request_fixed_tokens(system: str, tools: Sequence[ToolSpec], current: Sequence[ChatMessage]) -> int:
-    return _tokens(system) + FRAMING_PER_MESSAGE + tools_tokens(tools) + sum(message_tokens(m) for m in current)
+def request_fixed_tokens(system: str, tools: Sequence[ToolSpec], current: Sequence[ChatMessage], costs: Sequence[int] | None = None) -> int:
+    current_tokens = sum(costs) if costs is not None else sum(message_tokens(m) for m in current)
+    return _tokens(system) + FRAMING_PER_MESSAGE + tools_tokens(tools) + current_tokens

@@ -39,7 +39,7 @@ from roleplay.clock import IdGenerator
 from roleplay.errors import ConflictError, RpError
 
 from .events import Event, EventDraft
-from .history import HistoryFit, fit_history, reply_reserve, request_fixed_tokens
+from .history import HistoryFit, fit_history, message_tokens, reply_reserve, request_fixed_tokens
 from .leases import Lease, run_lease
 from .models.types import (
     ChatMessage,
@@ -51,6 +51,7 @@ from .models.types import (
     TextDelta,
     ToolCall,
 )
+from .projections import Loaded
 from .prompts import PromptAssembly, PromptContext, tool_sections
 from .sessions import SessionService
 from .surface import surface_projection
@@ -91,6 +92,12 @@ class LoopHooks:
         log keeps every event. A node it rewrites must get an id of its own: converted messages
         are cached by (id, seq)."""
         return nodes
+
+    async def history_view(self, session_id: str, surface: Loaded, split: int) -> list[dict[str, Any]]:
+        """``history`` of the surface's first ``split`` nodes (the turns before the running one).
+        ``surface`` is the session service's cached projection, so a runtime may keep what it
+        derives from it across turns (``SessionService.folds``) instead of deriving it again."""
+        return await self.history(session_id, surface.state["nodes"][:split])
 
     def finished(self, results: list[ToolResultData]) -> bool:
         """True when this step's tool results complete the turn (no further model step). Raising
@@ -153,9 +160,10 @@ class AgentLoop:
                 self.prompt.add(section)
         self.route = {"provider": model.provider, "model": model.model, "label": model.label}
         self._head = 0
-        # ChatMessage per surface node version, reused across the steps of a turn: a long
-        # session's history is converted once, not once per step.
-        self._converted: dict[tuple[str, int], ChatMessage] = {}
+        # ChatMessage and token count per surface node version, kept by the session service so
+        # that a long session's history is converted and counted once, not at every step of
+        # every turn (each turn has a loop of its own).
+        self._converted = service.derived.setdefault(CONVERTED, ConvertedMessages())
         self._turn_seq = 0  # the running turn's turn/start seq: later surface nodes are this turn's
         self._cut = 0  # earlier-history messages left out by this turn's previous steps
 
@@ -241,9 +249,9 @@ class AgentLoop:
             if mask is not None:
                 callable_now &= set(mask)
         prompt = self.prompt.assemble(PromptContext(session_id, frozenset(self.visible), {"mode": self.spec.mode}))
-        nodes = (await self.service.projection(session_id, surface_projection)).state["nodes"]
+        surface = await self.service.projection(session_id, surface_projection)
         tools = [self.spec.tools.get(n).spec() for n in self.visible]
-        history, fit = await self._history(session_id, prompt.text, tools, nodes)
+        history, fit = await self._history(session_id, prompt.text, tools, surface)
         result.history = fit
         request = ModelRequest(
             messages=[ChatMessage("system", prompt.text)] + history,
@@ -330,15 +338,16 @@ class AgentLoop:
         return False
 
     async def _history(
-        self, session_id: str, system: str, tools: list[Any], nodes: list[dict[str, Any]]
+        self, session_id: str, system: str, tools: list[Any], surface: Loaded
     ) -> tuple[list[ChatMessage], HistoryFit | None]:
         """The request's messages after the system prompt: the runtime's view of the earlier
         turns, fitted to the window (newest whole exchanges), then the current turn whole."""
+        nodes = surface.state["nodes"]
         split = len(nodes)
         while split > 0 and nodes[split - 1]["seq"] > self._turn_seq:
             split -= 1
-        earlier = self._messages(await self.spec.hooks.history(session_id, nodes[:split]))
-        current = self._messages(nodes[split:])
+        earlier, costs = self._converted.convert(session_id, await self.spec.hooks.history_view(session_id, surface, split))
+        current, current_costs = self._converted.convert(session_id, nodes[split:])
         window = self.spec.context_window
         if window is None:
             return earlier + current, None
@@ -346,21 +355,12 @@ class AgentLoop:
             earlier,
             window=window,
             reply_reserve=reply_reserve(window, self.spec.max_tokens),
-            fixed_tokens=request_fixed_tokens(system, tools, current),
+            fixed_tokens=request_fixed_tokens(system, tools, current, current_costs),
             floor=self._cut,
+            costs=costs,
         )
         self._cut = cut
         return earlier[cut:] + current, fit
-
-    def _messages(self, nodes: list[dict[str, Any]]) -> list[ChatMessage]:
-        out = []
-        for node in nodes:
-            key = (node["id"], node["seq"])
-            message = self._converted.get(key)
-            if message is None:
-                message = self._converted[key] = nodes_to_messages([node])[0]
-            out.append(message)
-        return out
 
     async def _stream(self, session_id: str, turn_id: str, step_id: str, request: ModelRequest) -> ModelResponse:
         response: ModelResponse | None = None
@@ -510,6 +510,36 @@ def dangling_calls(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tool calls on the surface that have no result after them."""
     answered = {n["toolCallId"] for n in nodes if n["role"] == "tool"}
     return [c for n in nodes if n["role"] == "assistant" for c in n.get("toolCalls", []) if c["id"] not in answered]
+
+
+CONVERTED = "harness.loop.converted"  # the key of the service's ConvertedMessages
+
+
+class ConvertedMessages:
+    """Surface nodes converted to chat messages, with their token counts, by (session, node id,
+    seq): a node version's content never changes (its event is immutable), and a node a runtime's
+    history view rewrites gets an id of its own (``LoopHooks.history``). Bounded: emptied when
+    full, which costs one reconversion, never a different result."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self._by_key: dict[tuple[str, str, int], tuple[ChatMessage, int]] = {}
+        self._max = max_entries
+
+    def convert(self, session_id: str, nodes: list[dict[str, Any]]) -> tuple[list[ChatMessage], list[int]]:
+        memo = self._by_key
+        messages: list[ChatMessage] = []
+        costs: list[int] = []
+        for node in nodes:
+            key = (session_id, node["id"], node["seq"])
+            hit = memo.get(key)
+            if hit is None:
+                if len(memo) >= self._max:
+                    memo.clear()
+                message = nodes_to_messages([node])[0]
+                hit = memo[key] = (message, message_tokens(message))
+            messages.append(hit[0])
+            costs.append(hit[1])
+        return messages, costs
 
 
 def nodes_to_messages(nodes: list[dict[str, Any]]) -> list[ChatMessage]:

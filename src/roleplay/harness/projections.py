@@ -33,6 +33,11 @@ class Projection:
     version: int
     initial: Callable[[], Any]
     apply: Callable[[Any, Event], Any]
+    # True for an event that changes what the state already holds (the surface: a replacement or a
+    # compaction). Every other event may only add to the state, which lets a reader extend what it
+    # derived from an earlier state instead of deriving it again (``Loaded.appends_since``). None:
+    # the projection does not say, and nothing derived from it is reused.
+    rewrites: Callable[[Event], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,10 @@ class Loaded:
     upto_seq: int
     from_snapshot_seq: int  # 0 when folded from scratch
     folded: int  # events folded on top of the snapshot
+    # The state at ``upto_seq`` is the state at any seq from this one on plus additions only (the
+    # events since did not rewrite it). None: unknown (a fold from the store, or a projection
+    # without ``rewrites``). Only the in-process cache knows it, since it saw every event since.
+    appends_since: int | None = None
 
 
 def fold(projection: Projection, events: Iterable[Event], state: Any = None) -> Any:
@@ -126,6 +135,7 @@ class _Entry:
     state: Any
     upto_seq: int
     snapshot_seq: int
+    appends_since: int
 
 
 class ProjectionCache:
@@ -151,15 +161,21 @@ class ProjectionCache:
         if entry is None:
             loaded = await load(store, session_id, projection, snapshot_every=self._snapshot_every)
             entry = _Entry(
-                loaded.state, loaded.upto_seq, loaded.upto_seq if loaded.folded >= (self._snapshot_every or 0) else loaded.from_snapshot_seq
+                loaded.state,
+                loaded.upto_seq,
+                loaded.upto_seq if loaded.folded >= (self._snapshot_every or 0) else loaded.from_snapshot_seq,
+                loaded.upto_seq,  # a new state object: nothing derived earlier is known to match it
             )
             folded = loaded.folded
         else:
             folded = 0
             state = entry.state
+            rewrites = projection.rewrites
             async for event in store.iter_events(session_id, after_seq=entry.upto_seq):
                 state = projection.apply(state, event)
                 entry.upto_seq = event.seq
+                if rewrites is not None and rewrites(event):
+                    entry.appends_since = event.seq
                 folded += 1
             entry.state = state
             if self._snapshot_every is not None and entry.upto_seq - entry.snapshot_seq >= self._snapshot_every:
@@ -170,7 +186,13 @@ class ProjectionCache:
         self._entries[key] = entry  # most recently used last
         while len(self._entries) > self._max:
             self._entries.pop(next(iter(self._entries)))
-        return Loaded(state=entry.state, upto_seq=entry.upto_seq, from_snapshot_seq=entry.upto_seq - folded, folded=folded)
+        return Loaded(
+            state=entry.state,
+            upto_seq=entry.upto_seq,
+            from_snapshot_seq=entry.upto_seq - folded,
+            folded=folded,
+            appends_since=entry.appends_since if projection.rewrites is not None else None,
+        )
 
 
 def roundtrip(state: Any) -> Any:

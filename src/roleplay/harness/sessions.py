@@ -25,6 +25,7 @@ from .events import MESSAGE_TYPES, Event, EventDraft, validate_payload
 from .fork_points import ForkPoint, closed_turn_fork_point
 from .projections import Loaded, Projection, ProjectionCache, ProjectionRegistry, load
 from .store.base import EventStore, SessionFilter, SessionRecord
+from .surface_folds import SurfaceFolds
 from .surface import SURFACE, apply_surface, find_node, initial_surface, replaced_seqs, surface_projection
 
 MAX_CAS_RETRIES = 50
@@ -58,6 +59,11 @@ class SessionService:
         self.projections = projections or ProjectionRegistry()
         self.ids = ids or getattr(store, "ids", ulid_ids)
         self.cache = ProjectionCache()
+        # Views derived from the log and kept across turns by their owners (the loop's converted
+        # messages, a runtime's folds over the surface), by name. Each is a pure function of the
+        # log, so dropping one changes no result.
+        self.derived: dict[str, Any] = {}
+        self.folds = SurfaceFolds()
         for builtin in (surface_projection, commands_projection):
             if builtin.name not in self.projections.names():
                 self.projections.register(builtin)

@@ -117,7 +117,15 @@ def apply_surface(state: dict[str, Any], event: Event) -> dict[str, Any]:
     return state
 
 
-surface_projection = Projection(name=SURFACE, version=1, initial=initial_surface, apply=apply_surface)
+def rewrites_surface(event: Event) -> bool:
+    """Whether ``event`` changes nodes already on the surface (every other event appends or does
+    nothing): a message with a ``surfaceOp``, or a compaction checkpoint."""
+    if event.type == "compaction/checkpoint":
+        return True
+    return event.type in ("user/message", "assistant/message") and bool(event.payload.get("surfaceOp"))
+
+
+surface_projection = Projection(name=SURFACE, version=1, initial=initial_surface, apply=apply_surface, rewrites=rewrites_surface)
 
 
 def replaced_seqs(state: dict[str, Any], op: dict[str, Any]) -> list[int] | None:

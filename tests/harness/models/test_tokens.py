@@ -6,8 +6,11 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from roleplay.harness.models.tokens import count_tokens
+from roleplay.harness.models import tokens
+from roleplay.harness.models.tokens import _stats, _total, count_tokens
 
 TEXT = '她轻轻推开门，月光洒在地板上。"Who is there?" he asked, stepping back 2048 paces.\n\n  Привет 🙂'
 
@@ -52,3 +55,24 @@ def test_count_tokens_is_the_same_in_a_fresh_process_with_another_hash_seed() ->
         for seed in ("1", "2")
     }
     assert out == {str(count_tokens(TEXT * 50))}
+
+
+# Texts that stress the line-by-line count of long texts: words, digit groups and whitespace runs
+# at line ends, combining marks and the separators U+001C–U+001F that only ``re`` calls space.
+_PIECES = ["lamp", "灯塔", "12", "345", " ", "  ", "\n", "\n\n", "\t", "\x1c", "\u0301", "Ж", "и", "!", "😀", "\u3000", "\r\n", "a"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), min_size=0, max_size=400), st.integers(min_value=0, max_value=3))
+@settings(max_examples=200, deadline=None)
+def test_long_texts_count_exactly_as_one_whole_text(pieces: list[str], repeat: int) -> None:
+    """A long text is counted per line from a memo; the sum must equal the whole-text rules."""
+    text = "".join(pieces) * (1 + repeat)
+    text = text + "x\n" * (4096 // 2) + text  # past the length where lines are counted one by one
+    assert count_tokens(text) == _total(_stats(text))
+    assert count_tokens(text) == _total(_stats(text))  # again, now from the memo
+
+
+def test_memo_is_bounded() -> None:
+    for i in range(tokens._MEMO_LINES + 10):
+        count_tokens(f"line {i}")
+    assert len(tokens._memo) <= tokens._MEMO_LINES
