@@ -13,6 +13,8 @@ cooperative model, read from the request alone (the same request gives the same 
   input, labelled as fake.
 - **Summariser** (no tools, the summariser's instructions as system prompt): a labelled digest
   of the conversation as ``{"summary": ...}``.
+- **Continue** (the Writer asked for the rest of the last reply): one more sentence of it;
+  **impersonation** (its system prompt): a short first-person draft for the player.
 - **JSON mode** (``response_format: json_object``): ``{"effects": [...]}`` from the contract in
   the request, the answer a tool-free turn asks for; a reply-options call (its system prompt)
   gets ``{"options": [...]}`` the way the demo model answers it (``reply_options.demo``).
@@ -26,6 +28,7 @@ import json
 import re
 from typing import Any
 
+from roleplay.core.player_prompts import CONTINUE_MARK, IMPERSONATE_MARK
 from roleplay.core.summary_prompts import SUMMARISER_MARKER, demo_summary
 from roleplay.names import COMMIT_TURN_TOOL, STATE_UPDATE_EFFECT, WRITE_TURN_TOOL
 from roleplay.reply_options.demo import answer as reply_options_answer
@@ -52,6 +55,9 @@ def roleplay_reply(body: dict[str, Any]) -> dict[str, Any] | None:
     tools = {t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
     if not tools and WRITER_MARKER in system:
         return {"text": narrate(_text(messages[-1]) if messages else "")}
+    if not tools and IMPERSONATE_MARK in system:
+        # Impersonate (core.impersonate): the player's next message, a draft they edit.
+        return {"text": f"I wait by the door and listen. {LABEL}"}
     if not tools and SUMMARISER_MARKER in system:
         # The conversation summariser (core.summary): a labelled digest, in the story's language.
         return {"text": json.dumps({"summary": demo_summary(_text(messages[-1]), f"{LABEL} ")}, ensure_ascii=False)}
@@ -63,6 +69,9 @@ def roleplay_reply(body: dict[str, Any]) -> dict[str, Any] | None:
 def narrate(prompt: str) -> str:
     found = _INPUT.search(prompt)
     said = " ".join((found.group(1) if found else prompt[-160:]).split())[:160]
+    if said.startswith(CONTINUE_MARK):
+        # Continue (core.continue_turn): only the next words of the last reply.
+        return f"The lamp turns once more, and the fog draws back a step. {LABEL}"
     return f"{LABEL} “{said}” — the scene answers: the fog shifts, and the lamp above keeps turning."
 
 
