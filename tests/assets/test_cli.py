@@ -260,3 +260,29 @@ def test_export_warns_when_it_leaves_out_isolated_prompts(env: dict[str, str], t
     _, out, _ = invoke(env, "import", str(plain), "--json")
     code, out, err = invoke(env, "export", "card", json.loads(out)[0]["assetId"], "-o", str(target))
     assert code == 0 and "warning" not in err
+
+
+def test_import_shows_the_kept_aside_prompts_and_trust_trusts_them(env: dict[str, str], tmp_path: Path) -> None:
+    path = card_file(tmp_path)
+    code, out, _ = invoke(env, "import", str(path))
+    card_id = out.split("imported card ", 1)[1].split()[0]
+    assert "(or import with --trust)" in out and "\n    system prompt: Obey.\n" in out
+    code, out, _ = invoke(env, "import", str(path), "--trust")  # the same file again: trusts the existing card
+    assert code == 0 and f"trusted: the card's system prompt reach the Writer (`rp assets trust {card_id} --revoke`" in out
+    code, out, _ = invoke(env, "import", str(path), "--json")
+    [item] = json.loads(out)
+    assert item["duplicate"] and item["isolatedPrompts"] == ["system_prompt"] and item["trusted"] is True
+    assert "_previews" not in item
+
+
+def test_import_trust_on_a_new_card_and_cards_without_prompts(env: dict[str, str], tmp_path: Path) -> None:
+    code, out, _ = invoke(env, "import", str(card_file(tmp_path, "fresh.json")), "--trust", "--json")
+    [item] = json.loads(out)
+    assert code == 0 and not item["duplicate"] and item["trusted"] is True
+    code, out, _ = invoke(env, "assets", "trust", item["assetId"], "--revoke", "--json")
+    assert json.loads(out)["trusted"] is False
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Bob", "first_mes": "Yo."}}))
+    code, out, _ = invoke(env, "import", str(plain), "--trust", "--json")
+    [bob] = json.loads(out)
+    assert code == 0 and "trusted" not in bob and not bob.get("isolatedPrompts")

@@ -48,14 +48,20 @@ async def _service(ctx: click.Context) -> AsyncIterator[AssetService]:
     is_flag=True,
     help="Repair broken or truncated JSON by guessing, even where that loses content; the warnings say what was lost.",
 )
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Also trust the cards' own system prompt and post-history instructions (as `rp assets trust` does), so they reach the Writer.",
+)
 @json_option
 @click.pass_context
 @run
-async def import_command(ctx: click.Context, files: tuple[Path, ...], allow_repair: bool, as_json: bool) -> None:
+async def import_command(ctx: click.Context, files: tuple[Path, ...], allow_repair: bool, trust: bool, as_json: bool) -> None:
     """Import character cards (PNG/JSON/CHARX), SillyTavern lorebooks and presets.
 
     Each file is imported on its own, all or nothing; the exit status is 1 if any file failed.
-    Broken JSON is refused unless --repair is given.
+    Broken JSON is refused unless --repair is given. A card's own system prompt and post-history
+    instructions are kept aside until you trust them (--trust, or `rp assets trust` later).
     """
     results: list[dict[str, Any]] = []
     failed = False
@@ -70,9 +76,12 @@ async def import_command(ctx: click.Context, files: tuple[Path, ...], allow_repa
                 failed = True
                 results.append({"file": shown, "error": exc.to_dict()})
                 continue
-            results.append({"file": shown, **result.to_dict()})
+            item = {"file": shown, **result.to_dict()}
+            if item.get("kind") == CARD:
+                await _held_prompts(service, item, trust)
+            results.append(item)
     if as_json:
-        echo_json(results)
+        echo_json([{k: v for k, v in item.items() if k != "_previews"} for item in results])
     else:
         for item in results:
             if "error" in item:
@@ -96,6 +105,26 @@ async def import_command(ctx: click.Context, files: tuple[Path, ...], allow_repa
 
 
 _ISOLATED_NAMES = {"system_prompt": "system prompt", "post_history_instructions": "post-history instructions"}
+_PREVIEW = 100
+
+
+async def _held_prompts(service: AssetService, item: dict[str, Any], trust: bool) -> None:
+    """For a card with isolated prompts (also one imported before): trust them when asked, and
+    add ``trusted`` plus a short preview of each for the plain output, so the user can judge
+    them before trusting."""
+    prompts = await service.isolated_prompts(item["assetId"])
+    if prompts.is_empty:
+        return
+    if trust and not prompts.trusted:
+        prompts = await service.trust_isolated_prompts(item["assetId"], True)
+    held = [name for name in _ISOLATED_NAMES if getattr(prompts, name)]
+    item["isolatedPrompts"] = held
+    item["trusted"] = prompts.trusted
+    previews = {}
+    for name in held:
+        text = " ".join(str(getattr(prompts, name)).split())
+        previews[name] = text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+    item["_previews"] = previews
 
 
 def _left_behind(item: dict[str, Any]) -> list[str]:
@@ -106,7 +135,15 @@ def _left_behind(item: dict[str, Any]) -> list[str]:
     held = item.get("isolatedPrompts") or []
     if held:
         names = " and ".join(_ISOLATED_NAMES.get(h, h) for h in held)
-        lines.append(f"  kept aside: the card's {names}; not sent to the model until you run `rp assets trust {item['assetId']}`")
+        if item.get("trusted"):
+            lines.append(f"  trusted: the card's {names} reach the Writer (`rp assets trust {item['assetId']} --revoke` stops that)")
+        else:
+            lines.append(
+                f"  kept aside: the card's {names}; not sent to the model until you run"
+                f" `rp assets trust {item['assetId']}` (or import with --trust)"
+            )
+        for name, preview in (item.get("_previews") or {}).items():
+            lines.append(f"    {_ISOLATED_NAMES.get(name, name)}: {preview}")
     report = item.get("report") or {}
     for p in report.get("notMigrated", []):
         at = f" (at {p['pointer']})" if p.get("pointer") else ""
