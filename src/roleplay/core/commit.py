@@ -268,6 +268,8 @@ class CommitSession:
         problems = schema_problems(branch_of(schema, args)[1], args)
         if problems:
             raise _invalid(problems, "the retry call is malformed (only retry.token and retry.patches are allowed)", token=None)
+        # The retry branch's schema (checked above) makes both hold; this tells the type checker.
+        assert isinstance(retry, dict) and isinstance(patches, list)
         draft = self._drafts.take(retry["token"], binding_of(self._ctx))
         return apply_patches(draft.args, patches)
 

@@ -190,8 +190,8 @@ def _problems(error: Any, prefix: str) -> list[Problem]:
         if named is not None:
             return [Problem(INVALID, error.message, prefix + pointer_from_parts(path + [named]), {"keyword": keyword})]
     if keyword == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = set(error.schema.get("properties", {}))
-        extra = sorted((k for k in error.instance if k not in allowed), key=str)
+        known = set(error.schema.get("properties", {}))
+        extra = sorted((k for k in error.instance if k not in known), key=str)
         if extra:
             return [
                 Problem(INVALID, f"unexpected property {k!r} (remove it)", prefix + pointer_from_parts(path + [k]), {"keyword": keyword})

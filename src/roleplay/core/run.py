@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
 from typing import Any
 
 from roleplay.assets.lorebook import TimedState
@@ -392,7 +393,7 @@ class RpRun(LoopHooks):
             ))  # fmt: skip
         return problems
 
-    async def _changed_revisions(self, live: dict[str, Any]) -> dict[str, Any]:
+    async def _changed_revisions(self, live: Mapping[str, Any]) -> dict[str, Any]:
         """Assets whose revision moved since prepare (a commit must not land on stale sources).
         A deleted asset reads as ``None``."""
         current = await self.rt.assets.revisions(live)

@@ -86,7 +86,7 @@ class WriterSlot:
 class LiveDraft:
     """One Writer attempt's text, forwarded to the parent session's subscribers as it arrives."""
 
-    def __init__(self, service: SessionService, session_id: str, turn_id: str, attempt: int, macros: MacroContext | None) -> None:
+    def __init__(self, service: SessionService, session_id: str, turn_id: str | None, attempt: int, macros: MacroContext | None) -> None:
         self.service = service
         self.session_id = session_id
         self.turn_id = turn_id
