@@ -9,6 +9,7 @@ head, so a write that slips in between is a conflict, never a mis-targeted repla
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, AsyncIterator
 
 import pytest
@@ -25,7 +26,15 @@ from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import ModelRequest, StreamEvent
 from roleplay.harness.store import EventStore
 from roleplay.harness.surface import SURFACE
-from roleplay.state.events import state_document
+from roleplay.core.branch import branch
+from roleplay.core.message_actions import visible_messages
+from roleplay.core.regenerate import regenerate
+from roleplay.core.swipes import swipe
+from roleplay.core.turn_surface import turn_surface_projection, turns_view
+from roleplay.errors import RpError
+from roleplay.harness.projections import load
+from roleplay.state.events import activity_document, state_document
+from roleplay.testing.story_scripts import CountingStory
 from tests_support import sample_story
 
 pytestmark = pytest.mark.anyio
@@ -143,3 +152,119 @@ async def test_edit_message_computes_its_content_and_cas_on_one_head(store: Even
     node = next(n for n in (await rt.service.surface(sid))["nodes"] if n["id"] == user["id"])
     assert node["content"] == [{"type": "text", "text": "另一处改写"}]  # the other edit is not silently overwritten
     await rt.aclose()
+
+
+# -- acceptance: random sequences of actions (issue 14) ------------------------------------------
+
+ACTIONS = ("turn", "turn", "regenerate", "regenerate", "swipe-left", "swipe-right", "edit", "delete", "branch")
+FOLDED = ("rp/state", "rp/state/activity", "rp/reply-options", "rp/summary", "harness/surface", "rp/replies")
+REFUSALS = {
+    "message.no_alternatives",
+    "message.no_alternative",
+    "message.not_regenerable",
+    "message.not_a_target",
+    "message.not_deletable",
+    "branch.no_anchor",
+}
+
+
+async def _state_and_activity(rt: RoleplayRuntime, sid: str) -> tuple[Any, Any]:
+    tracker = (await rt.service.projection(sid, "rp/state")).state
+    return json.loads(json.dumps([state_document(tracker), activity_document(tracker)]))
+
+
+async def _check_against_fresh_folds(rt: RoleplayRuntime, sid: str) -> None:
+    """Every fold the actions touch equals a fresh fold of the log from seq 0, and what a new
+    runtime (its own cache, reading stored snapshots) loads."""
+    fresh = RoleplayRuntime.create(rt.store)
+    projections = [rt.service.projections.get(n) for n in FOLDED if n in rt.service.projections.names()]
+    for projection in [*projections, turn_surface_projection]:
+        live = await rt.service.projection(sid, projection)
+        rebuilt = await load(rt.store, sid, projection, use_snapshot=False, snapshot_every=None)
+        assert rebuilt.state == json.loads(json.dumps(live.state)), projection.name
+        other = await fresh.service.projection(sid, projection)
+        assert json.loads(json.dumps(other.state)) == rebuilt.state, projection.name
+
+
+async def _expected(rt: RoleplayRuntime, sid: str, after: dict[str, Any], initial: Any) -> Any:
+    """The oracle: the state recorded right after the last committed reply still on the story was
+    first written (a swiped-back copy: right after its original alternative)."""
+    state = (await rt.service.projection(sid, turn_surface_projection)).state
+    origin = {alt["current"]: alt["turnId"] for g in state["groups"].values() for alt in g["alts"]}
+    for turn in reversed(turns_view(state)):
+        if turn["outcome"] == "committed" and turn["body"]["live"]:
+            return after[origin.get(turn["turnId"], turn["turnId"])]
+    return initial
+
+
+async def run_sequence(store: EventStore, model_name: str, steps: list[str], picks: list[int]) -> None:
+    rt, sid = await sample_story(store)
+    route = DEMO
+    if model_name == "scripted":
+        route = Route("scripted", "scripted")
+        rt.models[route.spec] = CountingStory(discussion_every=3).model()
+    initial = await _state_and_activity(rt, sid)
+    after: dict[str, Any] = {}
+    for n, action in enumerate(steps):
+        head = await store.head(sid)
+        try:
+            if action == "turn":
+                result = await play_turn(rt, sid, f"第{n}步：我往前走。", parent_route=route)
+                after[result.turn.turn_id] = await _state_and_activity(rt, sid)
+            elif action == "regenerate":
+                result = await regenerate(rt, sid, parent_route=route)
+                after[result.turn.turn_id] = await _state_and_activity(rt, sid)
+            elif action in ("swipe-left", "swipe-right"):
+                await swipe(rt, sid, "left" if action == "swipe-left" else "right")
+            else:
+                listed = await visible_messages(rt, sid)
+                if not listed:
+                    continue
+                picked = listed[picks[n] % len(listed)]["messageId"]
+                if action == "edit":
+                    await edit_message(rt, sid, picked, f"改写{n}")
+                elif action == "delete":
+                    await delete_from(rt, sid, picked)
+                else:
+                    made = await branch(rt, sid, at_message=picked)
+                    await _check_against_fresh_folds(rt, sid)
+                    sid = made.record.id  # go on in the branch; the source was checked above
+        except RpError as exc:
+            assert exc.code in REFUSALS, (action, exc.code, exc.message)
+            assert await store.head(sid) == head  # a refused action writes nothing
+        assert await _state_and_activity(rt, sid) == await _expected(rt, sid, after, initial), (n, action, steps)
+        await _check_against_fresh_folds(rt, sid)
+    await rt.aclose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_name", ["scripted", "demo"])
+def test_random_sequences_leave_every_fold_equal_to_the_log(make_store: Any, model_name: str) -> None:
+    """Turns, edits, deletes, regenerates, swipes and branches in random order, on SQLite and
+    PostgreSQL: after every step, rp/state, its activity, reply options, the summary slot and the
+    turn surface equal a fresh fold of the surviving log, and the state is the one the last
+    surviving committed reply left."""
+    import asyncio
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from roleplay.clock import ulid_ids
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(
+        steps=st.lists(st.sampled_from(ACTIONS), min_size=5, max_size=12),
+        picks=st.lists(st.integers(0, 1000), min_size=12, max_size=12),
+    )
+    def sequences(steps: list[str], picks: list[int]) -> None:
+        async def go() -> None:
+            store = make_store(ids=ulid_ids)  # one database for every example: ids must not repeat
+            await store.migrate()
+            try:
+                await run_sequence(store, model_name, steps, picks)
+            finally:
+                await store.close()
+
+        asyncio.run(go())
+
+    sequences()
