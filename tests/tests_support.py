@@ -62,16 +62,22 @@ def core_runtime(store, **kw):  # type: ignore[no-untyped-def]
     return build_runtime(store, enabled=CORE_TEST_FEATURES, entry_points=False, **kw)
 
 
-async def sample_story(store, model=None, **request):  # type: ignore[no-untyped-def]
+async def sample_story(store, model=None, *, plus_features=(), **request):  # type: ignore[no-untyped-def]
     """A runtime on ``store`` (with ``model`` as the demo route when given) and a new story on the
-    bundled sample card (``request``: more ``StoryRequest`` fields): ``(runtime, session id)``."""
+    bundled sample card (``request``: more ``StoryRequest`` fields): ``(runtime, session id)``.
+    ``plus_features``: features to enable on top of :data:`CORE_TEST_FEATURES` (a feature's own tests)."""
     from roleplay.assets.seeds import ensure_seeds
     from roleplay.assets.service import AssetService
     from roleplay.core.session_create import StoryRequest, create_story
     from roleplay.harness.models.routes import Route
     from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 
-    rt = core_runtime(store)
+    if plus_features:
+        from roleplay.features import build_runtime
+
+        rt = build_runtime(store, enabled=(*CORE_TEST_FEATURES, *plus_features), entry_points=False)
+    else:
+        rt = core_runtime(store)
     if model is not None:
         rt.models[Route("demo", "demo").spec] = model
     await ensure_seeds(rt.assets)

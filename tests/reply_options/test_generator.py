@@ -16,8 +16,8 @@ from roleplay.harness.models.routes import Route
 from roleplay.harness.models.synthetic import coerce_reply, stream_reply
 from roleplay.harness.models.types import Capabilities, ModelRequest, StreamEvent
 from roleplay.harness.store import EventStore
-from roleplay.reply_options import register
-from roleplay.reply_options.generator import PRESET, SYSTEM_MARKER, Guidance, reply_options_generator, user_prompt
+from roleplay.reply_options import FEATURE, generator
+from roleplay.reply_options.generator import PRESET, SYSTEM_MARKER, Guidance, user_prompt
 from roleplay.reply_options.projection import EXTENSION_KEY
 from tests_support import sample_story
 
@@ -54,12 +54,9 @@ def commit_meta(result: RunResult) -> dict[str, Any]:
     return next(r.meta for r in result.turn.tool_results if r.ok and r.name == "rp_commit_turn")  # type: ignore[return-value]
 
 
-async def story(store: EventStore, model: Any = None, **generator: Any) -> tuple[Any, str]:
-    rt, sid = await sample_story(store, model)
-    if generator:
-        rt.artifacts.register(reply_options_generator(rt, **generator))
-    register(rt)
-    return rt, sid
+async def story(store: EventStore, model: Any = None) -> tuple[Any, str]:
+    """The sample story with reply options on."""
+    return await sample_story(store, model, plus_features=(FEATURE,))  # type: ignore[no-any-return]
 
 
 async def test_a_demo_turn_commits_options_in_the_storys_language(store: EventStore) -> None:
@@ -125,8 +122,9 @@ async def test_a_failed_generator_leaves_a_diagnostic_and_the_commit_lands(
     await rt.aclose()
 
 
-async def test_a_timed_out_generator_leaves_a_diagnostic_and_a_closed_child_log(store: EventStore) -> None:
-    rt, sid = await story(store, Steered(lambda r: None), timeout=0.3)
+async def test_a_timed_out_generator_leaves_a_diagnostic_and_a_closed_child_log(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(generator, "SUBAGENT_TIMEOUT", 0.3)
+    rt, sid = await story(store, Steered(lambda r: None))
     result = await play_turn(rt, sid, "我走进灯塔。", parent_route=DEMO)
     assert result.committed
     [diagnostic] = commit_meta(result)["diagnostics"]

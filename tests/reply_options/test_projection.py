@@ -9,10 +9,11 @@ import pytest
 
 from roleplay.core.message_actions import delete_from, edit_message, undo_last_turn
 from roleplay.core.run import play_turn
+from roleplay.features import build_runtime
 from roleplay.harness.events import Event
 from roleplay.harness.projections import fold, write_snapshot
 from roleplay.harness.store import EventStore
-from roleplay.reply_options import register
+from roleplay.reply_options import FEATURE
 from roleplay.reply_options.projection import (
     EXTENSION_KEY,
     MAX_ENTRIES,
@@ -22,16 +23,15 @@ from roleplay.reply_options.projection import (
     reply_options_projection,
 )
 from roleplay.harness.models.routes import Route
-from tests_support import sample_story
+from tests_support import CORE_TEST_FEATURES, sample_story
 
 pytestmark = pytest.mark.anyio
 DEMO = Route("demo", "demo")
 
 
 async def story(store: EventStore) -> tuple[Any, str]:
-    rt, sid = await sample_story(store)
-    register(rt)
-    return rt, sid
+    """The sample story with reply options on."""
+    return await sample_story(store, plus_features=(FEATURE,))  # type: ignore[no-any-return]
 
 
 async def live(rt: Any, sid: str) -> dict[str, Any]:
@@ -54,8 +54,7 @@ async def test_options_survive_replay(store: EventStore) -> None:
     assert await fresh(store, sid) == state
     # A snapshot, and a new process's runtime on the same store, load the same state.
     await write_snapshot(store, sid, reply_options_projection)
-    rt2, _ = await sample_story(store)
-    register(rt2)
+    rt2 = build_runtime(store, enabled=(*CORE_TEST_FEATURES, FEATURE), entry_points=False)
     assert (await rt2.service.projection(sid, reply_options_projection, use_snapshot=True)).state == state
     await rt.aclose()
     await rt2.aclose()

@@ -11,12 +11,16 @@ could send next, made by one structured sub-agent call from the frozen final rep
 Settings: ``replyOptions.count``, ``replyOptions.maxCharacters``, ``replyOptions.keywords``
 (``rp settings set …``); the feature is ``rp-reply-options`` in ``features.enabled``.
 
-A self-contained feature above core: ``register`` wires it onto a runtime.
+A self-contained feature above core, loaded as the ``rp-reply-options`` plugin: it contributes
+only through the hooks of ``roleplay.hookspecs`` (an artifact generator, a projection, a demo
+policy, and its play choices when the runtime is ready).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from roleplay.hookspecs import hookimpl
 
 from . import demo
 from .generator import reply_options_generator
@@ -26,15 +30,37 @@ from .projection import EXTENSION_KEY, PROJECTION, reply_options_projection
 FEATURE = "rp-reply-options"
 
 
-def register(rt: Any) -> None:
-    """Add the generator, the projection, the demo policy and the play choices to ``rt``."""
-    if EXTENSION_KEY not in rt.artifacts.keys():
-        rt.artifacts.register(reply_options_generator(rt))
-    rt.service.projections.register(reply_options_projection)
-    demo.register()
-    choices = getattr(rt, "turn_choices", None)
-    if choices is not None and options_after_turn not in choices:
-        choices.append(options_after_turn)
+@hookimpl
+def register_artifact_generators(register: Any, runtime: Any) -> None:
+    register(reply_options_generator(runtime))
 
 
-__all__ = ["EXTENSION_KEY", "FEATURE", "PROJECTION", "options_after_turn", "register", "reply_options_projection", "session_options"]
+@hookimpl
+def register_projections(register: Any) -> None:
+    register(reply_options_projection)
+
+
+@hookimpl
+def register_demo_policies(register: Any) -> None:
+    register(demo.POLICY_NAME, demo.reply_options_demo_policy, first=True)
+
+
+@hookimpl
+def runtime_ready(runtime: Any) -> None:
+    """``rp play`` numbers these after a reply; ``rp say`` lists them."""
+    if options_after_turn not in runtime.turn_choices:
+        runtime.turn_choices.append(options_after_turn)
+
+
+__all__ = [
+    "EXTENSION_KEY",
+    "FEATURE",
+    "PROJECTION",
+    "options_after_turn",
+    "register_artifact_generators",
+    "register_demo_policies",
+    "register_projections",
+    "reply_options_projection",
+    "runtime_ready",
+    "session_options",
+]

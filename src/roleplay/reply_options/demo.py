@@ -17,7 +17,6 @@ import re
 from typing import Any
 
 from roleplay.canonical import sha256_hex
-from roleplay.harness.models.demo import register_demo_policy
 from roleplay.harness.models.types import ModelRequest
 
 from .generator import SYSTEM_MARKER
@@ -119,9 +118,4 @@ def reply_options_demo_policy(request: ModelRequest) -> dict[str, Any] | None:
     return {"text": answer(request.messages[-1].text())}
 
 
-def register() -> None:
-    """Idempotent: a policy name registers once."""
-    register_demo_policy(POLICY_NAME, reply_options_demo_policy, first=True)
-
-
-__all__ = ["answer", "language_of", "story_language", "register", "reply_options_demo_policy"]
+__all__ = ["POLICY_NAME", "answer", "language_of", "reply_options_demo_policy", "story_language"]

@@ -134,8 +134,9 @@ class JsonMode:
             yield event
 
 
-async def generate_options(view: ArtifactInput, *, store: Any, service: Any, timeout: float = SUBAGENT_TIMEOUT) -> dict[str, Any]:
-    """The extension value for one commit, or an ``RpError`` naming why there is none."""
+async def generate_options(view: ArtifactInput, *, store: Any, service: Any, timeout: float | None = None) -> dict[str, Any]:
+    """The extension value for one commit, or an ``RpError`` naming why there is none.
+    ``timeout`` bounds the sub-agent (default ``SUBAGENT_TIMEOUT``, read at each call)."""
     run = view.run.run if view.run is not None else None
     if run is None:
         raise RpError("reply_options.no_run", "reply options are made inside a roleplay run only")
@@ -159,7 +160,7 @@ async def generate_options(view: ArtifactInput, *, store: Any, service: Any, tim
             player=prepared.macros.user_name,
         ),
         tools=[],
-        timeout=timeout,
+        timeout=SUBAGENT_TIMEOUT if timeout is None else timeout,
         step_limit=1,
         title="Reply options",
     )
@@ -176,11 +177,13 @@ async def generate_options(view: ArtifactInput, *, store: Any, service: Any, tim
     return extension_value(options)
 
 
-def reply_options_generator(runtime: Any, *, timeout: float = SUBAGENT_TIMEOUT) -> ArtifactGenerator:
+def reply_options_generator(runtime: Any) -> ArtifactGenerator:
     async def generate(view: ArtifactInput) -> dict[str, Any]:
-        return await generate_options(view, store=runtime.store, service=runtime.service, timeout=timeout)
+        return await generate_options(view, store=runtime.store, service=runtime.service)
 
-    return ArtifactGenerator(EXTENSION_KEY, generate, schema=OPTIONS_SCHEMA, timeout=timeout + GENERATOR_MARGIN, max_bytes=MAX_BYTES)
+    return ArtifactGenerator(
+        EXTENSION_KEY, generate, schema=OPTIONS_SCHEMA, timeout=SUBAGENT_TIMEOUT + GENERATOR_MARGIN, max_bytes=MAX_BYTES
+    )
 
 
 __all__ = [
