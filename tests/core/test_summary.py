@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from roleplay.clock import CountingIds, FixedClock
 from roleplay.core.conversation import SUMMARY_KIND, summary_text
@@ -459,6 +459,8 @@ def _built_story() -> dict[str, Any]:
             "sid": sid,
             "head": events[-1].seq,
             "checkpoints": [e.seq for e in events if e.type == "compaction/checkpoint"],
+            # Seqs between turns: candidates recorded, checkpoints landed.
+            "between": [e.seq for e in events if e.type in ("command/done", "compaction/checkpoint")],
         }
 
     path = Path(tempfile.mkdtemp()) / "forks.db"
@@ -474,7 +476,9 @@ def test_forks_before_and_after_checkpoints_restore_the_state_and_the_slots(data
     first = built["checkpoints"][0]
     before = data.draw(st.booleans(), label="before the first checkpoint")
     low, high = (1, first - 1) if before else (first, built["head"])
-    at = data.draw(st.integers(min_value=low, max_value=high), label="fork at")
+    special = [seq for seq in built["between"] if low <= seq <= high]
+    anywhere = st.integers(min_value=low, max_value=high)
+    at = data.draw(st.one_of(anywhere, st.sampled_from(special)) if special else anywhere, label="fork at")
 
     async def check() -> None:
         store = open_store(f"sqlite:///{built['path']}", clock=FixedClock())  # fresh ids: the story used the counter
@@ -509,6 +513,13 @@ def test_forks_before_and_after_checkpoints_restore_the_state_and_the_slots(data
                 events = await rt.service.events(sid, after_seq=landed[-1] - 1, until_seq=landed[-1])
                 assert nodes[0]["kind"] == SUMMARY_KIND and nodes[0]["seq"] == landed[-1]
                 assert events[0].payload["summary"] in preview.build.writer_prompt and SUMMARY in sources
+            pending = (await rt.service.projection(fork.id, summary_projection)).state["pending"]
+            event(f"checkpoints before the cut: {len(landed)}; pending candidate: {pending is not None}")
+            if pending is not None:
+                # A candidate written before the cut lands in the branch's next turn, as it would have.
+                result = await play_turn(rt, fork.id, "我看着远处的海。", parent_route=DEMO)
+                assert "summary.checkpoint_landed" in codes(result)
+                assert (await rt.service.surface(fork.id))["nodes"][0]["id"] == pending["checkpointId"]
         finally:
             await rt.aclose()
             await store.close()

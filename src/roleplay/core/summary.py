@@ -349,6 +349,8 @@ async def generate(
         if child and await _finish_reason(rt, child) == "length":
             return rejected("truncated", childSessionId=child)
         return rejected("failed", f"the summariser failed ({exc.code}: {exc.message})", cause=exc.code, childSessionId=child)
+    except Exception as exc:  # noqa: BLE001 - a summary is optional: it never ends the turn it runs beside
+        return rejected("failed", f"the summariser failed ({type(exc).__name__}: {exc})", cause=type(exc).__name__)
     record["childSessionId"] = result.session_id
     if await _finish_reason(rt, result.session_id) == "length":
         return rejected("truncated", childSessionId=result.session_id)
@@ -367,7 +369,11 @@ async def generate(
 
 
 async def record_candidate(rt: RoleplayRuntime, session_id: str, record: dict[str, Any]) -> Diagnostic:
-    outcome = await rt.service.run_command(session_id, CANDIDATE, record)
+    try:
+        outcome = await rt.service.run_command(session_id, CANDIDATE, record)
+    except RpError as exc:
+        # The turn is already logged; an unrecorded candidate is one that never was.
+        return Diagnostic("summary.failed", f"the conversation summary could not be recorded ({exc.code}: {exc.message})")
     if outcome.ok:
         return Diagnostic(
             "summary.candidate_ready",
