@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from roleplay.core import conversation as conv
 from roleplay.harness.events import Event
 from roleplay.harness.surface import apply_surface, initial_surface
@@ -126,3 +129,83 @@ def test_no_checkpoint_no_summary() -> None:
 def test_without_current_input_everything_counts_but_tool_steps() -> None:
     entries = conv.project(surface(), writing_ids=["w1"])
     assert [e.message_id for e in entries][-1] == "u3"
+
+
+# -- the folds kept across turns (issue 12) ------------------------------------------------------
+
+_KINDS = ["user", "user", "context", "continue", "writing", "writing", "reply", "empty", "step", "tool", "opening", "summary"]
+
+
+def _node(kind: str, n: int) -> dict[str, Any]:
+    from roleplay.core.player_prompts import CONTINUE_SOURCE
+    from roleplay.names import OPENING_SOURCE, RUN_CONTEXT_SOURCE
+
+    if kind == "user":
+        return user(f"u{n}", f"input {n}", n)
+    if kind == "context":
+        return user(f"x{n}", "<roleplay_request/>", n, source={RUN_CONTEXT_SOURCE: {"v": 1}})
+    if kind == "continue":
+        return user(f"k{n}", "go on", n, source={CONTINUE_SOURCE: {"v": 1}})
+    if kind == "opening":
+        return assistant(f"a{n}", f"opening {n}", n, source={OPENING_SOURCE: {"index": 0}})
+    if kind == "empty":
+        return assistant(f"a{n}", "", n)
+    if kind == "step":
+        return assistant(f"a{n}", f"step {n}", n, toolCalls=CALL)
+    if kind == "tool":
+        return {"id": f"tool:{n}", "role": "tool", "seq": n, "toolCallId": "c1", "name": "x", "content": "done"}
+    if kind == "summary":
+        return {"id": f"cp{n}", "role": "user", "kind": conv.SUMMARY_KIND, "seq": n, "content": text(f"summary {n}")}
+    return assistant(f"a{n}", f"reply {n}", n, toolCalls=CALL if kind == "writing" else None)
+
+
+def _opening(nodes: list[dict[str, Any]]) -> str | None:
+    from roleplay.core.run import opening_message_id
+
+    return opening_message_id(nodes)
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(_KINDS), st.integers(0, 3), st.booleans()), min_size=1, max_size=60),
+    st.randoms(use_true_random=False),
+)
+@settings(max_examples=150, deadline=None)
+def test_folds_kept_across_turns_equal_fresh_projections(steps: list[tuple[str, int, bool]], rng: Any) -> None:
+    """Nodes arrive a few at a time (a turn), writing replies are recorded as commits succeed
+    (sometimes for a message the fold already saw as a step), and now and then the surface is
+    rewritten: the kept folds always answer what a fresh projection of the same nodes gives."""
+    from roleplay.harness.projections import Loaded
+    from roleplay.harness.surface_folds import SurfaceFolds
+
+    folds = SurfaceFolds()
+    nodes: list[dict[str, Any]] = []
+    writing: list[str] = []
+    seq, since = 0, 0
+    for n, (kind, late, rewrite) in enumerate(steps, start=1):
+        seq += 1
+        if rewrite and nodes and rng.random() < 0.2:
+            nodes = [x for x in nodes if rng.random() < 0.7]  # an edit, delete or compaction
+            since = seq
+        nodes = nodes + [_node(kind, seq)]
+        assistants = [x["id"] for x in nodes if x["role"] == "assistant" and x["id"] not in writing]
+        if kind == "writing" or (late == 3 and assistants):
+            writing = writing + [nodes[-1]["id"] if kind == "writing" else rng.choice(assistants)]
+        loaded = Loaded({"nodes": nodes}, seq, 0, 0, appends_since=since)
+        entries, summary = conv.history_entries(folds, "s", loaded, writing)
+        assert entries == conv.project(nodes, writing_ids=writing, opening_id=_opening(nodes))
+        assert summary == conv.summary_source_text(nodes)
+        split = max(0, len(nodes) - late)
+        story = conv.history_story(folds, "s", loaded, writing, split)
+        assert story == conv.story_nodes(nodes[:split], writing_ids=writing, opening_id=_opening(nodes[:split]))
+
+
+def test_a_commit_recorded_for_a_message_already_folded_starts_the_fold_again() -> None:
+    from roleplay.harness.projections import Loaded
+    from roleplay.harness.surface_folds import SurfaceFolds
+
+    folds = SurfaceFolds()
+    nodes = [user("u1", "hi", 1), assistant("a1", "drafted", 2, toolCalls=CALL)]
+    loaded = Loaded({"nodes": nodes}, 2, 0, 0, appends_since=0)
+    assert conv.history_entries(folds, "s", loaded, [])[0] == [conv.Entry("u1", "user", "hi")]
+    entries, _ = conv.history_entries(folds, "s", loaded, ["a1"])  # its commit succeeded after all
+    assert entries == [conv.Entry("u1", "user", "hi"), conv.Entry("a1", "writing", "drafted")]

@@ -32,7 +32,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from roleplay.names import RUN_CONTEXT_SOURCE
+from roleplay.harness.projections import Loaded
+from roleplay.harness.surface_folds import SurfaceFolds
+from roleplay.names import OPENING_SOURCE, RUN_CONTEXT_SOURCE
 
 from .player_prompts import CONTINUE_SOURCE, join_continuation
 
@@ -110,41 +112,94 @@ def project(
     user messages); the history stops before the first of them. ``writing_ids`` are the assistant
     messages a successful commit is linked to; ``opening_id`` the selected opening message.
     """
-    current = set(current_input_ids)
-    writing = set(writing_ids)
-    if opening_id is not None:
-        writing.add(opening_id)
-    out: list[Entry] = []
-    continuing = False  # after a Continue input: the next writing reply extends the one before
+    fold = EntriesFold(writing_ids, opening_id, current_input_ids=current_input_ids)
     for node in nodes:
-        if node.get("id") in current:
+        if fold.feed(node) is False:
             break
+    return fold.out
+
+
+class _ReplyFold:
+    """What the two folds share: which assistant messages are writing replies. The opening is
+    given, or found as the fold goes (the first assistant message marked as the card's opening,
+    as ``core.run.opening_message_id`` finds it: nodes before it cannot be it)."""
+
+    def __init__(self, writing_ids: Iterable[str], opening_id: str | None, *, find_opening: bool = False) -> None:
+        ids = list(writing_ids)
+        self.writing = set(ids)
+        self.writing_count = len(ids)
+        self.find_opening = find_opening and opening_id is None
+        if opening_id is not None:
+            self.writing.add(opening_id)
+        self.assistant_ids: set[str] = set()  # every assistant message fed (see ``accept_writing``)
+        self.continuing = False  # after a Continue input: the next writing reply extends the one before
+
+    def see(self, node: dict[str, Any]) -> None:
+        """Note an assistant message before anything else looks at it."""
+        if self.find_opening and (node.get("source") or {}).get(OPENING_SOURCE) is not None:
+            self.find_opening = False
+            self.writing.add(node["id"])
+        self.assistant_ids.add(node["id"])
+
+    def accept_writing(self, writing: Sequence[str]) -> bool:
+        """Take the writing replies recorded since this fold last ran (``rp/replies`` only grows),
+        unless one of them was already fed as a non-writing message: then the fold is stale."""
+        if len(writing) < self.writing_count:
+            return False
+        new = writing[self.writing_count :]
+        if any(w in self.assistant_ids for w in new):
+            return False
+        self.writing.update(new)
+        self.writing_count = len(writing)
+        return True
+
+
+class EntriesFold(_ReplyFold):
+    """``project`` node by node (``out`` holds the entries so far)."""
+
+    def __init__(
+        self, writing_ids: Iterable[str], opening_id: str | None, *, current_input_ids: Iterable[str] = (), find_opening: bool = False
+    ) -> None:
+        super().__init__(writing_ids, opening_id, find_opening=find_opening)
+        self.current = set(current_input_ids)
+        self.out: list[Entry] = []
+        self.summary: dict[str, Any] | None = None  # the last compaction summary node fed (``summary_text``)
+
+    def feed(self, node: dict[str, Any]) -> bool:
+        out = self.out
+        if node.get("id") in self.current:
+            return False
         role = node.get("role")
-        if node.get("kind") == SUMMARY_KIND or role == "tool":
-            continue
+        if role == "assistant":
+            self.see(node)
+        if node.get("kind") == SUMMARY_KIND:
+            self.summary = node
+            return True
+        if role == "tool":
+            return True
         text = _text_of(node)
         if not text:
-            continue
+            return True
         if role == "user":
             if _is_run_context(node):
-                continue
+                return True
             if _is_continue(node):
-                continuing = bool(out) and out[-1].speaker == "writing"
-                continue
+                self.continuing = bool(out) and out[-1].speaker == "writing"
+                return True
             out.append(Entry(node["id"], "user", text))
-            continuing = False
+            self.continuing = False
         elif role == "assistant":
-            if node["id"] in writing:
-                if continuing:
+            if node["id"] in self.writing:
+                if self.continuing:
                     out[-1] = Entry(out[-1].message_id, "writing", join_continuation(out[-1].text, text))
                 else:
                     out.append(Entry(node["id"], "writing", text))
-                continuing = False
+                self.continuing = False
             elif not node.get("toolCalls"):
                 # An assistant message with tool calls is a step inside a turn, not its reply.
                 out.append(Entry(node["id"], "non-writing", text))
-                continuing = False
-    return out
+                self.continuing = False
+        return True
 
 
 def render_entries(entries: Sequence[Entry]) -> str:
@@ -187,25 +242,36 @@ def story_nodes(
     non-writing reply its reasoning. Run-context messages, tool results, intermediate steps and
     failed commit attempts are left out (the log keeps them). The compaction summary stays.
     Rewritten replies get ids of their own (``#reply``): the loop caches messages by (id, seq)."""
-    writing = set(writing_ids)
-    if opening_id is not None:
-        writing.add(opening_id)
-    out: list[dict[str, Any]] = []
-    continuing = False
+    fold = StoryFold(writing_ids, opening_id)
     for node in nodes:
+        fold.feed(node)
+    return fold.out
+
+
+class StoryFold(_ReplyFold):
+    """``story_nodes`` node by node (``out`` holds the story so far)."""
+
+    def __init__(self, writing_ids: Iterable[str], opening_id: str | None, *, find_opening: bool = False) -> None:
+        super().__init__(writing_ids, opening_id, find_opening=find_opening)
+        self.out: list[dict[str, Any]] = []
+
+    def feed(self, node: dict[str, Any]) -> None:
+        out = self.out
         role = node.get("role")
+        if role == "assistant":
+            self.see(node)
         if node.get("kind") == SUMMARY_KIND:
             out.append(node)
         elif role == "user":
             if _is_continue(node):
-                continuing = bool(out) and out[-1]["role"] == "assistant" and out[-1].get("kind") != SUMMARY_KIND
+                self.continuing = bool(out) and out[-1]["role"] == "assistant" and out[-1].get("kind") != SUMMARY_KIND
             elif not _is_run_context(node):
                 out.append(node)
-                continuing = False
-        elif role == "assistant" and (node["id"] in writing or not node.get("toolCalls")):
+                self.continuing = False
+        elif role == "assistant" and (node["id"] in self.writing or not node.get("toolCalls")):
             text = _text_of(node)
             if text:
-                if continuing and node["id"] in writing:
+                if self.continuing and node["id"] in self.writing:
                     # One reply, as the player reads it; its own id, as its text is new.
                     before = out.pop()
                     text = join_continuation(_text_of(before), text)
@@ -223,5 +289,39 @@ def story_nodes(
                         "content": [{"type": "text", "text": text}],
                     }
                 out.append(reply)
-                continuing = False
-    return out
+                self.continuing = False
+
+
+# -- kept across turns ---------------------------------------------------------------------------
+
+ENTRIES_FOLD = "rp.conversation.entries"
+STORY_FOLD = "rp.conversation.story"
+
+
+def history_entries(folds: SurfaceFolds, session_id: str, surface: Loaded, writing: Sequence[str]) -> tuple[list[Entry], str]:
+    """``project`` of the whole surface, the opening found on it (as ``prepare_run`` asks), and
+    ``summary_source_text`` of it, from the fold kept for the session: a turn feeds it only the
+    nodes added since the last."""
+    fold = folds.fold(
+        ENTRIES_FOLD,
+        session_id,
+        surface,
+        lambda: EntriesFold(writing, None, find_opening=True),
+        reuse=lambda kept: kept.accept_writing(writing),
+    )
+    summary = _text_of(fold.summary) if fold.summary is not None else ""
+    return list(fold.out), f"{SUMMARY_NOTE}\n\n{summary}" if summary else ""
+
+
+def history_story(folds: SurfaceFolds, session_id: str, surface: Loaded, writing: Sequence[str], count: int) -> list[dict[str, Any]]:
+    """``story_nodes`` of the surface's first ``count`` nodes (the turns before the running one),
+    the opening found among them, from the fold kept for the session."""
+    fold = folds.fold(
+        STORY_FOLD,
+        session_id,
+        surface,
+        lambda: StoryFold(writing, None, find_opening=True),
+        count=count,
+        reuse=lambda kept: kept.accept_writing(writing),
+    )
+    return list(fold.out)

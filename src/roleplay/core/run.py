@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +52,7 @@ from roleplay.harness.leases import run_lease
 from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, TurnResult
 from roleplay.harness.models.routes import Route, route_context_window
 from roleplay.harness.models.types import SAMPLING_PARAMS, ChatModel, ModelResponse
+from roleplay.harness.projections import Loaded
 from roleplay.harness.prompts import (
     ORDER_IDENTITY,
     PromptAssembly,
@@ -64,7 +66,7 @@ from roleplay.names import ASSET_READ_TOOL, OPENING_SOURCE, RUN_CONTEXT_SOURCE, 
 from .chat_draft import commit_for_plain_reply
 from .commit import CommitSession
 from .context_build import effective_layout, freeze, writer_budget, writer_max_tokens
-from .conversation import project, story_nodes, summary_source_text, text_of_entries
+from .conversation import history_entries, history_story, story_nodes, text_of_entries
 from .macros import MacroContext, expand
 from .profile import SESSION_PROJECTION, SessionProfile, profile_of
 from .prompts import (
@@ -132,6 +134,7 @@ class PreparedRun:
     # The parent route's context window (settings override, else the route's): the parent's
     # earlier turns give way to it. None: unknown, the whole story is sent.
     parent_window: int | None = None
+    surface_seq: int = 0  # the surface's seq at prepare (surface_key's nodes are its first ones)
 
 
 @dataclass
@@ -167,8 +170,8 @@ async def prepare_run(
     if not input_text.strip() and not images:
         raise RpError("run.empty_input", "a turn needs some text or an image", pointer="/text")
     writing = (await rt.service.projection(session_id, replies_projection)).state["writing"]
-    opening = opening_message_id(nodes)
-    entries = project(nodes, writing_ids=writing, opening_id=opening)
+    # From the session's fold, which a turn feeds only the nodes added since the last (issue 12).
+    entries, summary_source = history_entries(rt.service.folds, session_id, surface, writing)
     timed = latest_lore_timed(nodes)
     inputs = SourceInputs(
         # Derived from the log position, so `rp prompt` previews exactly what the next turn
@@ -178,7 +181,7 @@ async def prepare_run(
         macros=macros,
         state=state,
         conversation_text=text_of_entries(entries),
-        summary_text=summary_source_text(nodes),
+        summary_text=summary_source,
         current_input=input_text if input_text.strip() else "(The user sent an image without text.)",
         lore_messages=[e.text for e in entries] + [input_text],
         lore_chat_length=len(entries) + 1,
@@ -230,6 +233,7 @@ async def prepare_run(
         state_digest=sha256_hex(state_view),
         state_revision=int(state_view.get("revision", 0)),
         surface_key=surface_key(nodes),
+        surface_seq=head_seq,
         parent_window=context_window_for(settings.context_windows(), parent_route) or route_context_window(parent_route),
     )
 
@@ -268,6 +272,7 @@ class RpRun(LoopHooks):
     def __init__(self, rt: RoleplayRuntime, prepared: PreparedRun) -> None:
         self.rt = rt
         self.p = prepared
+        self._frozen_surface_key = prepared.surface_key
         self.writer = WriterSlot(
             build=prepared.build,
             system_prompt=prepared.writer_system,
@@ -344,6 +349,12 @@ class RpRun(LoopHooks):
             return replace(response, text=text)
         return response
 
+    async def history_view(self, session_id: str, surface: Loaded, split: int) -> list[dict[str, Any]]:
+        """``history`` of the surface's first ``split`` nodes from the session's story fold, which
+        each turn feeds only the nodes added since the last (issue 12)."""
+        writing = (await self.rt.service.projection(session_id, replies_projection)).state["writing"]
+        return history_story(self.rt.service.folds, session_id, surface, writing, split)
+
     async def history(self, session_id: str, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Earlier turns reach the parent as the story: (input, final reply) pairs, without their
         run-context blocks, Writer results, commit calls or retries (issue 12)."""
@@ -384,9 +395,18 @@ class RpRun(LoopHooks):
                 f"the story state changed since this turn was prepared (revision {self.p.state_revision} → {live_state.get('revision')})",
                 "", {"component": "state", "expectedRevision": self.p.state_revision, "currentRevision": live_state.get("revision")},
             ))  # fmt: skip
-        nodes = (await self.rt.service.projection(sid, SURFACE)).state["nodes"]
+        surface = await self.rt.service.projection(sid, SURFACE)
+        nodes = surface.state["nodes"]
         frozen = self.p.surface_key
-        if surface_key(nodes[: len(frozen)]) != frozen:
+        # Nothing rewrote the surface since prepare (the projection cache saw every event since):
+        # its first nodes are still the frozen ones, without comparing them one by one.
+        appended_only = (
+            frozen is self._frozen_surface_key
+            and surface.appends_since is not None
+            and surface.appends_since <= self.p.surface_seq
+            and len(nodes) >= len(frozen)
+        )
+        if not appended_only and surface_key(nodes[: len(frozen)]) != frozen:
             problems.append(Problem(
                 "commit.stale_context", "the conversation this turn was written from was edited or deleted since it was prepared",
                 "", {"component": "context"},
@@ -471,7 +491,10 @@ def parent_history_note(fit: HistoryFit) -> Diagnostic:
 
 def surface_key(nodes: list[dict[str, Any]]) -> tuple[tuple[str, int], ...]:
     """Which node versions a surface holds: an edit, delete or regenerate changes it."""
-    return tuple((n["id"], n["seq"]) for n in nodes)
+    return tuple(map(_ID_SEQ, nodes))
+
+
+_ID_SEQ = itemgetter("id", "seq")
 
 
 def opening_message_id(nodes: list[dict[str, Any]]) -> str | None:
