@@ -109,3 +109,72 @@ def test_the_rule_catches_absolute_and_relative_upward_imports() -> None:
         "line 1: roleplay.harness.probe (harness) imports roleplay.core.run (core)",
         "line 2: roleplay.harness.probe (harness) imports roleplay.state (domains)",
     ]
+
+
+def runtime_imports(text: str, module: str, is_package: bool) -> set[str]:
+    """Every module ``module`` imports when it runs (lazy imports too; ``if TYPE_CHECKING:``
+    blocks never run, so they do not count). ``from x import y`` counts ``x.y`` as well, in case
+    ``y`` is a module."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    tree = ast.parse(text)
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        test = node.test if isinstance(node, ast.If) else None
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        ):
+            typing_only |= {id(n) for sub in node.body for n in ast.walk(sub)}  # type: ignore[attr-defined]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - (node.level - 1)] if node.level else []
+            target = ".".join([*base, node.module] if node.module else base) if node.level else node.module or ""
+            found |= {target, *(f"{target}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (depth-first, three colours), or None."""
+    colour: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        colour[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if colour.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in colour and (found := visit(nxt)):
+                return found
+        path.pop()
+        colour[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in colour and (found := visit(node)):
+            return found
+    return None
+
+
+def test_core_modules_import_each_other_without_cycles() -> None:
+    """A cycle hidden behind a function-local import still ties the modules together (issue 11:
+    runtime ↔ session_create ↔ message_actions ↔ run); core's modules must form a DAG."""
+    modules = {module_name(p): p for p in (SRC / "core").rglob("*.py")}
+    graph = {
+        name: {t for t in runtime_imports(path.read_text(encoding="utf-8"), name, path.name == "__init__.py") if t in modules and t != name}
+        for name, path in modules.items()
+    }
+    cycle = import_cycle(graph)
+    assert cycle is None, " → ".join(cycle)
+
+
+def test_the_cycle_rule_sees_lazy_imports_and_skips_type_checking_blocks() -> None:
+    text = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\ndef f():\n    from . import c\n"
+    assert runtime_imports(text, "roleplay.core.a", False) >= {"roleplay.core", "roleplay.core.c"}
+    assert "roleplay.core.b" not in runtime_imports(text, "roleplay.core.a", False)
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert import_cycle({"a": {"b"}, "b": set()}) is None

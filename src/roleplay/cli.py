@@ -27,11 +27,23 @@ from roleplay.cli_context import CliState, fail_on_store_fault, guard_text_argum
 # name -> (module, attribute, the command's one-line help as ``rp --help`` shows it)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "assets": ("roleplay.assets.cli", "assets", "List, show and delete shared assets."),
-    "branch": ("roleplay.core.actions_cli", "branch_command", "Start a new story from SESSION_ID as it stood after a turn; the source is untouched."),
+    "branch": (
+        "roleplay.core.actions_cli",
+        "branch_command",
+        "Start a new story from SESSION_ID as it stood after a turn; the source is untouched.",
+    ),
     "chat": ("roleplay.harness.chat", "chat", "Chat with the configured model; every exchange is saved as a session."),
     "continue": ("roleplay.core.cli", "continue_command", "The Writer goes on with the last reply of SESSION_ID, as one more turn."),
-    "delete": ("roleplay.core.actions_cli", "delete_command", "Delete MESSAGE (an id or its number) and everything after it; a failed reply keeps your message."),
-    "edit": ("roleplay.core.actions_cli", "edit_command", "Replace the text of MESSAGE (an id or its number) in SESSION_ID; a reply keeps its effects."),
+    "delete": (
+        "roleplay.core.actions_cli",
+        "delete_command",
+        "Delete MESSAGE (an id or its number) and everything after it; a failed reply keeps your message.",
+    ),
+    "edit": (
+        "roleplay.core.actions_cli",
+        "edit_command",
+        "Replace the text of MESSAGE (an id or its number) in SESSION_ID; a reply keeps its effects.",
+    ),
     "db": ("roleplay.harness.cli", "db", "Database maintenance."),
     "export": ("roleplay.assets.cli", "export", "Export assets as community files."),
     "impersonate": (
@@ -42,7 +54,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "import": ("roleplay.assets.cli", "import_command", "Import character cards (PNG/JSON/CHARX), SillyTavern lorebooks and presets."),
     "lorebook": ("roleplay.assets.lorebook.cli", "lorebook", "Inspect lorebooks (world info)."),
     "messages": ("roleplay.core.actions_cli", "messages_command", "List the visible messages of SESSION_ID with their numbers and ids."),
-    "metrics": ("roleplay.core.actions_cli", "metrics_command", "Tokens, latency, route and cost of each reply of SESSION_ID and in total."),
+    "metrics": (
+        "roleplay.core.actions_cli",
+        "metrics_command",
+        "Tokens, latency, route and cost of each reply of SESSION_ID and in total.",
+    ),
     "models": ("roleplay.harness.models.cli", "models", "List model providers and test a model route."),
     "mvu": ("roleplay.compat.mvu.cli", "mvu_group", "MVU / MVU Zod variable-card compatibility."),
     "new": ("roleplay.core.cli", "new_command", "Start a story."),
@@ -56,7 +72,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "quick_replies",
         "List, add, edit and delete quick replies (snippets /qr inserts into your draft in rp play).",
     ),
-    "regenerate": ("roleplay.core.actions_cli", "regenerate_command", "Write the last reply of SESSION_ID again; the replaced one stays as an alternative (rp swipe)."),
+    "regenerate": (
+        "roleplay.core.actions_cli",
+        "regenerate_command",
+        "Write the last reply of SESSION_ID again; the replaced one stays as an alternative (rp swipe).",
+    ),
     "say": ("roleplay.core.cli", "say_command", "Play one turn of SESSION_ID and stream the reply."),
     "sessions": ("roleplay.harness.cli", "sessions", "List, inspect, fork and archive sessions."),
     "settings": (
@@ -64,7 +84,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "settings",
         "Read and change the global settings (Writer default route, identity prompt, features…).",
     ),
-    "swipe": ("roleplay.core.actions_cli", "swipe_command", "Show another alternative of the last reply: DIRECTION is left, right or its number (1 = first)."),
+    "swipe": (
+        "roleplay.core.actions_cli",
+        "swipe_command",
+        "Show another alternative of the last reply: DIRECTION is left, right or its number (1 = first).",
+    ),
     "state": ("roleplay.state.cli", "state_group", "Check rp.state v2 namespace definitions and simulate state.update effects."),
 }
 
@@ -216,6 +240,21 @@ def cli(ctx: click.Context, home: str | None) -> None:
         state.runtime_factory = _build_runtime
     if state.asset_users is None:
         state.asset_users = _asset_users
+    _load_third_party_providers()
+
+
+_providers_loaded = False
+
+
+def _load_third_party_providers() -> None:
+    # Installed plugins' model providers must be known before a command parses a route; the
+    # built-in ones are the harness's own, so only entry points are read (never built-in features).
+    global _providers_loaded
+    if not _providers_loaded:
+        _providers_loaded = True
+        from roleplay.plugins import register_process_hooks, third_party_manager
+
+        register_process_hooks(third_party_manager())
 
 
 guard_text_arguments(cli)
