@@ -180,3 +180,35 @@ def test_an_edited_default_persona_survives_reseeding_and_a_language_change(rp: 
     rp("settings", "set", "language", "zh")
     assert rp.json("persona", "show")["data"]["name"] == "Alex"
     assert rp.json("preset", "show")["data"]["name"] == "示例预设"  # the unedited seed switched
+
+
+@pytest.mark.slow
+def test_first_play_at_a_terminal_asks_for_your_name_once(tmp_path: Path) -> None:
+    pexpect = pytest.importorskip("pexpect")
+    import os
+
+    env = {**os.environ, "RP_HOME": str(tmp_path), "RP_DATABASE_URL": "", "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    ready = "\x1b[?2004h"  # prompt_toolkit waits for a line
+
+    def play():  # type: ignore[no-untyped-def]
+        cmd = ["-c", "from roleplay.cli import main; main()", "play", "--sample", "--model", "demo"]
+        child = pexpect.spawn(sys.executable, cmd, env=env, encoding="utf-8", timeout=60, dimensions=(50, 200))
+        child.expect_exact(ready)
+        return child
+
+    child = play()
+    assert "Stories call you 'User' until you name yourself" in child.before
+    child.send("\x15Alex\r")  # Ctrl-U clears the offered name
+    child.expect_exact("(stories call you Alex from now on)")
+    child.expect_exact(ready)
+    child.send("/quit\r")
+    child.expect(pexpect.EOF)
+    child.close()
+    shown = CliRunner().invoke(cli, ["--home", str(tmp_path), "persona", "show", "--json"], obj=CliState())
+    assert json.loads(shown.stdout)["data"]["name"] == "Alex"
+
+    again = play()  # named: the next story starts without the question
+    assert "Stories call you" not in again.before and "session " in again.before
+    again.sendcontrol("d")
+    again.expect(pexpect.EOF)
+    again.close()

@@ -49,6 +49,9 @@ def inputs(home: Path, sid: str) -> list[str]:
 @pytest.mark.slow
 def test_play_at_a_terminal_edits_lines_recalls_history_continues_and_impersonates(tmp_path: Path) -> None:
     child = spawn(tmp_path, "play", "--sample", "--model", "demo")
+    assert "Stories call you 'User'" in child.before  # first play asks for your name; Enter keeps it
+    child.send("\r")
+    child.expect_exact(READY)
     sid = child.before.split("session ", 1)[1].split()[0]
 
     child.send("/undo\r")  # nothing to undo yet: reported, play goes on

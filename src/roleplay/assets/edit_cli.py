@@ -29,6 +29,7 @@ from roleplay.errors import NotFoundError, RpError, ValidationError
 
 from .edit_document import BLANK, from_document, strip_error_comments, to_document, with_error_comments
 from .kinds import PERSONA, PRESET, WRITING_STYLE
+from .persona_name import name_persona, unnamed_default_persona
 from .store import AssetRecord, AssetStore
 
 # command name -> (asset kind, its help line; ``roleplay.cli.COMMANDS`` repeats it for ``rp --help``)
@@ -273,8 +274,36 @@ def _nothing(as_json: bool) -> None:
         click.echo("no changes; nothing was stored", err=True)
 
 
+Ask = Callable[[str, str], Awaitable[str | None]]
+
+
+async def offer_persona_name(store: AssetStore, ask: Ask) -> AssetRecord | None:
+    """First play: while the default persona still has its neutral seeded name, ask what the story
+    should call the user (``ask(prompt, default)`` reads one line; empty or the same name keeps
+    it). The renamed persona, or None. A refused name is reported and changes nothing."""
+    record = await unnamed_default_persona(store)
+    if record is None:
+        return None
+    click.echo(
+        terminal_safe(
+            f"Stories call you {record.name!r} until you name yourself (Enter keeps it; `rp persona edit` any time).", one_line=True
+        ),
+        err=True,
+    )
+    answer = ((await ask("your name> ", record.name)) or "").strip()
+    if not answer or answer == record.name:
+        return None
+    try:
+        renamed = await name_persona(store, record, answer)
+    except RpError as exc:
+        echo_error(exc)
+        return None
+    click.echo(terminal_safe(f"(stories call you {renamed.name} from now on)", one_line=True), err=True)
+    return renamed
+
+
 persona = _group("persona", *KIND_COMMANDS["persona"])
 preset = _group("preset", *KIND_COMMANDS["preset"])
 style = _group("style", *KIND_COMMANDS["style"])
 
-__all__ = ["KIND_COMMANDS", "persona", "preset", "style"]
+__all__ = ["KIND_COMMANDS", "offer_persona_name", "persona", "preset", "style"]

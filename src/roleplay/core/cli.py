@@ -31,6 +31,7 @@ from typing import Any, AsyncIterator
 
 import click
 
+from roleplay.assets.edit_cli import offer_persona_name
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
 from roleplay.cli_context import echo_json, home_option, json_option, read_text_line, run, state_of, terminal_safe
@@ -217,6 +218,9 @@ async def play_command(
             route = resolve_route(model_spec)
             if card is None and not sample:
                 card = await _choose_card(rt, LineReader(None))
+            names = LineReader(None)
+            if names.terminal:  # first play: what stories call you, while the persona has its seeded name
+                await offer_persona_name(rt.assets, lambda prompt, default: names.read(prompt=prompt, default=default))
             record, m = await new_story(rt, card, sample and card is None, participation=participation, route=route if model_spec else None)
             session_id = record.id
             click.echo(terminal_safe(f"session {record.id} · {record.title} · model {rt.model_for(route).label}", one_line=True), err=True)
