@@ -23,7 +23,7 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Callable, Coroutine, TypeVar
 
 import click
 
@@ -245,7 +245,7 @@ def echo_error(exc: RpError) -> None:
         click.echo(terminal_safe(f"  also [{p.code}]: {p.message}{at}", one_line=True), err=True)
 
 
-def run(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
     """Run an async command body, turning RpError into a clean message and exit status 1."""
 
     @functools.wraps(fn)

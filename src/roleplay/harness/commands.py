@@ -66,7 +66,7 @@ class CommandRegistry:
         try:
             return True, handler(spec.args, ctx)
         except RpError as exc:
-            err = {"code": exc.code, "message": exc.message}
+            err: dict[str, Any] = {"code": exc.code, "message": exc.message}
             if exc.pointer is not None:
                 err["pointer"] = exc.pointer
             if exc.details:

@@ -11,6 +11,7 @@ upcast old rows instead of rewriting them.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union
 
@@ -194,7 +195,7 @@ class CompactionCheckpoint(_Payload):
 @dataclass(frozen=True)
 class EventSpec:
     type: str
-    model: type[_Payload]
+    model: builtins.type[_Payload]  # `type` here is the field above
     version: int = 1
 
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import random
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -57,7 +58,8 @@ class SessionService:
         self.rng = rng or random.Random()
         self.commands = commands or CommandRegistry()
         self.projections = projections or ProjectionRegistry()
-        self.ids = ids or getattr(store, "ids", ulid_ids)
+        store_ids: IdGenerator | None = getattr(store, "ids", None)
+        self.ids: IdGenerator = ids or store_ids or ulid_ids
         self.cache = ProjectionCache()
         # Views derived from the log and kept across turns by their owners (the loop's converted
         # messages, a runtime's folds over the surface), by name. Each is a pure function of the
@@ -228,12 +230,12 @@ class SessionService:
 
     async def list(
         self, *, archived: bool | None = False, parent_id: str | None = None, roots_only: bool = False, limit: int = 100, offset: int = 0
-    ) -> list[SessionRecord]:
+    ) -> builtins.list[SessionRecord]:  # `list` here is the method
         return await self.store.list_sessions(
             SessionFilter(archived=archived, parent_id=parent_id, roots_only=roots_only, limit=limit, offset=offset)
         )
 
-    async def children(self, parent_id: str) -> list[SessionRecord]:
+    async def children(self, parent_id: str) -> builtins.list[SessionRecord]:
         await self.store.get_session(parent_id)
         return await self.store.list_sessions(SessionFilter(archived=None, parent_id=parent_id, limit=10_000))
 

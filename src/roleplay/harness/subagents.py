@@ -104,7 +104,11 @@ async def run_subagent(
         depth=depth + 1,
         max_tokens=request.max_tokens,
         reasoning_effort=request.reasoning_effort,
-        **request.sampling,
+        # SAMPLING_PARAMS, each absent one left to the provider (validate() refused any other key)
+        temperature=request.sampling.get("temperature"),
+        top_p=request.sampling.get("top_p"),
+        frequency_penalty=request.sampling.get("frequency_penalty"),
+        presence_penalty=request.sampling.get("presence_penalty"),
     )
     loop = AgentLoop(service, _DeltaTee(model, request.on_delta) if request.on_delta is not None else model, spec)
     content: list[dict[str, Any]] = [{"type": "text", "text": request.user_text}, *request.images]

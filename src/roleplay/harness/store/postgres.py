@@ -55,7 +55,19 @@ NOTIFY_LIMIT = 7000
 
 
 def _session(row: tuple[Any, ...]) -> SessionRecord:
-    return SessionRecord(*row[:7], archived=bool(row[7]), head_seq=row[8], created_at=row[9], updated_at=row[10])
+    return SessionRecord(
+        id=row[0],
+        preset=row[1],
+        parent_id=row[2],
+        forked_from=row[3],
+        forked_at_seq=row[4],
+        workspace=row[5],
+        title=row[6],
+        archived=bool(row[7]),
+        head_seq=row[8],
+        created_at=row[9],
+        updated_at=row[10],
+    )
 
 
 class PostgresStore(EventStore):
@@ -101,7 +113,8 @@ class PostgresStore(EventStore):
                     raise RpError("store.unavailable", f"cannot connect to PostgreSQL: {exc}") from exc
                 async with self._pool.connection() as conn:
                     cur = await conn.execute("SELECT current_schema()")
-                    schema = (await cur.fetchone())[0] or "public"
+                    found = await cur.fetchone()
+                    schema = (found[0] if found else None) or "public"
                 self._channel = "rp_events_" + re.sub(r"[^a-z0-9_]", "_", schema.lower())[:40]
                 await self._lock_pool.open(wait=False)
                 self._opened = True
