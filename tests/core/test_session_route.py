@@ -49,6 +49,22 @@ def test_the_stored_route_is_provider_model_and_effort_only() -> None:
         parse_profile({"runtime": {"route": {"provider": "openai"}}})  # a route needs its model
 
 
+def test_route_options_are_stored_with_the_route() -> None:
+    route = Route("openai", "llama3", tools=False, json_mode=False)
+    stored = route_profile_json(route)
+    assert stored == {"provider": "openai", "model": "llama3", "tools": False, "jsonMode": False}
+    profile = parse_profile({"runtime": {"route": stored}})
+    assert stored_route(profile) == route and stored_route(profile).spec == "openai/llama3?tools=off&json=off"  # type: ignore[union-attr]
+    with pytest.raises(ValidationError):
+        parse_profile({"runtime": {"route": {"provider": "openai", "model": "m", "tools": "off"}}})  # a boolean only
+
+
+async def test_a_tool_free_route_is_remembered(store: EventStore) -> None:
+    rt, sid = await _story(store, Route("demo", "demo", tools=False))
+    assert (await resolve_session_route(rt, sid)).spec == "demo/demo?tools=off"
+    assert (await resolve_session_route(rt, sid, "demo")).spec == "demo/demo"  # an explicit route, options and all
+
+
 async def test_explicit_then_stored_then_environment(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     rt, sid = await _story(store, Route("demo", "demo"))
     assert (await resolve_session_route(rt, sid)).spec == "demo/demo"

@@ -275,3 +275,27 @@ def test_rp_say_plays_a_tool_free_route_through_the_fake_server(tmp_path: Path) 
     assert said.stdout.startswith("[fake server: not a real model]") and "warning" not in said.stderr
     assert summary["committed"] and [t["name"] for t in summary["tools"]] == ["rp_write_turn", "rp_commit_turn"]
     assert TOOL_FREE in [d["code"] for d in summary["diagnostics"]]
+
+
+async def test_the_demo_answers_the_state_change_call_so_a_tool_free_demo_story_changes_state(store: EventStore) -> None:
+    rt, sid = await sample_story(store)
+    route = parse_route_spec("demo?tools=off")
+    start = await trust(rt, sid)
+    for n, text in enumerate(INPUTS, start=1):
+        result = await play_turn(rt, sid, text, parent_route=route)
+        assert result.committed and TOOL_FREE in codes(result)
+        assert not [c for c in codes(result) if c.startswith("toolfree.")]  # the answer was read and accepted
+        assert await trust(rt, sid) == start + n
+    await rt.aclose()
+
+
+def test_rp_new_keeps_the_tool_free_option_and_later_commands_play_on_it(tmp_path: Path) -> None:
+    """The stored route carries ``?tools=off``: no --model on later commands."""
+    runner = CliRunner()
+    env = {"DEEPSEEK_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "RP_MODEL": "", "RP_DATABASE_URL": ""}
+    base = ["--home", str(tmp_path)]
+    new = json.loads(runner.invoke(cli, [*base, "new", "--sample", "--model", "demo?tools=off", "--json"], env=env, obj=CliState()).stdout)
+    assert new["route"] == "demo/demo?tools=off"
+    summary = json.loads(runner.invoke(cli, [*base, "say", new["sessionId"], "我敲门。", "--json"], env=env, obj=CliState()).stdout)
+    assert summary["committed"] and TOOL_FREE in [d["code"] for d in summary["diagnostics"]]
+    assert [t["name"] for t in summary["tools"]] == ["rp_write_turn", "rp_commit_turn"]

@@ -5,6 +5,8 @@ It follows the real protocol, not a shortcut, so a demo session's log looks like
 - As the **Writer** (no tools, the Writer rules in the system prompt) it writes a short narration
   that answers the current input, labelled as a demo; asked to continue the last reply
   (``core.continue_turn``), one more beat of it.
+- Asked for a **tool-free turn's state changes** (one JSON-mode call, ``core.toolfree``), it answers
+  ``{"effects": [...]}`` with that same small step, so a ``?tools=off`` demo story changes state.
 - As the **impersonation** sub-agent (``core.impersonate``) it drafts one short move for the
   player, labelled as a demo draft.
 - As the **Chat parent** it calls ``rp_write_turn``, then commits. The first commit of each turn
@@ -78,6 +80,9 @@ def roleplay_demo_policy(request: ModelRequest) -> dict[str, Any] | None:
         return {"text": narrate(request)}
     if IMPERSONATE_MARK in system and not request.tools:
         return {"text": impersonate(request)}
+    changes = state_changes(request)
+    if changes is not None:
+        return {"text": changes}
     offered = {t.name for t in request.tools}
     if WRITE_TURN_TOOL not in offered or COMMIT_TURN_TOOL not in offered:
         return None
@@ -119,6 +124,19 @@ def narrate(request: ModelRequest) -> str:
         # Continue: only the next words of the reply before, still labelled as the demo's.
         return f"{beat} {DEMO_CONTINUED}"
     return f"{DEMO_LABEL} “{said}” — the story takes that in. {beat}"
+
+
+def state_changes(request: ModelRequest) -> str | None:
+    """The JSON-mode call of a tool-free turn (``core.toolfree``): ``{"effects": [...]}`` from the
+    commit material it is given, the same small in-bounds step a demo commit makes; None for any
+    other request."""
+    response_format = request.extra.get("response_format")
+    if request.tools or not isinstance(response_format, dict) or response_format.get("type") != "json_object":
+        return None
+    text = request.messages[-1].text() if request.messages else ""
+    if "<commit_context>" not in text:
+        return None
+    return json.dumps({"effects": _effects(_contract(text))}, ensure_ascii=False)
 
 
 def impersonate(request: ModelRequest) -> str:

@@ -186,13 +186,17 @@ class WriterRoute(AssetModel):
 
 
 class SessionRoute(AssetModel):
-    """The conversation's own route, ``{provider, model, reasoningEffort?}``, chosen when the story
-    was created (``rp new --model``). Only the route: keys and base URLs stay in the environment,
-    so nothing secret is ever written to the log."""
+    """The conversation's own route, ``{provider, model, reasoningEffort?, tools?, jsonMode?}``,
+    chosen when the story was created (``rp new --model``). Only the route and its options: keys
+    and base URLs stay in the environment, so nothing secret is ever written to the log."""
 
     provider: RouteText
     model: RouteText
     reasoning_effort: Effort | None = None
+    # Route options (``?tools=off``, ``?json=off``): false turns the model's capability off;
+    # absent keeps the provider's own flag.
+    tools: StrictBool | None = None
+    json_mode: StrictBool | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)

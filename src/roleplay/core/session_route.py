@@ -6,8 +6,10 @@ environment's default (``RP_MODEL``, then whichever key is set; see
 :func:`~roleplay.harness.models.routes.resolve_route`). An explicit route is used for that command
 only; it does not change what is stored.
 
-Only ``provider/model[/effort]`` is stored. Keys and base URLs stay in the environment, so a
-route on the profile never carries a credential and a session follows a rotated key.
+``provider/model[/effort]`` is stored with its options (``?tools=off``, ``?json=off``: a model that
+cannot call tools keeps playing on the tool-free path). Keys and base URLs stay in the
+environment, so a route on the profile never carries a credential and a session follows a
+rotated key.
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from .runtime import RoleplayRuntime
 
 
 def route_profile_json(route: Route) -> dict[str, Any]:
-    """``runtime.route`` for a profile: the route's provider, model and effort, nothing else."""
+    """``runtime.route`` for a profile: the route's provider, model, effort and options, nothing else."""
     out: dict[str, Any] = {"provider": route.provider, "model": route.model}
     if route.reasoning_effort is not None:
         out["reasoningEffort"] = route.reasoning_effort
+    if route.tools is not None:
+        out["tools"] = route.tools
+    if route.json_mode is not None:
+        out["jsonMode"] = route.json_mode
     return out
 
 
@@ -36,7 +42,7 @@ def stored_route(profile: SessionProfile) -> Route | None:
     if stored is None:
         return None
     get_provider(stored.provider)
-    return Route(stored.provider, stored.model, stored.reasoning_effort)
+    return Route(stored.provider, stored.model, stored.reasoning_effort, tools=stored.tools, json_mode=stored.json_mode)
 
 
 async def resolve_session_route(rt: RoleplayRuntime, session_id: str, spec: str | None = None) -> Route:
