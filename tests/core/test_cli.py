@@ -289,7 +289,7 @@ def test_play_at_a_real_terminal_prompts_and_survives_its_mistakes(tmp_path: Pat
     env = {**os.environ, **CLEAN, "RP_HOME": str(tmp_path)}
     proc = subprocess.Popen([*RP, "play", "--sample", "--model", "demo"], stdin=slave, stdout=slave, stderr=slave, env=env)
     os.close(slave)
-    os.write(master, "/undo\n/nope\n/help\n/quit\n".encode())
+    os.write(master, "\n/undo\n/nope\n/help\n/quit\n".encode())  # Enter first: keep the offered name
     out = b""
     while True:
         ready, _, _ = select.select([master], [], [], 60)
@@ -367,7 +367,10 @@ def test_say_prints_the_writers_first_words_before_the_writer_finishes(tmp_path:
     assert out.startswith("[fake server: not a real model]") and out.count("[fake server") == 1  # delivered once
     assert out.endswith("\n") and "writing…" not in out  # the indicator is on stderr only
     lines = err.decode().splitlines()
-    assert "writing…" in lines and lines[-1].startswith("(first text after ") and lines[-1].endswith(" s)")
+    # The timing closes the reply; reply options ("  [n] …") may follow it.
+    timing = lines.index("writing…") + 1
+    assert lines[timing].startswith("(first text after ") and lines[timing].endswith(" s)")
+    assert all(line.startswith("  [") for line in lines[timing + 1 :])
 
 
 # -- a card's Character's Note (issue 13 item 6) --------------------------------------------------
