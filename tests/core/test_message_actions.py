@@ -25,12 +25,11 @@ from roleplay.harness.models.demo import DemoModel
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import ModelRequest, StreamEvent
 from roleplay.harness.store import EventStore
-from roleplay.harness.surface import SURFACE
 from roleplay.core.branch import branch
 from roleplay.core.message_actions import visible_messages
 from roleplay.core.regenerate import regenerate
 from roleplay.core.swipes import swipe
-from roleplay.core.turn_surface import turn_surface_projection, turns_view
+from roleplay.core.turn_surface import TURN_SURFACE, turn_surface_projection, turns_view
 from roleplay.errors import RpError
 from roleplay.harness.projections import load
 from roleplay.state.events import activity_document, state_document
@@ -99,13 +98,14 @@ async def test_actions_and_profile_changes_are_busy_while_a_turn_runs(store: Eve
 
 
 async def _interleave(rt: RoleplayRuntime, monkeypatch: pytest.MonkeyPatch, write: Any) -> None:
-    """Run ``write`` (a writer that ignores the lease) right after the next surface read."""
+    """Run ``write`` (a writer that ignores the lease) right after the action has read the log."""
     projection = rt.service.projection
     armed = [True]
 
     async def surface_then_write(session_id: str, name: Any, **kw: Any) -> Any:
         loaded = await projection(session_id, name, **kw)
-        if armed[0] and (name == SURFACE or getattr(name, "name", None) == SURFACE) and not kw:
+        # The last read an action makes before it computes its targets: the turn surface.
+        if armed[0] and getattr(name, "name", name) == TURN_SURFACE and not kw:
             armed[0] = False
             await write()
         return loaded

@@ -16,6 +16,7 @@ import click
 from roleplay.cli_context import echo_json, home_option, json_option, run, terminal_safe
 from roleplay.harness.chat import stream_turn
 
+from .actions_play import message_line
 from .branch import branch, branch_tree, render_tree
 from .cli import model_option, runtime
 from .message_actions import delete_from, edit_message, message_by_number, visible_messages
@@ -24,20 +25,6 @@ from .regenerate import regenerate
 from .run import RunResult
 from .session_route import resolve_session_route
 from .swipes import swipe
-
-
-def message_line(item: dict[str, Any]) -> str:
-    """One visible message as ``rp messages`` and ``rp play`` number it."""
-    who = {"user": "you", "writing": "story", "non-writing": "reply"}.get(item["speaker"], item["speaker"])
-    notes = []
-    if item.get("alternatives"):
-        notes.append(f"{item['alternatives']['index'] + 1}/{item['alternatives']['count']}")
-    if item.get("edited"):
-        notes.append("edited")
-    if item.get("failure"):
-        notes.append(f"failed: {item['failure']['code']}")
-    suffix = f"  ({', '.join(notes)})" if notes else ""
-    return f"[{item['number']}] {who}: {item['text']}{suffix}"
 
 
 @click.command("messages")

@@ -322,3 +322,10 @@ class Quiet:
 
     def flush(self) -> None:
         return None
+
+
+# The message actions (/messages, /edit, /delete, /regen, /swipe, /branch), the reply numbers
+# after each reply and start-up replay delivery (``core.actions_play``).
+from .actions_play import register as _register_message_actions  # noqa: E402
+
+_register_message_actions(PLAY_COMMANDS, ON_START, AFTER_REPLY)
