@@ -293,6 +293,9 @@ async def offer_persona_name(store: AssetStore, ask: Ask) -> AssetRecord | None:
     answer = ((await ask("your name> ", record.name)) or "").strip()
     if not answer or answer == record.name:
         return None
+    if answer.startswith("/"):  # a play command typed ahead is not a name
+        click.echo(terminal_safe(f"(not a name: keeping {record.name})", one_line=True), err=True)
+        return None
     try:
         renamed = await name_persona(store, record, answer)
     except RpError as exc:
