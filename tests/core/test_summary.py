@@ -24,7 +24,7 @@ from roleplay.core.conversation import SUMMARY_KIND, summary_text
 from roleplay.core.message_actions import delete_from, edit_message, undo_last_turn
 from roleplay.core.run import play_turn, prepare_run
 from roleplay.core.runtime import RoleplayRuntime
-from roleplay.core.settings import SettingsStore
+from roleplay.core.settings import FEATURES, SettingsStore
 from roleplay.core.summary import (
     CANDIDATE,
     summary_projection,
@@ -416,6 +416,21 @@ async def test_the_summariser_route_is_configurable_and_follows_the_conversation
     await SettingsStore(rt.store).reset("summary.route")
     await turn(rt, sid, 3)
     assert len(model.summariser_requests) == 1
+    await rt.aclose()
+
+
+async def test_with_the_feature_off_nothing_is_written_or_landed(store: EventStore) -> None:
+    rt, sid, model = await story(store)
+    await turn(rt, sid, 1)
+    model.prompt_tokens = HIGH
+    assert "summary.candidate_ready" in codes(await turn(rt, sid, 2))
+    await SettingsStore(rt.store).set("features.enabled", [f for f in FEATURES if f != "rp-conversation-summary"])
+    third = await turn(rt, sid, 3)  # above the threshold again, with a candidate pending
+    assert not [c for c in codes(third) if c.startswith("summary.")] and len(model.summariser_requests) == 1
+    assert not await events_of(rt, sid, "compaction/checkpoint")
+    await SettingsStore(rt.store).reset("features.enabled")
+    fourth = await turn(rt, sid, 4)  # on again: the candidate still covers an untouched prefix
+    assert "summary.checkpoint_landed" in codes(fourth) and len(await events_of(rt, sid, "compaction/checkpoint")) == 1
     await rt.aclose()
 
 

@@ -412,25 +412,32 @@ class SummaryWatch:
 
     rt: RoleplayRuntime
     run: RpRun
-    route: Route  # the summariser's
+    parent_route: Route
     window: int | None
-    enabled: bool
-    nodes: list[dict[str, Any]]  # the surface before this turn
-    writing: set[str]
+    # The surface before this turn and its writing replies; read only when a window is known (the
+    # threshold needs them then; a turn on an unknown window pays nothing here).
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    writing: set[str] = field(default_factory=set)
     notes: list[Diagnostic] = field(default_factory=list)
     pressure: Pressure | None = None
-    task: asyncio.Task[dict[str, Any]] | None = None
+    task: asyncio.Task[dict[str, Any] | None] | None = None
     abort: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
     async def start(cls, rt: RoleplayRuntime, run: RpRun, parent_route: Route) -> SummaryWatch:
         install(rt)
-        sid = run.p.session_id
-        settings = await read_settings(rt.store)
-        nodes = list((await rt.service.projection(sid, SURFACE)).state["nodes"])
-        writing = await _writing(rt, sid)
-        route = settings.summary_route() or parent_route
-        return cls(rt, run, route, run.p.parent_window, enabled(rt, settings), nodes, writing)
+        watch = cls(rt, run, parent_route, run.p.parent_window)
+        if watch.window is not None:
+            sid = run.p.session_id
+            watch.nodes = list((await rt.service.projection(sid, SURFACE)).state["nodes"])
+            watch.writing = await _writing(rt, sid)
+        return watch
+
+    async def _summariser(self) -> tuple[ChatModel, bool]:
+        """The summariser's model (``summary.route``, else the conversation's) and whether the
+        feature is on, from the settings as they are now."""
+        settings = await read_settings(self.rt.store)
+        return self.rt.model_for(settings.summary_route() or self.parent_route), enabled(self.rt, settings)
 
     def wrap(self, model: ChatModel) -> ChatModel:
         return _Watched(model, self)  # type: ignore[return-value]
@@ -444,7 +451,7 @@ class SummaryWatch:
         return None
 
     def observe(self, request: ModelRequest, response: ModelResponse) -> None:
-        if self.pressure is not None or self.window is None or not self.enabled:
+        if self.pressure is not None or self.window is None:
             return
         # The story before this turn as the parent would be sent it without a bound: what the
         # bounded history left out of this request still presses on the window.
@@ -462,10 +469,13 @@ class SummaryWatch:
         prefix = prefix_of(self.nodes, self.writing, _opening_id(self.nodes))
         if prefix is None:
             return
-        model = self.rt.model_for(self.route)
-        self.task = asyncio.ensure_future(
-            generate(self.rt, self.run.p.session_id, prefix, model=model, window=self.window, abort=self.abort)
-        )
+        self.task = asyncio.ensure_future(self._candidate(prefix, self.window))
+
+    async def _candidate(self, prefix: Prefix, window: int) -> dict[str, Any] | None:
+        model, on = await self._summariser()
+        if not on:
+            return None
+        return await generate(self.rt, self.run.p.session_id, prefix, model=model, window=window, abort=self.abort)
 
     async def finish(self, turn: TurnResult) -> list[Diagnostic]:
         """After the turn (still under its lease): record the candidate."""
@@ -474,6 +484,8 @@ class SummaryWatch:
         if turn.outcome != "completed":
             self.abort.set()
         record = await self.task
+        if record is None:
+            return self.notes
         if turn.outcome != "completed" and record.get("outcome") == "ready":
             record.pop("summary", None)
             record["outcome"] = "cancelled"
@@ -495,17 +507,19 @@ class SummaryWatch:
         ctx = next(
             (i for i, n in enumerate(nodes) if ((n.get("source") or {}).get(RUN_CONTEXT) or {}).get("runId") == self.run.p.run_id), None
         )
-        if start is None or ctx is None or not self.enabled:
+        if start is None or ctx is None:
             raise error
+        model, on = await self._summariser()
+        writing = await _writing(self.rt, sid)
         before = nodes[: ctx - 1]
-        cut = latest_exchange_start(before, self.writing)
-        prefix = prefix_of(before[:cut], self.writing, _opening_id(before)) if cut else None
-        if prefix is None:
+        cut = latest_exchange_start(before, writing)
+        prefix = prefix_of(before[:cut], writing, _opening_id(before)) if cut else None
+        if prefix is None or not on:
             raise error
         window = self.window or int(((error.details or {}).get("limit")) or 0) or max(prefix.tokens * 2, 4096)
         if self.task is not None:
             self.abort.set()  # the threshold candidate would be stale after this checkpoint
-        record = await generate(self.rt, sid, prefix, model=self.rt.model_for(self.route), window=window)
+        record = await generate(self.rt, sid, prefix, model=model, window=window)
         record["overflow"] = {"code": error.code, "message": error.message}
         note = await record_candidate(self.rt, sid, record)
         if record["outcome"] != "ready":
@@ -518,7 +532,7 @@ class SummaryWatch:
         kept = [n for n in after if n["seq"] < nodes[ctx - 1]["seq"] or n.get("kind") == SUMMARY_KIND]
         # The commit checks the surface the Writer prompt was built from: that prefix is now this.
         self.run.p.surface_key = tuple((n["id"], n["seq"]) for n in kept)
-        story = story_nodes(kept, writing_ids=self.writing, opening_id=_opening_id(kept))
+        story = story_nodes(kept, writing_ids=writing, opening_id=_opening_id(kept))
         return replace(request, messages=[request.messages[0], *nodes_to_messages(story), *request.messages[start:]])
 
 
