@@ -61,8 +61,8 @@ async def branch(rt: RoleplayRuntime, session_id: str, *, at_message: str | None
             if turn is None:
                 raise RpError("branch.no_anchor", "the story has no closed turn to branch from yet")
         else:
-            record = target_message(views, at_message)
-            turn = views.turns["turns"][record["turnId"]]
+            message = target_message(views, at_message)
+            turn = views.turns["turns"][message["turnId"]]
             if outcome(turn) == "open":
                 raise RpError("branch.turn_open", f"message {at_message!r} belongs to a turn that has not ended", pointer="/messageId")
         anchor = anchor_seq(turn)

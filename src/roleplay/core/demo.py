@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 import jsonpointer
 
@@ -209,7 +209,8 @@ def repair_patches(draft: dict[str, Any], error_text: str, writer_id: str, contr
     module docstring). Replacements come first and removals last, highest index first, so each
     pointer still names what the error named when its patch applies."""
     patches: list[dict[str, Any]] = [{"op": "replace", "path": "/references/writer", "value": writer_id}]
-    effects = draft.get("effects") if isinstance(draft.get("effects"), list) else []
+    drafted = draft.get("effects")
+    effects: list[Any] = drafted if isinstance(drafted, list) else []
     refused: dict[int, set[str]] = {}
     for pointer in _PROBLEM.findall(error_text):
         found = _EFFECT_POINTER.match(pointer)
@@ -266,7 +267,7 @@ def _current(ns: dict[str, Any], target: str) -> Any:
         return None
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -74,7 +74,7 @@ def calls_of(events: list[Event], *, role: str) -> list[dict[str, Any]]:
         p = event.payload
         if event.type == "model/request":
             route = p.get("route") or {}
-            call = {
+            call: dict[str, Any] = {
                 "role": role,
                 "route": f"{route.get('provider')}/{route.get('model')}",
                 "tokensIn": 0,

@@ -111,7 +111,7 @@ async def create_story(
     persona = await reader.read("persona", persona_id) if persona_id else None
     macros = macro_context_from(card.data if card else None, persona.data if persona else None)
     opening = opening_source_text(card, request)
-    profile = {
+    profile: dict[str, Any] = {
         "participation": request.participation,
         "resources": {"card": request.card, "lorebooks": lorebooks, "persona": persona_id, "preset": preset_id, "writingStyles": styles},
         "scene": {"openingSource": request.opening, "openingIndex": request.opening_index, "openingText": opening or ""},

@@ -318,7 +318,7 @@ def alternatives(state: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any] 
     group = state["groups"].get(turn["group"]) if turn["group"] else None
     if group is None:
         return None
-    items = []
+    items: list[dict[str, Any]] = []
     for raw, alt in enumerate(group["alts"]):
         current = state["turns"].get(alt["current"])
         if current is None or outcome(current) not in BODY_OUTCOMES:

@@ -13,6 +13,7 @@ A self-contained feature above core, loaded as the ``rp-quick-replies`` plugin: 
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,7 +111,7 @@ class QuickReplies:
                 details={"label": label},
             )
 
-    async def _write(self, current: QuickReplyList, items: list[dict[str, str]]) -> QuickReplyList:
+    async def _write(self, current: QuickReplyList, items: builtins.list[dict[str, str]]) -> QuickReplyList:  # `list` is a method
         try:
             record = await self._settings.set(ITEMS, items, expected_revision=current.revision)
         except ConflictError as exc:  # another writer got in between the read and this write
