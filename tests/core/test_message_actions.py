@@ -198,7 +198,7 @@ async def _expected(rt: RoleplayRuntime, sid: str, after: dict[str, Any], initia
 
 
 async def run_sequence(store: EventStore, model_name: str, steps: list[str], picks: list[int]) -> None:
-    rt, sid = await sample_story(store)
+    rt, sid = await sample_story(store, plus_features=("rp-reply-options",))
     route = DEMO
     if model_name == "scripted":
         route = Route("scripted", "scripted")

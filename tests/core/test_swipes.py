@@ -108,3 +108,30 @@ async def test_no_alternatives_to_swipe(store: EventStore) -> None:
         await swipe(rt, sid, "left")
     assert exc.value.code == "message.no_alternatives"
     await rt.aclose()
+
+
+async def test_reply_options_follow_the_live_alternative(store: EventStore) -> None:
+    from roleplay.reply_options.projection import live_entries, options_for_turn, reply_options_projection
+
+    rt, sid = await sample_story(store, plus_features=("rp-reply-options",))
+    rt.models[SCRIPTED.spec] = CountingStory().model()
+
+    async def options() -> tuple[list[Any], str]:
+        state = (await rt.service.projection(sid, reply_options_projection)).state
+        last = turns_view((await rt.service.projection(sid, turn_surface_projection)).state)[-1]
+        return [e["options"] for e in live_entries(state)], options_for_turn(state, last["turnId"])
+
+    await play_turn(rt, sid, "我推开铁门。", parent_route=SCRIPTED)
+    first, first_turn = await options()
+    assert first and first_turn == first[-1]
+    await regenerate(rt, sid, parent_route=SCRIPTED)
+    second, _ = await options()
+    assert len(second) == 1  # the replaced reply's options retired with it
+    await swipe(rt, sid, "left")
+    back, back_turn = await options()
+    assert back == first and back_turn == first[-1]  # the alternative's own options, under the live turn
+    await check_fresh_fold(rt, sid)
+    live = await rt.service.projection(sid, reply_options_projection)
+    rebuilt = await rt.service.projection(sid, reply_options_projection, use_snapshot=False, snapshot_every=None)
+    assert rebuilt.state == json.loads(json.dumps(live.state))
+    await rt.aclose()

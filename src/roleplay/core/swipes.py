@@ -13,8 +13,9 @@ One atomic append (a CAS on the head the swipe read):
 2. a closed turn (``turn/start {mode: "swipe"}`` … ``turn/end completed``) holding the
    alternative's user input and run context as they stand now, and its body; for a committed
    alternative the body message calls ``rp_commit_turn`` and the ``tool/result`` carries the
-   alternative's commit ``meta`` unchanged, so its effects, reply options and other extensions
-   become live again, owned by the new message.
+   alternative's commit ``meta`` (its ``turnId`` now the new turn's, ``swipeOf`` naming the turn it
+   came from), so its effects, reply options and other extensions become live again, owned by the
+   new message.
 
 The alternative's effects apply to exactly the state they were first committed on: alternatives
 only exist for the last turn, and the replacement has just retracted everything after the turn
@@ -149,6 +150,9 @@ async def _materialise(
         arguments = _call_arguments(body, source["commit"]["callId"])
         reply["toolCalls"] = [{"id": call_id, "name": COMMIT_TOOL, "arguments": arguments}]
         outcome_payload = {k: v for k, v in result.payload.items() if k in ("content", "meta", "ok", "name")}
+        # The commit is the alternative's, now made by this turn: consumers that key a reply's
+        # extensions by turn (reply options) find it under the live turn.
+        outcome_payload["meta"] = {**outcome_payload["meta"], "turnId": turn_id, "swipeOf": {"turnId": source["turnId"]}}
         drafts += [
             EventDraft("assistant/message", reply),
             EventDraft("tool/call", {"callId": call_id, "name": COMMIT_TOOL, "arguments": arguments, "turnId": turn_id, "stepId": step_id}),
