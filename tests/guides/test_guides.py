@@ -1,4 +1,5 @@
-"""Guide loader and the accuracy of the preset guides against the implementation."""
+"""Guide loader, both languages of every guide, and the accuracy of the preset guides against the
+implementation (in each language)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 
 import pytest
 
-from roleplay.assets.presets import EXAMPLE_PRESET_SEED
+from roleplay.assets.presets import EXAMPLE_PRESET_SEEDS
 from roleplay.assets.presets.model import MAX_FIELDS, MAX_TOTAL_CONTENT
 from roleplay.assets.presets.sillytavern import MARKER_REPLACEMENTS, ORDER_PREFERENCE, REPORT_CODES
 from roleplay.assets.presets.st_classify import EXPRESSIVE_MIN_HITS
@@ -22,13 +23,29 @@ def test_catalogue_and_parent_link():
     assert load_guide("rp-guide-preset").parent is None
 
 
-def test_every_guide_has_metadata_and_a_chinese_body():
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_every_guide_has_metadata_and_a_body_in_each_language():
     for name in list_guides():
-        guide = load_guide(name)
-        assert guide.name == name and guide.title and guide.description
-        assert not guide.body.startswith("---")
-        assert re.search(r"[\u4e00-\u9fff]", guide.body)
-        assert guide.to_dict()["body"] == guide.body
+        zh, en = load_guide(name, "zh"), load_guide(name, "en")
+        for guide in (zh, en):
+            assert guide.name == name and guide.title and guide.description
+            assert not guide.body.startswith("---")
+            assert guide.to_dict()["body"] == guide.body
+        assert CJK.search(zh.body) and CJK.search(zh.title)
+        assert not CJK.search(en.title + en.description) and en.parent == zh.parent
+        # English text, quoting only the Chinese names a user may meet (the zh seed, ST prompt words)
+        assert len(CJK.findall(en.body)) < 60
+
+
+def test_the_language_defaults_to_the_system_locale(monkeypatch: pytest.MonkeyPatch):
+    assert load_guide("rp-guide-preset").title == "Presets guide"  # the tests' locale is English
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    assert load_guide("rp-guide-preset").title == "创作预设（Preset）指南"
+    with pytest.raises(ValidationError) as err:
+        load_guide("rp-guide-preset", "fr")
+    assert err.value.code == "guide.unknown_language"
 
 
 def test_unknown_and_malformed_names():
@@ -55,8 +72,9 @@ def test_front_matter_validation():
         assert err.value.code == "guide.invalid"
 
 
-def test_preset_guide_matches_the_model():
-    body = load_guide("rp-guide-preset").body
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_preset_guide_matches_the_model(language: str):
+    body = load_guide("rp-guide-preset", language).body
     for term in (
         "`top`",
         "`bottom`",
@@ -71,7 +89,7 @@ def test_preset_guide_matches_the_model():
     ):
         assert term in body, term
     # the seed table in the guide lists the real seed field ids and positions
-    for f in EXAMPLE_PRESET_SEED.content["fields"]:
+    for f in EXAMPLE_PRESET_SEEDS[language].content["fields"]:
         assert f"| {f['title']} | `{f['id']}` | {f['position']} |" in body
     for code in (
         "preset.field_id_immutable",
@@ -83,14 +101,15 @@ def test_preset_guide_matches_the_model():
         assert code in body
 
 
-def test_sillytavern_guide_documents_every_report_code_and_rule():
-    body = load_guide("rp-guide-preset-sillytavern").body
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_sillytavern_guide_documents_every_report_code_and_rule(language: str):
+    body = load_guide("rp-guide-preset-sillytavern", language).body
     missing = [code for code in REPORT_CODES if code not in body]
     assert missing == []
     for marker in MARKER_REPLACEMENTS:
         assert marker in body
     for character_id in ORDER_PREFERENCE:
         assert str(character_id) in body
-    assert f"至少 {EXPRESSIVE_MIN_HITS} 次" in body
+    assert (f"至少 {EXPRESSIVE_MIN_HITS} 次" if language == "zh" else f"at least {EXPRESSIVE_MIN_HITS} expressive hits") in body
     for term in ("sillytavern.invalid", "sillytavern.not_json", "<redacted>", "{{char}}", "{{user}}", "st-<identifier>"):
         assert term in body, term

@@ -11,6 +11,9 @@ Each guide is one Markdown file named ``<name>.md`` with a small front matter bl
 
 The loader is deliberately tiny: no YAML dependency, one ``key: value`` per line, and every guide is
 validated the same way the tests validate them, so a broken file fails loudly with ``guide.invalid``.
+
+Each guide exists in Chinese (``<name>.md``) and English (``<name>.en.md``); ``language`` picks one
+and defaults to the user's (the system locale; callers that know the ``language`` setting pass it).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from roleplay.assets.language import LANGUAGES, language_from_locale
 from roleplay.errors import NotFoundError, ValidationError
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
@@ -65,17 +69,26 @@ def _parse(name: str, text: str) -> Guide:
     return Guide(meta["name"], meta["title"], meta["description"], body, meta.get("parent") or None)
 
 
+# language -> how a guide's file name ends
+_SUFFIX = {"zh": ".md", "en": ".en.md"}
+assert set(_SUFFIX) == set(LANGUAGES)
+
+
 def list_guides() -> list[str]:
     """Names of all shipped guides, sorted."""
     root = resources.files(__package__)
     return sorted(p.name[:-3] for p in root.iterdir() if p.name.endswith(".md") and _NAME_RE.match(p.name[:-3]))
 
 
-def load_guide(name: str) -> Guide:
-    """One guide by name. Unknown or malformed names raise ``guide.not_found``."""
+def load_guide(name: str, language: str | None = None) -> Guide:
+    """One guide by name, in ``language`` (default: the system locale's). Unknown or malformed
+    names raise ``guide.not_found``; an unknown language ``guide.unknown_language``."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise NotFoundError("guide.not_found", f"no guide named {name!r}", details={"guide": str(name)})
-    resource = resources.files(__package__).joinpath(f"{name}.md")
+    language = language or language_from_locale()
+    if language not in _SUFFIX:
+        raise ValidationError("guide.unknown_language", f"no guides in {language!r}; known: {', '.join(_SUFFIX)}", pointer="/language")
+    resource = resources.files(__package__).joinpath(f"{name}{_SUFFIX[language]}")
     if not resource.is_file():
         raise NotFoundError("guide.not_found", f"no guide named {name!r}", details={"guide": name})
     return _parse(name, resource.read_text(encoding="utf-8"))
