@@ -93,3 +93,31 @@ async def test_branch_refusals(store: EventStore) -> None:
         await branch(rt, sid, at_message="msg_open")
     assert exc.value.code == "branch.turn_open"
     await rt.aclose()
+
+
+async def test_branch_before_and_after_a_checkpoint(store: EventStore) -> None:
+    rt, sid = await sample_story(store)
+    rt.models[SCRIPTED.spec] = CountingStory().model()
+    states = []
+    for text in ("我推开铁门。", "我帮她擦铜镜。"):
+        await play_turn(rt, sid, text, parent_route=SCRIPTED)
+        states.append(await folds(rt, sid))
+    first, second = turns_view((await rt.service.projection(sid, turn_surface_projection)).state)[1:]
+    nodes = (await rt.service.projection(sid, "harness/surface")).state["nodes"]
+    covered = [s for n in nodes if n["seq"] <= first["endSeq"] for s in [n["seq"], *n.get("replaces", [])]]
+    head = await store.head(sid)
+    checkpoint = {"checkpointId": "cp_1", "summary": "前情：你推开了铁门。", "sourceEventSeqs": covered}
+    await rt.service.append(sid, [EventDraft("compaction/checkpoint", checkpoint)], expected_seq=head)
+    with pytest.raises(RpError) as exc:
+        await branch(rt, sid, at_message=first["body"]["messageId"])
+    assert exc.value.code == "message.not_found"  # a compacted message is not a target
+    before = await branch(rt, sid, at_turn=first["turnId"])
+    assert await folds(rt, before.record.id) == states[0]  # the original messages, no summary
+    assert not any(n.get("kind") == "compaction/summary" for n in (await rt.service.surface(before.record.id))["nodes"])
+    after = await branch(rt, sid, at_message=second["body"]["messageId"])
+    kept = (await rt.service.surface(after.record.id))["nodes"]
+    assert kept[0]["kind"] == "compaction/summary" and (await folds(rt, after.record.id))["state"] == states[1]["state"]
+    with pytest.raises(RpError) as exc:
+        await branch(rt, sid, at_turn="turn_nope")
+    assert exc.value.code == "turn.not_found"
+    await rt.aclose()

@@ -164,7 +164,7 @@ async def swipe_command(ctx: click.Context, session_id: str, direction: str, as_
 @click.command("branch")
 @home_option
 @click.argument("session_id")
-@click.option("--at", "at_message", help="Branch after this message's turn (an id or its number; default: the last turn).")
+@click.option("--at", "at_message", help="Branch after this message's turn (an id or its number) or a turn id (default: the last turn).")
 @click.option("--title", help="The new story's title (default: the source's, marked as a branch).")
 @click.option("--tree", "show_tree", is_flag=True, help="Only list the story's branches as a tree.")
 @json_option
@@ -177,8 +177,9 @@ async def branch_command(
     async with runtime(ctx) as rt:
         made = None
         if not show_tree:
-            message_id = await message_by_number(rt, session_id, at_message) if at_message else None
-            made = await branch(rt, session_id, at_message=message_id, title=title)
+            at_turn = at_message if at_message and at_message.startswith("turn_") else None
+            message_id = await message_by_number(rt, session_id, at_message) if at_message and not at_turn else None
+            made = await branch(rt, session_id, at_message=message_id, at_turn=at_turn, title=title)
         tree = await branch_tree(rt, made.record.id if made else session_id)
     if as_json:
         echo_json({"branch": made.to_dict() if made else None, "tree": tree})

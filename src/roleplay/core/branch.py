@@ -48,11 +48,21 @@ class Branch:
         }
 
 
-async def branch(rt: RoleplayRuntime, session_id: str, *, at_message: str | None = None, title: str | None = None) -> Branch:
-    """Fork ``session_id`` after the turn of ``at_message`` (default: the last closed turn)."""
+async def branch(
+    rt: RoleplayRuntime, session_id: str, *, at_message: str | None = None, at_turn: str | None = None, title: str | None = None
+) -> Branch:
+    """Fork ``session_id`` after the turn of ``at_message`` or after ``at_turn`` (default: the last
+    closed turn). A turn id reaches turns a compaction summarised, whose messages are no longer
+    targets: the branch then has the original messages and no summary (spec)."""
     async with run_lease(rt.store, session_id):
         views = await read_views(rt, session_id)
-        if at_message is None:
+        if at_turn is not None:
+            turn = views.turns["turns"].get(at_turn)
+            if turn is None:
+                raise RpError("turn.not_found", f"no turn {at_turn!r} in this session", pointer="/turnId")
+            if outcome(turn) == "open":
+                raise RpError("branch.turn_open", f"turn {at_turn!r} has not ended", pointer="/turnId")
+        elif at_message is None:
             turn = last_live_turn(views.turns)
             turns = views.turns["turns"]
             while turn is not None and anchor_seq(turn) is None:
