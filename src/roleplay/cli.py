@@ -202,7 +202,7 @@ class LazyGroup(click.Group):
                     continue
                 rows.append((name, loaded.get_short_help_str(limit)))
             else:
-                rows.append((name, click.utils.make_default_short_help(COMMANDS[name][2], limit)))
+                rows.append((name, click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

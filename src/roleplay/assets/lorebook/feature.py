@@ -120,7 +120,7 @@ async def collect_lore(run: SourceRun) -> None:
     for book_id in run.resources.lorebooks:
         view = await run.view("lorebook", book_id)
         if view is not None:
-            book = run.parsed("lorebook", view, None, lambda v=view: inputs.lore_cache.book(v) if inputs.lore_cache else lorebook_of(v))
+            book = run.parsed("lorebook", view, None, lambda: inputs.lore_cache.book(view) if inputs.lore_cache else lorebook_of(view))
             if book is not None:
                 books.append((view, book))
     if not books:

@@ -19,7 +19,8 @@ def preset_sources(view: AssetView, macros: MacroContext) -> tuple[list[ContextS
     """One ``rp.preset:<field-id>`` per enabled, non-blank field, in the preset's order (top
     fields first), and each field's ``position`` for the default layout."""
     preset = parse_preset(view.data)
-    sources, positions = [], {}
+    sources: list[ContextSource] = []
+    positions: dict[str, str] = {}
     for f in preset.fields:
         if not f.contributes():
             continue

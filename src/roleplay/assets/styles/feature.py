@@ -27,7 +27,7 @@ async def collect_styles(run: SourceRun) -> None:
     for style_id in run.resources.writing_styles:
         view = await run.view("writing-style", style_id)
         if view is not None:
-            run.add(run.parsed("writing-style", view, STYLE_PREFIX + style_id, lambda v=view: style_source(v, run.macros)), POSITION_STYLES)
+            run.add(run.parsed("writing-style", view, STYLE_PREFIX + style_id, lambda: style_source(view, run.macros)), POSITION_STYLES)
 
 
 @hookimpl
