@@ -174,10 +174,13 @@ def test_folds_kept_across_turns_equal_fresh_projections(steps: list[tuple[str, 
     """Nodes arrive a few at a time (a turn), writing replies are recorded as commits succeed
     (sometimes for a message the fold already saw as a step), and now and then the surface is
     rewritten: the kept folds always answer what a fresh projection of the same nodes gives."""
+    from roleplay.harness.history import message_tokens
+    from roleplay.harness.loop import nodes_to_messages
     from roleplay.harness.projections import Loaded
-    from roleplay.harness.surface_folds import SurfaceFolds
+    from roleplay.harness.sessions import SessionService
 
-    folds = SurfaceFolds()
+    service = SessionService(None)  # type: ignore[arg-type]  # only its folds and derived views are used
+    folds = service.folds
     nodes: list[dict[str, Any]] = []
     writing: list[str] = []
     seq, since = 0, 0
@@ -197,6 +200,8 @@ def test_folds_kept_across_turns_equal_fresh_projections(steps: list[tuple[str, 
         split = max(0, len(nodes) - late)
         story = conv.history_story(folds, "s", loaded, writing, split)
         assert story == conv.story_nodes(nodes[:split], writing_ids=writing, opening_id=_opening(nodes[:split]))
+        expected = sum(message_tokens(m) for m in nodes_to_messages(story))
+        assert conv.story_tokens(service, "s", loaded, writing, split) == expected
 
 
 def test_a_commit_recorded_for_a_message_already_folded_starts_the_fold_again() -> None:

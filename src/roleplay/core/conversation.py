@@ -32,7 +32,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from roleplay.harness.loop import CONVERTED, ConvertedMessages
 from roleplay.harness.projections import Loaded
+from roleplay.harness.sessions import SessionService
 from roleplay.harness.surface_folds import SurfaceFolds
 from roleplay.names import OPENING_SOURCE, RUN_CONTEXT_SOURCE
 
@@ -325,3 +327,12 @@ def history_story(folds: SurfaceFolds, session_id: str, surface: Loaded, writing
         reuse=lambda kept: kept.accept_writing(writing),
     )
     return list(fold.out)
+
+
+def story_tokens(service: SessionService, session_id: str, surface: Loaded, writing: Sequence[str], count: int) -> int:
+    """The parent's token estimate (``harness.history.message_tokens``) of ``history_story``:
+    the story of the first ``count`` nodes as the parent would be sent it without a bound. From
+    the kept fold and the loop's converted messages, so a turn counts only what is new."""
+    story = history_story(service.folds, session_id, surface, writing, count)
+    converted: ConvertedMessages = service.derived.setdefault(CONVERTED, ConvertedMessages())
+    return sum(converted.convert(session_id, story)[1])

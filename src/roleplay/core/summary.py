@@ -56,11 +56,11 @@ from roleplay.harness.subagents import SubagentRequest
 from roleplay.harness.surface import SURFACE
 from roleplay.names import OPENING_SOURCE, RUN_CONTEXT_SOURCE
 
-from .conversation import SUMMARY_KIND, project, story_nodes, summary_text
+from .conversation import SUMMARY_KIND, project, story_nodes, story_tokens, summary_text
 from .replies import replies_projection
 from .settings import SettingsSnapshot, read_settings
 from .subagent_run import run_structured
-from .summary_prompts import SUMMARY_SCHEMA, SYSTEM_PROMPT, register as register_demo_policy, summariser_input
+from .summary_prompts import SUMMARY_SCHEMA, SYSTEM_PROMPT, summariser_input
 from .types import Diagnostic
 
 if TYPE_CHECKING:
@@ -140,22 +140,10 @@ def discard_command(args: dict[str, Any], ctx: CommandContext) -> dict[str, Any]
     return {"candidateId": args.get("candidateId"), "code": args.get("code")}
 
 
-def install(rt: RoleplayRuntime) -> None:
-    """Register the two commands, the projection and the demo's answer (idempotent): what the
-    feature's plugin (``core.summary_feature``) registers, for a runtime built without it."""
-    if CANDIDATE not in rt.service.commands.names():
-        rt.service.commands.register(CANDIDATE, candidate_command)
-        rt.service.commands.register(DISCARD, discard_command)
-    if PROJECTION not in rt.service.projections.names():
-        rt.service.projections.register(summary_projection)
-    register_demo_policy()
-
-
 def enabled(rt: RoleplayRuntime, settings: SettingsSnapshot) -> bool:
-    """On unless the settings turn it off or the runtime's feature set (when it has one) leaves
-    it out."""
-    features = getattr(rt, "features", None)
-    return FEATURE in settings.value("features.enabled") and (not features or FEATURE in features)
+    """On when the runtime was built with the feature's plugin (``core.summary_feature``, which
+    registers the candidate command) and the settings still list it (a change applies now)."""
+    return CANDIDATE in rt.service.commands.names() and FEATURE in settings.value("features.enabled")
 
 
 # -- which nodes a summary replaces --------------------------------------------------------------
@@ -254,7 +242,8 @@ async def _writing(rt: RoleplayRuntime, session_id: str) -> set[str]:
 async def land_pending(rt: RoleplayRuntime, session_id: str) -> list[Diagnostic]:
     """Land the recorded candidate as a ``compaction/checkpoint``, or discard it as stale.
     The caller holds the run lease (a turn about to start)."""
-    install(rt)
+    if CANDIDATE not in rt.service.commands.names():
+        return []  # a runtime without the feature
     pending = (await rt.service.projection(session_id, summary_projection)).state["pending"]
     if pending is None or not enabled(rt, await read_settings(rt.store)):
         return []
@@ -418,6 +407,7 @@ class SummaryWatch:
     # threshold needs them then; a turn on an unknown window pays nothing here).
     nodes: list[dict[str, Any]] = field(default_factory=list)
     writing: set[str] = field(default_factory=set)
+    earlier_tokens: int = 0  # the story of ``nodes`` as the parent's unbounded history would count
     notes: list[Diagnostic] = field(default_factory=list)
     pressure: Pressure | None = None
     task: asyncio.Task[dict[str, Any] | None] | None = None
@@ -425,12 +415,16 @@ class SummaryWatch:
 
     @classmethod
     async def start(cls, rt: RoleplayRuntime, run: RpRun, parent_route: Route) -> SummaryWatch:
-        install(rt)
         watch = cls(rt, run, parent_route, run.p.parent_window)
         if watch.window is not None:
             sid = run.p.session_id
-            watch.nodes = list((await rt.service.projection(sid, SURFACE)).state["nodes"])
-            watch.writing = await _writing(rt, sid)
+            surface = await rt.service.projection(sid, SURFACE)
+            watch.nodes = list(surface.state["nodes"])
+            writing = (await rt.service.projection(sid, replies_projection)).state["writing"]
+            watch.writing = set(writing)
+            # From the session's kept story fold and converted messages: counting the whole story
+            # again at every turn made the turn's cost grow with it (issue 12 item 5).
+            watch.earlier_tokens = story_tokens(rt.service, sid, surface, writing, len(watch.nodes))
         return watch
 
     async def _summariser(self) -> tuple[ChatModel, bool]:
@@ -451,12 +445,11 @@ class SummaryWatch:
         return None
 
     def observe(self, request: ModelRequest, response: ModelResponse) -> None:
-        if self.pressure is not None or self.window is None:
+        if self.pressure is not None or self.window is None or CANDIDATE not in self.rt.service.commands.names():
             return
         # The story before this turn as the parent would be sent it without a bound: what the
         # bounded history left out of this request still presses on the window.
-        story = story_nodes(self.nodes, writing_ids=self.writing, opening_id=_opening_id(self.nodes))
-        earlier = sum(message_tokens(m) for m in nodes_to_messages(story))
+        earlier = self.earlier_tokens
         start = self._current_start(request.messages)
         sent = sum(message_tokens(m) for m in request.messages) + tools_tokens(request.tools)
         sent_earlier = sum(message_tokens(m) for m in request.messages[1:start]) if start is not None else earlier
