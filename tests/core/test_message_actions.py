@@ -77,6 +77,9 @@ async def test_actions_and_profile_changes_are_busy_while_a_turn_runs(store: Eve
             undo_last_turn(rt, sid),
             delete_from(rt, sid, reply["id"]),
             edit_message(rt, sid, reply["id"], "改写的回复。"),
+            regenerate(rt, sid, parent_route=DEMO),
+            swipe(rt, sid, "left"),
+            branch(rt, sid),
             apply_profile(rt.service, sid, {"patch": {"runtime": {"executionMode": "agent"}}}, StoreAssetReader(rt.assets)),
             apply_profile(rt.service, sid, {"patch": {"scene": {"openingText": "x"}}}, StoreAssetReader(rt.assets)),
         ]

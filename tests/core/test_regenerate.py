@@ -120,9 +120,25 @@ async def test_a_recorded_replay_is_delivered_on_start_up(store: EventStore) -> 
     replay = await record_regenerate(rt, sid)  # the process "stops" before the turn runs
     pending = await pending_replay(rt, sid)
     assert pending is not None and pending["replayId"] == replay["replayId"] and pending["text"] == "我推开铁门。"
+    with pytest.raises(RpError) as exc:
+        await regenerate(rt, sid, parent_route=SCRIPTED, save_edit="别的话")
+    assert exc.value.code == "message.replay_pending"
     result = await deliver_pending_replay(rt, sid, parent_route=SCRIPTED)
     assert result is not None and result.committed
     assert await pending_replay(rt, sid) is None
     assert await deliver_pending_replay(rt, sid, parent_route=SCRIPTED) is None
     assert (await turns(rt, sid))[-1]["alternatives"]["count"] == 2
+    await rt.aclose()
+
+
+async def test_regenerate_sends_a_pending_replay_instead_of_replacing_the_turn_before(store: EventStore) -> None:
+    rt, sid, _ = await counting(store)
+    await play_turn(rt, sid, "我推开铁门。", parent_route=SCRIPTED)
+    await play_turn(rt, sid, "我帮她擦铜镜。", parent_route=SCRIPTED)
+    await record_regenerate(rt, sid)
+    result = await regenerate(rt, sid, parent_route=SCRIPTED)
+    view = await turns(rt, sid)
+    assert result.committed and len(view) == 3 and view[-1]["alternatives"]["count"] == 2
+    node = next(n for n in (await read_views(rt, sid)).nodes if n["id"] == view[-1]["inputs"][0])
+    assert node["content"][0]["text"] == "我帮她擦铜镜。"
     await rt.aclose()

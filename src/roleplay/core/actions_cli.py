@@ -19,7 +19,7 @@ from roleplay.harness.chat import stream_turn
 from .actions_play import message_line
 from .branch import branch, branch_tree, render_tree
 from .cli import model_option, runtime
-from .message_actions import delete_from, edit_message, message_by_number, visible_messages
+from .message_actions import delete_from, delete_turn, edit_message, message_by_number, visible_messages
 from .metrics import parse_prices, session_metrics
 from .regenerate import regenerate
 from .run import RunResult
@@ -74,8 +74,11 @@ async def edit_command(ctx: click.Context, session_id: str, message: str, text: 
 async def delete_command(ctx: click.Context, session_id: str, message: str, as_json: bool) -> None:
     """Delete MESSAGE (an id or its number) and everything after it; a failed reply keeps your message."""
     async with runtime(ctx) as rt:
-        message_id = await message_by_number(rt, session_id, message)
-        masked = await delete_from(rt, session_id, message_id)
+        if message.startswith("turn_"):
+            message_id, masked = message, await delete_turn(rt, session_id, message)  # a failed turn with no message to name
+        else:
+            message_id = await message_by_number(rt, session_id, message)
+            masked = await delete_from(rt, session_id, message_id)
     if as_json:
         echo_json({"sessionId": session_id, "messageId": message_id, "deleted": masked})
     else:

@@ -33,7 +33,7 @@ from .run import RunResult, play_turn
 from .runtime import RoleplayRuntime
 
 CONTINUE_SOURCE = "rpContinue"  # core.player_prompts: a Continue turn's instruction, not user text
-from .turn_surface import last_live_turn, live_inputs, outcome
+from .turn_surface import last_live_turn, live_inputs, outcome, turn_surface_projection
 
 
 def regenerable_turn(views: Views) -> dict[str, Any]:
@@ -95,15 +95,24 @@ async def regenerate(
     save_edit: str | None = None,
     abort: asyncio.Event | None = None,
 ) -> RunResult:
-    """Regenerate the last reply (``save_edit``: edit its user message first) and play the replay."""
+    """Regenerate the last reply (``save_edit``: edit its user message first) and play the replay.
+    A replay recorded earlier and never delivered is delivered instead: its turn is already off
+    the story, so regenerating "the last reply" again would replace the turn before it."""
+    pending = await pending_replay(rt, session_id)
+    if pending is not None:
+        if save_edit is not None:
+            raise RpError(
+                "message.replay_pending",
+                "a regenerate is still waiting to be sent; run it first (rp regenerate without --save-edit), then edit",
+                details={"replayId": pending["replayId"]},
+            )
+        return await play_turn(rt, session_id, pending["text"], parent_route=parent_route, abort=abort)
     replay = await record_regenerate(rt, session_id, save_edit=save_edit)
     return await play_turn(rt, session_id, "\n\n".join(replay["texts"]), parent_route=parent_route, abort=abort)
 
 
 async def pending_replay(rt: RoleplayRuntime, session_id: str) -> dict[str, Any] | None:
     """A regenerate recorded but not delivered (no turn has started since), or None."""
-    from .turn_surface import turn_surface_projection
-
     pending = (await rt.service.projection(session_id, turn_surface_projection)).state["pending"]
     return dict(pending) if pending is not None and pending["kind"] == "regenerate" else None
 
