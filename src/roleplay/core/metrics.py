@@ -23,6 +23,7 @@ from typing import Any
 
 from roleplay.errors import RpError
 from roleplay.harness.events import Event
+from roleplay.names import WRITE_TURN_TOOL
 
 from .runtime import RoleplayRuntime
 from .turn_surface import outcome, turn_is_live, turn_surface_projection
@@ -119,7 +120,7 @@ async def turn_metrics(
         meta = event.payload.get("meta") if event.type == "tool/result" else None
         child = meta.get("childSessionId") if isinstance(meta, dict) else None
         if isinstance(child, str):
-            role = "writer" if event.payload["name"] == "rp_write_turn" else event.payload["name"]
+            role = "writer" if event.payload["name"] == WRITE_TURN_TOOL else event.payload["name"]
             calls += calls_of(await rt.service.events(child), role=role)
     cost, unpriced = _price(calls, prices or {})
     started = events[0].created_at if events else None

@@ -32,6 +32,7 @@ from roleplay.cli_context import echo_error, json_text, terminal_safe
 from roleplay.errors import RpError
 from roleplay.harness.chat import stream_turn
 from roleplay.harness.models.routes import Route
+from roleplay.names import STATE_PROJECTION
 from roleplay.state.events import activity_document, state_document
 
 from .continue_turn import continue_turn, visible_entries
@@ -292,7 +293,7 @@ def warn_turn(result: RunResult) -> None:
 
 
 async def state_view(rt: RoleplayRuntime, session_id: str) -> dict[str, Any]:
-    tracker = (await rt.service.projection(session_id, "rp/state")).state
+    tracker = (await rt.service.projection(session_id, STATE_PROJECTION)).state
     doc = state_document(tracker)
     return {
         "values": {name: ns["value"] for name, ns in doc.get("namespaces", {}).items()},

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from roleplay.errors import RpError
 from roleplay.harness.events import Event, EventDraft
 from roleplay.harness.leases import run_lease
+from roleplay.names import COMMIT_TURN_TOOL
 
 from .action_meta import ACTION_KEY, action_metadata, message_target
 from .message_actions import Views, read_views
@@ -36,7 +37,7 @@ from .runtime import RoleplayRuntime
 from .turn_surface import SWIPE_MODE, alternatives, last_live_turn, live_inputs, outcome
 
 SWIPE_SOURCE = "rpSwipe"
-COMMIT_TOOL = "rp_commit_turn"
+COMMIT_TOOL = COMMIT_TURN_TOOL
 
 
 def _current_alternatives(views: Views) -> tuple[dict[str, Any], dict[str, Any]]:

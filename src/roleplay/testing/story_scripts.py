@@ -15,9 +15,10 @@ from typing import Any
 from roleplay.harness.models.demo import DemoModel
 from roleplay.harness.models.scripted import ScriptedModel
 from roleplay.harness.models.types import ChatMessage, ModelRequest
+from roleplay.names import COMMIT_TURN_TOOL, STATE_UPDATE_EFFECT, WRITE_TURN_TOOL
 
-WRITE = "rp_write_turn"
-COMMIT = "rp_commit_turn"
+WRITE = WRITE_TURN_TOOL
+COMMIT = COMMIT_TURN_TOOL
 WRITER_MARKER = "You are the Writer of a roleplay story."
 _REVISION = re.compile(r'\\?"expectedRevision\\?":\s*(\d+)')
 
@@ -62,7 +63,7 @@ class CountingStory:
         if by:
             changes.append({"op": "increment", "path": "/林汐/信任", "by": by, "ruleId": "trust-shift", "reason": f"第{n}稿"})
         effect = {
-            "kind": "state.update",
+            "kind": STATE_UPDATE_EFFECT,
             "namespace": "story",
             "expectedRevision": int(found.group(1)) if found else 1,
             "payload": {"changes": changes},
