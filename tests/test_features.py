@@ -16,6 +16,7 @@ from roleplay.canonical import canonical_json
 from roleplay.cli import COMMAND_FEATURES, cli
 from roleplay.cli_context import CliState
 from roleplay.core.feature_set import closure, dependents
+from roleplay.core.macros import MacroContext
 from roleplay.core.run import play_turn, prepare_run
 from roleplay.core.settings import FEATURES
 from roleplay.features import build_runtime, open_runtime
@@ -45,14 +46,16 @@ PARTS: dict[str, Parts] = {
     "rp-state": Parts(("rp_state_read", "rp_state"), ("rp.state",), ("rp.state",), ("rp/state", "rp/state/activity"), ("state",)),
     "rp-character-card": Parts(providers=("rp.card",), source_prefixes=("rp.card",), commands=("export",)),
     "rp-lore-book": Parts(providers=("rp.lore",), source_prefixes=("rp.lore.",), commands=("lorebook",)),
-    "rp-persona": Parts(providers=("rp.persona",), source_prefixes=("rp.persona",)),
-    "rp-preset": Parts(providers=("rp.preset",), source_prefixes=("rp.preset:",)),
-    "rp-writing-style": Parts(providers=("rp.writing-style",), source_prefixes=("rp.writing-style:",)),
+    "rp-persona": Parts(providers=("rp.persona",), source_prefixes=("rp.persona",), commands=("persona",)),
+    "rp-preset": Parts(providers=("rp.preset",), source_prefixes=("rp.preset:",), commands=("preset",)),
+    "rp-writing-style": Parts(providers=("rp.writing-style",), source_prefixes=("rp.writing-style:",), commands=("style",)),
     "rp-asset-tools": Parts(tools=("rp_asset_read", "rp_asset")),
     "rp-reply-options": Parts(projections=("rp/reply-options",)),
     "rp-quick-replies": Parts(commands=("quick-replies",)),
     "rp-compat-mvu": Parts(commands=("mvu",)),
     "rp-library": Parts(commands=("assets", "import")),
+    "rp-macro": Parts(),  # no part of its own: the identity names (see the test below)
+    "rp-message-actions": Parts(commands=("messages", "edit", "delete", "regenerate", "swipe", "branch", "metrics")),
 }
 
 
@@ -123,6 +126,17 @@ def test_the_commands_of_a_feature_turned_off_are_absent(tmp_path: Path, feature
     for command in PARTS[feature].commands:
         assert f"\n  {command} " in invoke(tmp_path, "--help").stdout
         assert invoke(tmp_path, command, "--help").exit_code == 0
+
+
+async def test_without_rp_macro_identity_macros_stay_as_written(store: EventStore) -> None:
+    _, sid = await sample_story(store)
+    on = build_runtime(store, entry_points=False)
+    off = build_runtime(store, enabled=without("rp-macro"), entry_points=False)
+    expanded = await prepare_run(on, sid, "{{char}}，你好。", parent_route=DEMO)
+    kept = await prepare_run(off, sid, "{{char}}，你好。", parent_route=DEMO)
+    assert expanded.input_text == "林汐，你好。" and "{{char}}" not in expanded.build.writer_prompt
+    assert kept.input_text == "{{char}}，你好。" and "{{char}}" in kept.build.sources["rp.card"].text
+    assert kept.macros == MacroContext()
 
 
 async def test_the_saved_set_applies_to_the_next_runtime(store: EventStore) -> None:

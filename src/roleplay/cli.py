@@ -105,9 +105,14 @@ COMMAND_FEATURES: dict[str, str] = {
     "import": "rp-library",
     "export": "rp-character-card",
     "lorebook": "rp-lore-book",
+    "persona": "rp-persona",
+    "preset": "rp-preset",
+    "style": "rp-writing-style",
     "mvu": "rp-compat-mvu",
     "quick-replies": "rp-quick-replies",
     "state": "rp-state",
+    # spec rp-message-actions: edit, suffix delete, regenerate, branch, reply metrics
+    **dict.fromkeys(("messages", "edit", "delete", "regenerate", "swipe", "branch", "metrics"), "rp-message-actions"),
 }
 
 

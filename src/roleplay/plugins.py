@@ -54,6 +54,17 @@ class AssetToolsPlugin:
             register(tool)
 
 
+class MacroPlugin:
+    """``rp-macro``: the run's identity names for ``{{char}}``/``{{user}}``. Its code is
+    ``core.macros`` (every text of a run is expanded with the names frozen at prepare)."""
+
+    @hookimpl
+    def runtime_ready(self, runtime: Any) -> None:
+        from roleplay.core.macros import macro_context_from
+
+        runtime.identity_names = macro_context_from
+
+
 class RuntimeRegisterPlugin:
     """A built-in feature module that attaches itself with ``register(runtime)`` rather than the
     ``register_*`` hooks; called through ``runtime_ready``."""
@@ -77,7 +88,9 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "rp-persona": "roleplay.assets.personas.feature",
     "rp-lore-book": "roleplay.assets.lorebook.feature",
     "rp-writing-style": "roleplay.assets.styles.feature",
+    "rp-macro": "roleplay.plugins:MacroPlugin",
     "rp-asset-tools": "roleplay.plugins:AssetToolsPlugin",
+    "rp-conversation-summary": "roleplay.core.summary_feature",
     "rp-reply-options": "roleplay.reply_options",
     "rp-quick-replies": "roleplay.quick_replies",
     "rp-compat-mvu": "roleplay.compat.mvu.integration",

@@ -87,7 +87,6 @@ from .sources import (
     SourceSet,
     StoreAssetReader,
     collect_sources,
-    macro_context_for,
 )
 from .turn_eligibility import require_playable
 from .types import CommitContext, Diagnostic, FrozenBuild, Slot, WriterArtifact
@@ -165,7 +164,7 @@ async def prepare_run(
     # Cached projection states are shared: the run keeps its own copy of the state it commits against.
     state = copy.deepcopy(state_view) if state_view.get("namespaces") else None
     reader = StoreAssetReader(rt.assets, cache=rt.asset_cache)
-    macros = await macro_context_for(profile, reader)
+    macros = await rt.macro_context(profile, reader)  # none while rp-macro is off
     input_text = expand(text, macros)
     if not input_text.strip() and not images:
         raise RpError("run.empty_input", "a turn needs some text or an image", pointer="/text")

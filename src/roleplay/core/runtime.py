@@ -31,10 +31,10 @@ from roleplay.state.events import state_document
 from .artifacts import ArtifactRegistry
 from .commit import commit_tool
 from .effects import EffectRegistry, ExtensionRegistry
-from .macros import expand_opening
+from .macros import MacroContext, expand_opening
 from .profile import register_profile_commands, session_projection
 from .replies import replies_projection
-from .sources import AssetViewCache, LoreCache, SourceProvider
+from .sources import AssetViewCache, LoreCache, SourceProvider, macro_context_for
 from .writer import write_turn_tool
 
 ROLEPLAY_PRESET = "roleplay"
@@ -65,6 +65,9 @@ class RoleplayRuntime:
     source_providers: list[SourceProvider] = field(default_factory=list)
     # The enabled features this runtime was built with (the feature manager's closed set).
     features: frozenset[str] = frozenset()
+    # ``rp-macro``: the run's identity names from the card's and persona's data. None while the
+    # feature is off: every ``{{char}}``/``{{user}}`` then stays as written.
+    identity_names: Callable[[dict[str, Any] | None, dict[str, Any] | None], MacroContext] | None = None
     # ``/name`` → (handler, what /help says): play commands features add (quick replies' /qr).
     play_commands: dict[str, tuple[Any, str]] = field(default_factory=dict)
     # Choices features offer after a played turn (reply options): ``async (rt, RunResult) ->
@@ -173,6 +176,14 @@ class RoleplayRuntime:
             return text
 
         return transform
+
+    def macros_for(self, card: dict[str, Any] | None, persona: dict[str, Any] | None) -> MacroContext:
+        """The identity names from a card's and a persona's data (``rp-macro``), else none."""
+        return self.identity_names(card, persona) if self.identity_names is not None else MacroContext()
+
+    async def macro_context(self, profile: Any, reader: Any) -> MacroContext:
+        """The run's identity names from the live card and persona the profile binds."""
+        return await macro_context_for(profile, reader) if self.identity_names is not None else MacroContext()
 
     async def story_state(self, session_id: str) -> dict[str, Any]:
         """The session's ``rp/state`` view document; ``{}`` when no enabled feature folds it

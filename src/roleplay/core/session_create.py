@@ -23,7 +23,7 @@ from roleplay.harness.leases import run_lease
 from roleplay.harness.models.routes import Route
 from roleplay.harness.store.base import SessionRecord
 
-from .macros import MacroContext, expand_opening, macro_context_from
+from .macros import MacroContext, expand_opening
 from .profile import SESSION_APPLY, existing_assets, mentioned_references, profile_of, session_projection, setup_command
 from .run import OPENING
 from .runtime import ROLEPLAY_PRESET, RoleplayRuntime
@@ -109,7 +109,7 @@ async def create_story(
     else:
         lorebooks = []
     persona = await reader.read("persona", persona_id) if persona_id else None
-    macros = macro_context_from(card.data if card else None, persona.data if persona else None)
+    macros = rt.macros_for(card.data if card else None, persona.data if persona else None)
     opening = opening_source_text(card, request)
     profile: dict[str, Any] = {
         "participation": request.participation,
@@ -200,7 +200,7 @@ async def _rechoose(
         request,
         card,
         persona,
-        macro_context_from(card.data if card else None, persona.data if persona else None),
+        rt.macros_for(card.data if card else None, persona.data if persona else None),
         {**profile.to_json_dict(), "scene": scene},
         source_text,
         runtime=rt,
