@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 from typing import Any
 
 import pytest
@@ -130,5 +133,27 @@ async def test_errors_are_reported_and_play_goes_on(store: EventStore, capsys: p
     err = capsys.readouterr().err
     for code in ("message.nothing_to_undo", "continue.nothing_to_continue", "cli.play.empty_draft", "cli.play.unknown_command"):
         assert f"error [{code}]" in err
+    assert await inputs(session) == ["I knock."]
+    await rt.aclose()
+
+
+async def test_ctrl_c_while_drafting_stops_the_draft_and_play_goes_on(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def sigint_then_wait(abort: asyncio.Event) -> str:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: sets the abort, does not interrupt play
+        await asyncio.wait_for(abort.wait(), 5)
+        return "stopped"
+
+    assert await play_loop.interruptible(sigint_then_wait) == "stopped"
+
+    async def aborted(*args: Any, **kwargs: Any) -> Any:
+        raise RpError("subagent.aborted", "the sub-agent was aborted by its parent")
+
+    rt, sid = await sample_story(store)
+    monkeypatch.setattr(play_loop, "impersonate", aborted)
+    session = PlaySession(rt, sid, DEMO, Scripted(["/impersonate", "I knock."], terminal=False))  # type: ignore[arg-type]
+    await play_loop.play_loop(session)
+    assert "(drafting stopped)" in capsys.readouterr().err and session.draft.text == ""
     assert await inputs(session) == ["I knock."]
     await rt.aclose()

@@ -22,9 +22,11 @@ cursor, typed lines go in at the cursor, and only ``/send`` plays it.
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 import click
 
@@ -46,6 +48,7 @@ from .runtime import RoleplayRuntime
 from .toolfree import NOT_COMMITTED, TOOLS_REFUSED
 
 WARNED_CODES = frozenset({NOT_COMMITTED, TOOLS_REFUSED})
+T = TypeVar("T")
 
 
 class PlayExit(Exception):
@@ -218,8 +221,14 @@ async def _continue(play: PlaySession, argument: str) -> None:
 
 
 async def _impersonate(play: PlaySession, argument: str) -> None:
-    click.echo("(drafting your next message…)", err=True)
-    drafted = await impersonate(play.rt, play.session_id, parent_route=play.route)
+    click.echo("(drafting your next message… Ctrl-C stops)", err=True)
+    try:
+        drafted = await interruptible(lambda abort: impersonate(play.rt, play.session_id, parent_route=play.route, abort=abort))
+    except RpError as exc:
+        if exc.code != "subagent.aborted":
+            raise
+        click.echo("(drafting stopped)", err=True)
+        return
     play.draft.clear()
     play.draft.insert(drafted.draft)
     play.show_draft()
@@ -257,6 +266,23 @@ PLAY_COMMANDS: dict[str, tuple[PlayHandler, str]] = {
     "/quit": (_quit, "leave (also /exit or Ctrl-D)"),
 }
 ALIASES = {"/exit": "/quit"}
+
+
+async def interruptible(call: Callable[[asyncio.Event], Awaitable[T]]) -> T:
+    """``call(abort)`` with Ctrl-C setting ``abort`` (the call ends as aborted) instead of leaving
+    play; outside the main thread there is no signal to take over and Ctrl-C behaves as usual."""
+    abort = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, abort.set)
+        installed = True
+    except (NotImplementedError, RuntimeError, ValueError):
+        installed = False
+    try:
+        return await call(abort)
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)
 
 
 # -- shared with rp say -----------------------------------------------------------------------------
