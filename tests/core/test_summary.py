@@ -201,6 +201,7 @@ async def test_a_summary_written_during_turn_n_lands_at_turn_n_plus_1(store: Eve
     first = next(r for r in model.parent_requests if "（第4轮）" in r.messages[-2].text())
     sent = "\n".join(m.text() for m in first.messages)
     assert checkpoint.payload["summary"] in sent and "（第3轮）" in sent
+    assert "compressed record of earlier conversation" in first.messages[1].text()  # noted, not the user's words
     assert "（第2轮）" not in sent.replace(checkpoint.payload["summary"], "")
     # `rp prompt` (the next turn's preview) shows the summary slot.
     preview = await prepare_run(rt, sid, "我看着她。", parent_route=DEMO)

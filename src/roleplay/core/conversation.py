@@ -263,7 +263,10 @@ class StoryFold(_ReplyFold):
         if role == "assistant":
             self.see(node)
         if node.get("kind") == SUMMARY_KIND:
-            out.append(node)
+            # With the note the Writer's summary slot has: the parent must not read it as the
+            # user's words. Its own id, as its text is new.
+            text = f"{SUMMARY_NOTE}\n\n{_text_of(node)}"
+            out.append({**node, "id": f"{node['id']}#summary", "content": [{"type": "text", "text": text}]})
         elif role == "user":
             if _is_continue(node):
                 self.continuing = bool(out) and out[-1]["role"] == "assistant" and out[-1].get("kind") != SUMMARY_KIND
