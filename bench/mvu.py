@@ -110,8 +110,9 @@ def main() -> int:
             f"{name:<18} {size:>8}c {half:>9.3f}s {full:>9.3f}s {ratio:>6.2f} {TARGETS[name] * args.scale:>7.2f}s  {'PASS' if good else 'FAIL'}"
         )
 
-    rt = SimpleNamespace(materializers=[], lore_template=None, card_text_transform=None)
-    integration.register(rt)
+    transformers: list = []  # what a runtime's build collects from the plugin hook
+    integration.register_text_transformers(register=transformers.append)
+    rt = SimpleNamespace(card_text_transform=transformers[0])
     description = big_description(int(406_000 * args.scale))
     fresh = description[:-1] + description[-1]
     start = time.perf_counter()
