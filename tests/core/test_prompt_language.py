@@ -23,8 +23,8 @@ from roleplay.assets.service import AssetService
 from roleplay.cli import cli
 from roleplay.cli_context import CliState
 from roleplay.core.run import prepare_run
-from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.session_create import StoryRequest, create_story
+from roleplay.features import build_runtime
 from roleplay.harness.models.routes import Route
 from roleplay.harness.store import EventStore
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
@@ -65,7 +65,7 @@ ENGLISH_CARD = {
 
 
 async def writer_view(store: EventStore, card: bytes, filename: str, text: str, language: str) -> str:
-    rt = RoleplayRuntime.create(store)
+    rt = build_runtime(store)  # every built-in feature, as `rp` runs
     await ensure_seeds(rt.assets, language=language)  # type: ignore[arg-type]
     card_id = (await AssetService(store).import_file(card, filename)).asset_id
     record, _ = await create_story(rt, StoryRequest(card=card_id))
