@@ -51,6 +51,7 @@ SUBAGENT_TIMEOUT = 45.0
 GENERATOR_MARGIN = 15.0
 MAX_BYTES = 24_576  # 8 options of 500 characters at up to 4 bytes each, and the JSON around them
 MAX_CONTEXT_CHARS = 6_000  # the character context is guidance here, not the story
+CLOSE_TIMEOUT = 5.0  # an aborted call waits this long for its child to close its turn
 
 SYSTEM_MARKER = "You suggest reply options for the player of an interactive story."
 SYSTEM_PROMPT = f"""{SYSTEM_MARKER}
@@ -171,7 +172,11 @@ async def generate_options(view: ArtifactInput, *, store: Any, service: Any, tim
     except asyncio.CancelledError:
         # The run was aborted (or the runner's backstop fired): let the child close its turn.
         abort.set()
-        await asyncio.wait({task}, timeout=5.0)
+        await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+        if not task.done():
+            task.cancel()
+        elif not task.cancelled():
+            task.exception()  # its subagent.aborted is expected: retrieved, not reported as lost
         raise
     options = options_from_answer(result.text, count=guidance.count, max_characters=guidance.max_characters)
     return extension_value(options)
