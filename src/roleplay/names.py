@@ -1,5 +1,6 @@
 """Roleplay names that more than one module must spell the same way: tool names, command names,
-event (result meta) kinds, effect kinds, projection names and message-source markers.
+event (result meta) kinds, effect kinds, projection names, context source ids and message-source
+markers.
 
 Each is written here once and imported everywhere else; ``tests/test_names.py`` fails on any of
 these values written as a string literal elsewhere under ``src/``. This module sits in the shared
@@ -40,6 +41,24 @@ STATE_ACTIVITY_PROJECTION: Final = "rp/state/activity"
 SESSION_PROJECTION: Final = "rp/session"
 REPLIES_PROJECTION: Final = "rp/replies"
 
+# -- context source ids, fixed by the spec (a prefix takes a suffix) -----------------------------------
+CARD_SOURCE: Final = "rp.card"
+# The card's Character's Note (ST ``extensions.depth_prompt``): placed inside the conversation at
+# its depth when its slot also holds ``rp.conversation``, else where its slot stands.
+CARD_DEPTH_PROMPT_SOURCE: Final = "rp.card.depth-prompt"
+PERSONA_SOURCE: Final = "rp.persona"
+PLAYER_SOURCE: Final = "rp.player"  # the internal user control boundary (participation), not an asset
+LORE_WORLD_SOURCE: Final = "rp.lore.world-description"
+LORE_CHARACTERS_SOURCE: Final = "rp.lore.character-descriptions"
+LORE_RULES_SOURCE: Final = "rp.lore.important-rules"
+STATE_SOURCE: Final = "rp.state"
+PRESET_SOURCE_PREFIX: Final = "rp.preset:"  # + field id
+STYLE_SOURCE_PREFIX: Final = "rp.writing-style:"  # + asset id
+SUMMARY_SOURCE: Final = "rp.conversation-summary"
+CONVERSATION_SOURCE: Final = "rp.conversation"
+CURRENT_INPUT_SOURCE: Final = "rp.current-input"
+CUSTOM_SOURCE_PREFIX: Final = "rp.custom:"  # + custom prompt id (the session's own prompts)
+
 # -- ``source`` markers on messages the runtime writes ----------------------------------------------
 RUN_CONTEXT_SOURCE: Final = "rpRunContext"  # a run's <roleplay_request> user message
 OPENING_SOURCE: Final = "rpOpening"  # the card's opening message
@@ -49,6 +68,20 @@ __all__ = [
     "ASSET_READ_TOOL",
     "ASSET_WRITE_KIND",
     "ASSET_WRITE_TOOL",
+    "CARD_DEPTH_PROMPT_SOURCE",
+    "CARD_SOURCE",
+    "CONVERSATION_SOURCE",
+    "CURRENT_INPUT_SOURCE",
+    "CUSTOM_SOURCE_PREFIX",
+    "LORE_CHARACTERS_SOURCE",
+    "LORE_RULES_SOURCE",
+    "LORE_WORLD_SOURCE",
+    "PERSONA_SOURCE",
+    "PLAYER_SOURCE",
+    "PRESET_SOURCE_PREFIX",
+    "STATE_SOURCE",
+    "STYLE_SOURCE_PREFIX",
+    "SUMMARY_SOURCE",
     "COMMIT_TURN_TOOL",
     "OPENING_SOURCE",
     "REPLIES_PROJECTION",

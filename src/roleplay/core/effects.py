@@ -34,6 +34,7 @@ from roleplay.core.types import CommitContext, Diagnostic
 from roleplay.errors import Problem, RpError, ValidationError, pointer_from_parts
 from roleplay.state import EFFECT_KIND as STATE_UPDATE
 from roleplay.state import empty_projection, execute_updates, state_update_tool_schema
+from roleplay.names import STATE_SOURCE
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def validate_state_updates(items: Sequence[EffectItem], ctx: CommitContext) -> E
         Diagnostic(
             p.code,
             p.message,
-            source_id="rp.state",
+            source_id=STATE_SOURCE,
             details={"namespace": name, **({"pointer": p.pointer} if p.pointer else {}), **p.details},
         )
         for name, found in sorted(outcome.diagnostics.items())

@@ -14,27 +14,42 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from roleplay.names import (
+    CARD_DEPTH_PROMPT_SOURCE,
+    CARD_SOURCE,
+    CONVERSATION_SOURCE,
+    CURRENT_INPUT_SOURCE,
+    CUSTOM_SOURCE_PREFIX,
+    LORE_CHARACTERS_SOURCE,
+    LORE_RULES_SOURCE,
+    LORE_WORLD_SOURCE,
+    PERSONA_SOURCE,
+    PLAYER_SOURCE,
+    PRESET_SOURCE_PREFIX,
+    STATE_SOURCE,
+    STYLE_SOURCE_PREFIX,
+    SUMMARY_SOURCE,
+)
+
 SourceClass = Literal["factual", "instructional"]
 ParentDelivery = Literal["none", "context", "commit"]
 ExecutionMode = Literal["chat", "agent"]
 
-# Source ids fixed by the spec; dynamic ones add a suffix.
-CARD = "rp.card"
-# The card's Character's Note (ST ``extensions.depth_prompt``): placed inside the conversation at
-# its depth when its slot also holds ``rp.conversation``, else where its slot stands.
-CARD_DEPTH_PROMPT = "rp.card.depth-prompt"
-PERSONA = "rp.persona"
-PLAYER = "rp.player"  # the internal user control boundary (participation), not an asset
-LORE_WORLD = "rp.lore.world-description"
-LORE_CHARACTERS = "rp.lore.character-descriptions"
-LORE_RULES = "rp.lore.important-rules"
-STATE = "rp.state"
-PRESET_PREFIX = "rp.preset:"  # + field id
-STYLE_PREFIX = "rp.writing-style:"  # + asset id
-SUMMARY = "rp.conversation-summary"
-CONVERSATION = "rp.conversation"
-CURRENT_INPUT = "rp.current-input"
-CUSTOM_PREFIX = "rp.custom:"  # + custom prompt id (the session's own prompts)
+# Source ids fixed by the spec (``roleplay.names``), under the names core has always used.
+CARD = CARD_SOURCE
+CARD_DEPTH_PROMPT = CARD_DEPTH_PROMPT_SOURCE
+PERSONA = PERSONA_SOURCE
+PLAYER = PLAYER_SOURCE
+LORE_WORLD = LORE_WORLD_SOURCE
+LORE_CHARACTERS = LORE_CHARACTERS_SOURCE
+LORE_RULES = LORE_RULES_SOURCE
+STATE = STATE_SOURCE
+PRESET_PREFIX = PRESET_SOURCE_PREFIX
+STYLE_PREFIX = STYLE_SOURCE_PREFIX
+SUMMARY = SUMMARY_SOURCE
+CONVERSATION = CONVERSATION_SOURCE
+CURRENT_INPUT = CURRENT_INPUT_SOURCE
+CUSTOM_PREFIX = CUSTOM_SOURCE_PREFIX
 
 # Sources that must always take part in assembly (the spec: idleAllowed false, checked by identity).
 NEVER_IDLE = frozenset({SUMMARY, CONVERSATION, CURRENT_INPUT})

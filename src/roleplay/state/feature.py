@@ -25,6 +25,7 @@ from roleplay.state import bootstrap_payload, render_commit_contract, render_wri
 from roleplay.state.commands import CONFIGURE, configure_handler
 from roleplay.state.events import activity_projection, state_projection
 from roleplay.state.tools import read_tool, state_tool
+from roleplay.names import STATE_SOURCE
 
 FEATURE = "rp-state"
 NATIVE_STATE_EXTENSION = "roleplay"  # a card's data.extensions.roleplay.state
@@ -83,7 +84,7 @@ def register_effect_capabilities(register: Any) -> None:
 
 @hookimpl
 def register_context_sources(register: Any) -> None:
-    register(SourceProvider("rp.state", collect_state))
+    register(SourceProvider(STATE_SOURCE, collect_state))
 
 
 @hookimpl

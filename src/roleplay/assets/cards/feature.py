@@ -114,7 +114,7 @@ async def collect_card(run: SourceRun) -> None:
 
 @hookimpl
 def register_context_sources(register: Any) -> None:
-    register(SourceProvider("rp.card", collect_card, STAGE_CARD))
+    register(SourceProvider(CARD, collect_card, STAGE_CARD))
 
 
 __all__ = ["FEATURE", "card_source", "collect_card", "depth_prompt_source", "isolated_prompts"]

@@ -32,7 +32,7 @@ async def collect_persona(run: SourceRun) -> None:
 
 @hookimpl
 def register_context_sources(register: Any) -> None:
-    register(SourceProvider("rp.persona", collect_persona, STAGE_PERSONA))
+    register(SourceProvider(PERSONA, collect_persona, STAGE_PERSONA))
 
 
 __all__ = ["FEATURE", "collect_persona", "persona_source"]

@@ -37,6 +37,7 @@ from pydantic_core import PydanticCustomError
 
 from roleplay.clock import IdGenerator
 from roleplay.errors import NotFoundError, Problem, ValidationError
+from roleplay.names import PRESET_SOURCE_PREFIX
 
 from roleplay.assets.validation import LONG_TEXT_MAX, NOTE_MAX, AssetModel, NameRule, TextRule, parse_model, rebuild
 
@@ -72,7 +73,7 @@ class PresetField(AssetModel):
 
     @property
     def source_id(self) -> str:
-        return f"rp.preset:{self.id}"
+        return PRESET_SOURCE_PREFIX + self.id
 
 
 class Sampling(AssetModel):
