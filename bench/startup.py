@@ -1,4 +1,5 @@
-"""Start-up time of ``rp --help`` and ``rp sessions list --help`` (issue 13 item 8).
+"""Start-up time of ``rp --help``, ``rp sessions list --help`` and a whole ``rp say`` turn with the
+offline demo (issue 13 item 8: the demo never imports the ``openai`` SDK).
 
     .venv/bin/python bench/startup.py [--src DIR] [--runs N]
 
@@ -10,10 +11,12 @@ before and after. Each run is a fresh interpreter, so this is wall time as a use
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,8 +24,8 @@ TARGET_S = 0.300
 CASES = [["--help"], ["sessions", "list", "--help"]]
 
 
-def measure(args: list[str], runs: int, src: Path) -> float:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+def measure(args: list[str], runs: int, src: Path, home: str | None = None) -> float:
+    env = {**os.environ, "PYTHONPATH": str(src), **({"RP_HOME": home} if home else {})}
     times = []
     for _ in range(runs):
         start = time.perf_counter()
@@ -47,6 +50,15 @@ def main() -> None:
             verdict = verdict and ok
             line += f" (target <= {TARGET_S * 1000:.0f} ms: {'PASS' if ok else 'FAIL'})"
         print(line)
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "PYTHONPATH": str(opts.src), "RP_HOME": home}
+        made = subprocess.run(
+            [sys.executable, "-c", "from roleplay.cli import main; main()", "new", "--sample", "--model", "demo", "--json"],
+            env=env, check=True, capture_output=True,
+        )  # fmt: skip
+        sid = json.loads(made.stdout)["sessionId"]
+        median = measure(["say", sid, "I knock."], opts.runs, opts.src, home)
+        print(f"rp say SESSION (demo, one whole turn): median {median * 1000:.0f} ms over {opts.runs} runs")
     print("verdict:", "PASS" if verdict else "FAIL")
 
 
