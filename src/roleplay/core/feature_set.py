@@ -98,7 +98,7 @@ class FeatureChange:
     def to_dict(self) -> dict[str, Any]:
         return {
             "feature": self.feature,
-            "enabled": self.enabled,
+            "on": self.enabled,  # the feature's new state; "enabled" is the whole set
             "also": list(self.also),
             "changed": self.changed,
             **self.state.to_dict(),
