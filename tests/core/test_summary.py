@@ -450,6 +450,29 @@ async def test_replay_from_the_log_equals_the_live_projections(store: EventStore
     await rt.aclose()
 
 
+async def test_a_fork_before_the_checkpoint_restores_the_originals_and_one_after_keeps_it(store: EventStore) -> None:
+    rt, sid, model = await story(store)
+    await turn(rt, sid, 1)
+    model.prompt_tokens = HIGH
+    second = await turn(rt, sid, 2)
+    model.prompt_tokens = LOW
+    await turn(rt, sid, 3)
+    [checkpoint] = await events_of(rt, sid, "compaction/checkpoint")
+    end2 = next(e.seq for e in await events_of(rt, sid, "turn/end") if e.payload["turnId"] == second.turn.turn_id)
+    for at, kept in ((end2, False), (checkpoint.seq, True)):
+        fork, point = await rt.service.fork_between_turns(sid, at)
+        assert point.at_seq == at
+        nodes = (await rt.service.surface(fork.id))["nodes"]
+        assert nodes == (await rt.service.projection(sid, "harness/surface", until_seq=at)).state["nodes"]
+        mine = state_document((await rt.service.projection(fork.id, "rp/state")).state)
+        assert mine == state_document((await rt.service.projection(sid, "rp/state", until_seq=at)).state)
+        preview = await prepare_run(rt, fork.id, "我看着远处的海。", parent_route=DEMO)
+        sources = {src for s in preview.build.sections for src in s.source_ids}
+        assert (SUMMARY in sources) is kept and (nodes[0].get("kind") == SUMMARY_KIND) is kept
+        assert ("（第1轮）" in preview.build.writer_prompt.replace(checkpoint.payload["summary"], "")) is not kept
+    await rt.aclose()
+
+
 # -- forks (property) ----------------------------------------------------------------------------
 
 _BUILT: dict[str, Any] = {}
