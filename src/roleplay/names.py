@@ -62,6 +62,12 @@ CUSTOM_SOURCE_PREFIX: Final = "rp.custom:"  # + custom prompt id (the session's 
 # -- ``source`` markers on messages the runtime writes ----------------------------------------------
 RUN_CONTEXT_SOURCE: Final = "rpRunContext"  # a run's <roleplay_request> user message
 OPENING_SOURCE: Final = "rpOpening"  # the card's opening message
+CONTINUE_SOURCE: Final = "rpContinue"  # a Continue turn's instruction, not user text
+MESSAGE_ACTION_SOURCE: Final = "rpMessageAction"  # a message action's own metadata
+
+# -- keys of the ``state`` a harness command handler reads (``CommandContext.state``) ---------------
+SESSION_APPLY_STATE: Final = "rpSession"  # the rp/session projection state, for rp-session-apply
+STATE_CONFIGURE_STATE: Final = "rpState"  # the rp/state document, for rp-state-configure
 
 __all__ = [
     "ASSET_READ_KIND",
@@ -69,6 +75,7 @@ __all__ = [
     "ASSET_WRITE_KIND",
     "ASSET_WRITE_TOOL",
     "CARD_DEPTH_PROMPT_SOURCE",
+    "CONTINUE_SOURCE",
     "CARD_SOURCE",
     "CONVERSATION_SOURCE",
     "CURRENT_INPUT_SOURCE",
@@ -76,6 +83,7 @@ __all__ = [
     "LORE_CHARACTERS_SOURCE",
     "LORE_RULES_SOURCE",
     "LORE_WORLD_SOURCE",
+    "MESSAGE_ACTION_SOURCE",
     "PERSONA_SOURCE",
     "PLAYER_SOURCE",
     "PRESET_SOURCE_PREFIX",
@@ -87,10 +95,12 @@ __all__ = [
     "REPLIES_PROJECTION",
     "RUN_CONTEXT_SOURCE",
     "SESSION_APPLY_COMMAND",
+    "SESSION_APPLY_STATE",
     "SESSION_PROJECTION",
     "STATE_ACTIVITY_PROJECTION",
     "STATE_CONFIGURE_COMMAND",
     "STATE_CONFIGURE_KIND",
+    "STATE_CONFIGURE_STATE",
     "STATE_CONFIGURE_TOOL",
     "STATE_PROJECTION",
     "STATE_READ_TOOL",

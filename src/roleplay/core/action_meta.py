@@ -20,7 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-ACTION_KEY = "rpMessageAction"
+from roleplay.names import MESSAGE_ACTION_SOURCE
+
+ACTION_KEY = MESSAGE_ACTION_SOURCE
 ACTION_VERSION = 2
 KINDS = frozenset({"edit", "delete", "regenerate", "swipe"})
 

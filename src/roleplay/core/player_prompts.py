@@ -17,7 +17,8 @@ draft goes to the input, never to the story.
 
 from __future__ import annotations
 
-CONTINUE_SOURCE = "rpContinue"
+from roleplay.names import CONTINUE_SOURCE as CONTINUE_SOURCE  # the marker this module's turns carry
+
 CONTINUE_MARK = "[Continue the last writing reply"
 CONTINUE_INPUT = (
     "[Continue the last writing reply from exactly where it stops, as its next words: do not repeat, "

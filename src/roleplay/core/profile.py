@@ -67,7 +67,7 @@ from roleplay.harness.commands import CommandContext, CommandRegistry, CommandSp
 from roleplay.harness.events import Event
 from roleplay.harness.leases import session_lease
 from roleplay.harness.projections import Projection
-from roleplay.names import SESSION_APPLY_COMMAND, SESSION_PROJECTION
+from roleplay.names import SESSION_APPLY_COMMAND, SESSION_APPLY_STATE, SESSION_PROJECTION
 
 from .types import (
     CARD,
@@ -443,7 +443,7 @@ def _exists_fn(value: Any) -> Callable[[str, str], bool] | None:
 
 
 def _current(ctx: CommandContext) -> tuple[SessionProfile | None, int]:
-    state = ctx.state.get("rpSession")
+    state = ctx.state.get(SESSION_APPLY_STATE)
     if state is None:
         return None, 0
     if not isinstance(state, Mapping) or not isinstance(state.get("revision"), int):
@@ -609,7 +609,7 @@ async def apply_profile(
             args,
             expected_seq=loaded.upto_seq,
             source=source,
-            state={"rpSession": loaded.state, "assetExists": exists},
+            state={SESSION_APPLY_STATE: loaded.state, "assetExists": exists},
         )
         after = (await service.projection(session_id, session_projection)).state
     stale = any(d.get("commandId") == outcome.command_id for d in after["diagnostics"])

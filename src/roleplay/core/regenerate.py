@@ -27,12 +27,11 @@ from typing import Any
 from roleplay.errors import RpError
 from roleplay.harness.leases import run_lease
 from roleplay.harness.models.routes import Route
+from roleplay.names import CONTINUE_SOURCE
 
 from .message_actions import Views, _delete_from, edit_in, read_views
 from .run import RunResult, play_turn
 from .runtime import RoleplayRuntime
-
-CONTINUE_SOURCE = "rpContinue"  # core.player_prompts: a Continue turn's instruction, not user text
 from .turn_surface import last_live_turn, live_inputs, outcome, turn_surface_projection
 
 

@@ -22,6 +22,7 @@ from roleplay.harness.events import EventDraft
 from roleplay.harness.leases import run_lease
 from roleplay.harness.models.routes import Route
 from roleplay.harness.store.base import SessionRecord
+from roleplay.names import MESSAGE_ACTION_SOURCE, SESSION_APPLY_STATE
 
 from .macros import MacroContext, expand_opening
 from .profile import SESSION_APPLY, existing_assets, mentioned_references, profile_of, session_projection, setup_command
@@ -227,12 +228,12 @@ async def _rechoose(
         rt,
         session_id,
         CommandSpec(SESSION_APPLY, args),
-        {"rpSession": loaded.state, "assetExists": exists},
+        {SESSION_APPLY_STATE: loaded.state, "assetExists": exists},
         failure="story.rechoose_failed",
         what="the new opening could not be applied",
     )
     if current is not None:
-        source = {OPENING: {"source": opening, "index": index}, "rpMessageAction": {"v": ACTION_VERSION, "kind": "rechoose-opening"}}
+        source = {OPENING: {"source": opening, "index": index}, MESSAGE_ACTION_SOURCE: {"v": ACTION_VERSION, "kind": "rechoose-opening"}}
         drafts.append(
             EventDraft(
                 "assistant/message",

@@ -43,7 +43,7 @@ from typing import Any
 
 from roleplay.harness.events import Event, is_empty_assistant, message_text
 from roleplay.harness.projections import Projection
-from roleplay.names import ASSET_WRITE_KIND, RUN_CONTEXT_SOURCE, TURN_COMMIT_KIND
+from roleplay.names import ASSET_WRITE_KIND, MESSAGE_ACTION_SOURCE, RUN_CONTEXT_SOURCE, TURN_COMMIT_KIND
 
 from .action_meta import parse_action
 
@@ -200,7 +200,7 @@ def _replacement(state: dict[str, Any], event: Event) -> None:
         target["versions"].append(event.seq)
         target["edits"] = target.get("edits", 0) + 1
     if action is None:
-        raw = (p.get("source") or {}).get("rpMessageAction")
+        raw = (p.get("source") or {}).get(MESSAGE_ACTION_SOURCE)
         if isinstance(raw, dict) and op["range"] == "node" and not visible and target is not None and target["status"] == LIVE:
             target["status"], target["retiredSeq"] = RETIRED, event.seq  # e.g. an opening removed by re-choosing none
         return

@@ -26,6 +26,7 @@ from typing import Any, Mapping, NoReturn
 from roleplay.canonical import canonical_json
 from roleplay.errors import Problem, RpError, ValidationError
 from roleplay.harness.commands import CommandContext, CommandRegistry
+from roleplay.names import STATE_CONFIGURE_STATE
 from roleplay.state.config import plan_config
 from roleplay.state.events import CONFIGURE, CONFIGURE_VERSION, STATE_TOOL
 
@@ -74,7 +75,7 @@ def configure_handler(args: dict[str, Any], ctx: CommandContext) -> dict[str, An
     problems = _shape_problems(args)
     if problems:
         _raise("state.config.rejected", "the configuration command is malformed", problems)
-    projection = ctx.state.get("rpState")
+    projection = ctx.state.get(STATE_CONFIGURE_STATE)
     if not isinstance(projection, dict) or not isinstance(projection.get("namespaces"), dict):
         raise RpError("state.config.projection_missing", "the command needs the current rp.state document in state['rpState']")
     try:

@@ -21,7 +21,7 @@ from typing import Any
 from roleplay.errors import ConflictError, Problem, RpError, ValidationError
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.tools import Tool, ToolContext, ToolOutput
-from roleplay.names import STATE_CONFIGURE_KIND, STATE_READ_TOOL
+from roleplay.names import STATE_CONFIGURE_KIND, STATE_CONFIGURE_STATE, STATE_READ_TOOL
 from roleplay.state.commands import configure_args, register_state_commands
 from roleplay.state.config import ACTIONS, plan_config
 from roleplay.state.definition import DEFAULT_NAMESPACE
@@ -172,7 +172,7 @@ def state_tool(service: SessionService) -> Tool:
                     CONFIGURE,
                     configure_args(args, planned, owner),
                     expected_seq=loaded.upto_seq,
-                    state={"rpState": document},
+                    state={STATE_CONFIGURE_STATE: document},
                 )
             except ConflictError:
                 continue  # something was appended since we planned: plan again on the new head
