@@ -1,10 +1,12 @@
 """The player's draft in ``rp play``: text put aside for the next turn, with a cursor.
 
-Features insert into the draft (quick replies: ``/qr NAME``); nothing in it is ever played until
-the player sends it with ``/send``. The spec's browser draft keeps the caret where the quick
-reply setting says (``end``, ``start`` or ``select`` the inserted text); a line terminal has no
-caret to move, so the draft keeps its own selection and the next typed line goes in there,
-replacing a selected snippet the way typing over a selection does.
+Features insert into the draft (quick replies: ``/qr NAME``; ``/impersonate``); nothing in it is
+ever played until the player sends it. At a terminal ``rp play`` offers the draft as the editable
+next line, with the cursor at the draft's (``core/play_loop.py``), and Enter sends the edited
+line. Elsewhere (a pipe) there is no caret to move: the spec's browser draft keeps the caret where
+the quick reply setting says (``end``, ``start`` or ``select`` the inserted text), so the draft
+keeps its own selection, the next typed line goes in there (replacing a selected snippet the way
+typing over a selection does), and ``/send`` plays it.
 """
 
 from __future__ import annotations
