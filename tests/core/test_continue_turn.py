@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from roleplay.cli import cli
+from roleplay.cli_context import CliState
 from roleplay.core.conversation import story_nodes
 from roleplay.core.continue_turn import continue_turn, extended_reply, reply_to_continue, visible_entries
 from roleplay.core.demo import DEMO_CONTINUED
@@ -25,6 +30,7 @@ from tests_support import sample_story
 pytestmark = pytest.mark.anyio
 
 DEMO = Route("demo", "demo")
+CLEAN = {"DEEPSEEK_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "RP_MODEL": "", "RP_DATABASE_URL": ""}
 
 
 async def trust(rt: RoleplayRuntime, sid: str) -> Any:
@@ -105,3 +111,18 @@ def test_only_a_story_reply_can_be_continued() -> None:
         reply_to_continue([Entry("m1", "user", "hi"), Entry("m2", "non-writing", "an answer")])
     assert discussion.value.code == "continue.not_a_story_reply"
     assert reply_to_continue([Entry("m2", "writing", "story")]).message_id == "m2"
+
+
+def test_rp_continue_streams_the_next_words_and_refuses_with_nothing_to_continue(tmp_path: Path) -> None:
+    def rp(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["--home", str(tmp_path), *args], env=CLEAN, obj=CliState())
+
+    sid = json.loads(rp("new", "--sample", "--model", "demo", "--opening", "skip", "--json").stdout)["sessionId"]
+    refused = rp("continue", sid, "--json")
+    assert refused.exit_code == 1 and json.loads(refused.stdout)["error"]["code"] == "continue.nothing_to_continue"
+    assert rp("say", sid, "I knock.").exit_code == 0
+    went_on = rp("continue", sid)
+    assert went_on.exit_code == 0, went_on.output
+    assert went_on.stdout.strip().endswith(DEMO_CONTINUED) and "writing…" in went_on.stderr
+    whole = json.loads(rp("continue", sid, "--json").stdout)["extendedReply"]["text"]
+    assert whole.count(DEMO_CONTINUED) == 2 and "I knock." in whole
