@@ -199,7 +199,7 @@ def test_folds_kept_across_turns_equal_fresh_projections(steps: list[tuple[str, 
         assert summary == conv.summary_source_text(nodes)
         split = max(0, len(nodes) - late)
         story = conv.history_story(folds, "s", loaded, writing, split)
-        assert story == conv.story_nodes(nodes[:split], writing_ids=writing, opening_id=_opening(nodes[:split]))
+        assert list(story) == conv.story_nodes(nodes[:split], writing_ids=writing, opening_id=_opening(nodes[:split]))
         expected = sum(message_tokens(m) for m in nodes_to_messages(story))
         assert conv.story_tokens(service, "s", loaded, writing, split) == expected
 

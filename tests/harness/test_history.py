@@ -160,3 +160,8 @@ async def test_converted_messages_are_kept_across_turns_by_session_node_and_seq(
     assert [m.text() for m in second[1:]] == ["hello", "first", "again"]
     other = (await service.create("chat")).id  # same ids and seqs in another session: converted anew
     assert converted.convert(other, [])[0] == []
+    view = tuple((await service.surface(sid))["nodes"])
+    once = converted.convert(sid, view)
+    assert converted.convert(sid, view) == once and converted.convert(sid, view)[0] is once[0]  # a tuple: converted once
+    assert converted.convert(other, view)[0] is not once[0]
+    assert converted.convert(sid, list(view))[0] is not once[0]  # a list may have changed since: converted again

@@ -10,9 +10,10 @@ import pytest
 
 from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationError
 from roleplay.harness.commands import CommandContext, CommandRegistry, CommandSpec, successful_commands
-from roleplay.harness.events import EventDraft
+from roleplay.harness.events import Event, EventDraft
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.store import EventStore
+from roleplay.harness.surface import apply_surface, find_node
 
 pytestmark = pytest.mark.anyio
 
@@ -128,6 +129,52 @@ async def test_replacement_of_a_message_not_on_the_surface_is_rejected(service: 
     with pytest.raises(ConflictError):
         await service.append(rec.id, [text_msg("user", "u9", "x")], expected_seq=0)
     assert await store.dump() == before
+
+
+@pytest.mark.parametrize("seed", range(12))
+async def test_duplicate_ids_are_found_by_the_kept_index_as_by_a_scan(service: SessionService, seed: int) -> None:
+    """The duplicate check reads the ids kept across appends; after random appends, edits,
+    deletions and compactions it accepts and refuses exactly what a scan of the surface would."""
+    rng = random.Random(seed)
+    rec = await service.create("p", seed=[text_msg("user", "u0", "a")])
+    used = ["u0"]
+    for n in range(1, 60):
+        nodes = (await service.surface(rec.id))["nodes"]
+        mid = rng.choice(used) if rng.random() < 0.4 else f"m{n}"
+        roll = rng.random()
+        drafts = [text_msg(rng.choice(["user", "assistant"]), mid, f"t{n}")]
+        if roll < 0.15 and nodes:
+            target = rng.choice([x for x in nodes if x.get("kind") is None and x["role"] != "tool"] or [nodes[-1]])
+            op = {"op": "replace", "range": rng.choice(["node", "suffix"]), "targetMessageId": target["id"]}
+            drafts = [text_msg("user", f"r{n}", "edit", op)] + drafts  # the batch checks mid after a rewrite
+        elif roll < 0.2:
+            drafts = [EventDraft("compaction/checkpoint", {"checkpointId": f"c{n}", "summary": "s", "sourceEventSeqs": []})] + drafts
+        elif roll < 0.3:
+            drafts = drafts + [text_msg("user", mid, "again")]  # the same id twice in one batch
+        head = await service.store.head(rec.id)
+        # What a scan says: apply the batch to a copy of the surface, checking each message id.
+        surface = {"nodes": list(nodes), "ignoredOps": 0}
+        expect_ok = True
+        for i, d in enumerate(drafts):
+            if d.type == "compaction/checkpoint":
+                apply_surface(surface, Event("", head + i + 1, d.type, d.payload, ""))
+                continue
+            if "surfaceOp" not in d.payload and find_node(surface["nodes"], d.payload["messageId"]) >= 0:
+                expect_ok = False
+                break
+            at = find_node(surface["nodes"], d.payload["surfaceOp"]["targetMessageId"]) if "surfaceOp" in d.payload else 0
+            if at < 0 or surface["nodes"][at].get("kind") is not None and "surfaceOp" in d.payload:
+                expect_ok = False
+                break
+            apply_surface(surface, Event("", head + i + 1, d.type, d.payload, ""))
+        try:
+            await service.append(rec.id, drafts, expected_seq=head)
+            ok = True
+        except ValidationError as exc:
+            assert exc.code in ("surface.duplicate_message_id", "surface.target_not_found", "surface.target_not_replaceable")
+            ok = False
+        assert ok == expect_ok
+        used.append(mid)
 
 
 async def test_replacement_may_target_a_message_earlier_in_the_same_batch(service: SessionService) -> None:

@@ -546,8 +546,19 @@ def writer_max_tokens(route: Route, preset_max_tokens: int | None) -> int | None
 
 
 def _entry_cost(entry: Entry, escape: Callable[[str], str]) -> int:
-    # One entry as rendered, plus the blank line joining it to its neighbour.
-    return count_tokens(escape(render_entries((entry,)))) + 1
+    # One entry as rendered, plus the blank line joining it to its neighbour. Memoised: a long
+    # story's trim costs every kept message at every turn, and an entry's cost never changes.
+    key = (entry, escape)
+    cost = _ENTRY_COSTS.get(key)
+    if cost is None:
+        if len(_ENTRY_COSTS) >= _ENTRY_COSTS_MAX:
+            _ENTRY_COSTS.clear()
+        cost = _ENTRY_COSTS[key] = count_tokens(escape(render_entries((entry,)))) + 1
+    return cost
+
+
+_ENTRY_COSTS: dict[tuple[Entry, Callable[[str], str]], int] = {}
+_ENTRY_COSTS_MAX = 50_000
 
 
 def _fit_history(

@@ -256,8 +256,17 @@ class StoryFold(_ReplyFold):
     def __init__(self, writing_ids: Iterable[str], opening_id: str | None, *, find_opening: bool = False) -> None:
         super().__init__(writing_ids, opening_id, find_opening=find_opening)
         self.out: list[dict[str, Any]] = []
+        self._frozen: tuple[dict[str, Any], ...] | None = None
+
+    def frozen(self) -> tuple[dict[str, Any], ...]:
+        """``out`` as a tuple, the same object until the next node is fed: the steps of a turn
+        share it, and the loop converts it once (``ConvertedMessages``)."""
+        if self._frozen is None:
+            self._frozen = tuple(self.out)
+        return self._frozen
 
     def feed(self, node: dict[str, Any]) -> None:
+        self._frozen = None
         out = self.out
         role = node.get("role")
         if role == "assistant":
@@ -318,7 +327,7 @@ def history_entries(folds: SurfaceFolds, session_id: str, surface: Loaded, writi
     return list(fold.out), f"{SUMMARY_NOTE}\n\n{summary}" if summary else ""
 
 
-def history_story(folds: SurfaceFolds, session_id: str, surface: Loaded, writing: Sequence[str], count: int) -> list[dict[str, Any]]:
+def history_story(folds: SurfaceFolds, session_id: str, surface: Loaded, writing: Sequence[str], count: int) -> tuple[dict[str, Any], ...]:
     """``story_nodes`` of the surface's first ``count`` nodes (the turns before the running one),
     the opening found among them, from the fold kept for the session."""
     fold = folds.fold(
@@ -329,7 +338,7 @@ def history_story(folds: SurfaceFolds, session_id: str, surface: Loaded, writing
         count=count,
         reuse=lambda kept: kept.accept_writing(writing),
     )
-    return list(fold.out)
+    return fold.frozen()
 
 
 def story_tokens(service: SessionService, session_id: str, surface: Loaded, writing: Sequence[str], count: int) -> int:

@@ -41,7 +41,7 @@ import asyncio
 import copy
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from roleplay.assets.lorebook import TimedState
@@ -348,7 +348,7 @@ class RpRun(LoopHooks):
             return replace(response, text=text)
         return response
 
-    async def history_view(self, session_id: str, surface: Loaded, split: int) -> list[dict[str, Any]]:
+    async def history_view(self, session_id: str, surface: Loaded, split: int) -> Sequence[dict[str, Any]]:
         """``history`` of the surface's first ``split`` nodes from the session's story fold, which
         each turn feeds only the nodes added since the last (issue 12)."""
         writing = (await self.rt.service.projection(session_id, replies_projection)).state["writing"]
@@ -456,7 +456,11 @@ async def play_turn(
         model: ChatModel = watch.wrap(parent_model(run, rt.model_for(parent_route)))
         loop = AgentLoop(rt.service, model, run.spec())
         content: list[dict[str, Any]] = [{"type": "text", "text": prepared.input_text}, *prepared.images]
-        turn = await loop.run_turn(session_id, content, abort=abort, turn_id=prepared.turn_id, lease=lease)
+        try:
+            turn = await loop.run_turn(session_id, content, abort=abort, turn_id=prepared.turn_id, lease=lease)
+        except BaseException:
+            await watch.cancel()  # no summary task outlives its turn
+            raise
         run.diagnostics.extend(await watch.finish(turn))
     committed = any(r.ok and r.name == COMMIT_TURN_TOOL for r in turn.tool_results)
     flag = uncommitted_note(turn)

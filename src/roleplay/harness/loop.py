@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, Sequence, TypeVar
 
 from roleplay.clock import IdGenerator
 from roleplay.errors import ConflictError, RpError
@@ -93,7 +93,7 @@ class LoopHooks:
         are cached by (id, seq)."""
         return nodes
 
-    async def history_view(self, session_id: str, surface: Loaded, split: int) -> list[dict[str, Any]]:
+    async def history_view(self, session_id: str, surface: Loaded, split: int) -> Sequence[dict[str, Any]]:
         """``history`` of the surface's first ``split`` nodes (the turns before the running one).
         ``surface`` is the session service's cached projection, so a runtime may keep what it
         derives from it across turns (``SessionService.folds``) instead of deriving it again."""
@@ -524,8 +524,16 @@ class ConvertedMessages:
     def __init__(self, max_entries: int = 100_000) -> None:
         self._by_key: dict[tuple[str, str, int], tuple[ChatMessage, int]] = {}
         self._max = max_entries
+        # The last tuple converted and its answer: a history view that hands the same tuple to
+        # every step of a turn (``LoopHooks.history_view``) is converted once. Tuples only: a
+        # list may have changed since.
+        self._last: tuple[str, tuple[dict[str, Any], ...], list[ChatMessage], list[int]] | None = None
 
-    def convert(self, session_id: str, nodes: list[dict[str, Any]]) -> tuple[list[ChatMessage], list[int]]:
+    def convert(self, session_id: str, nodes: Sequence[dict[str, Any]]) -> tuple[list[ChatMessage], list[int]]:
+        """The messages and their token counts (shared lists: read them, don't change them)."""
+        last = self._last
+        if last is not None and last[1] is nodes and last[0] == session_id:
+            return last[2], last[3]
         memo = self._by_key
         messages: list[ChatMessage] = []
         costs: list[int] = []
@@ -539,6 +547,8 @@ class ConvertedMessages:
                 hit = memo[key] = (message, message_tokens(message))
             messages.append(hit[0])
             costs.append(hit[1])
+        if isinstance(nodes, tuple):
+            self._last = (session_id, nodes, messages, costs)
         return messages, costs
 
 

@@ -112,7 +112,10 @@ class SessionService:
             # The cached surface is shared: validate against a copy of the node list (the fold
             # only rebinds list slots, so a shallow copy keeps the cache untouched).
             surface = {**loaded.state, "nodes": list(loaded.state["nodes"])}
-            drafts = self._stamp_surface_ops(surface, expected_seq, drafts)
+            # Which ids are on it, kept across appends: a new message's duplicate check would
+            # otherwise scan every node of a long story (issue 12).
+            ids = self.folds.fold(SURFACE_IDS, session_id, loaded, _SurfaceIds).ids
+            drafts = self._stamp_surface_ops(surface, expected_seq, drafts, ids)
         return await self.store.append(session_id, expected_seq, drafts)
 
     async def append_retrying(self, session_id: str, drafts: Sequence[EventDraft]) -> list[Event]:
@@ -136,11 +139,15 @@ class SessionService:
                     await asyncio.sleep(self.rng.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)))
         raise RpError("event.contended", f"could not append to {session_id} after {MAX_CAS_RETRIES} conflicts")
 
-    def _stamp_surface_ops(self, surface: dict[str, Any], head: int, drafts: list[EventDraft]) -> list[EventDraft]:
+    def _stamp_surface_ops(
+        self, surface: dict[str, Any], head: int, drafts: list[EventDraft], ids: set[str] | None = None
+    ) -> list[EventDraft]:
         """Validate message drafts against the surface they would apply to, in batch order, and
         record which event seqs each replacement replaces. Batch members will get seqs
         ``head + 1 …`` (the append is a CAS at ``head``), so a replacement may target a message
-        earlier in the same batch. Raises before anything is written."""
+        earlier in the same batch. Raises before anything is written. ``ids``: the node ids on
+        ``surface`` when the caller knows them (read only; the batch's own are kept aside)."""
+        added: set[str] = set()
         out: list[EventDraft] = []
         for i, draft in enumerate(drafts):
             if not isinstance(draft, EventDraft) or draft.type not in SURFACE_TYPES:
@@ -167,13 +174,22 @@ class SessionService:
                         pointer=f"{prefix}/payload/surfaceOp/targetMessageId",
                     )
                 payload["surfaceOp"]["sourceEventSeqs"] = seqs
-            elif draft.type in MESSAGE_TYPES and find_node(surface["nodes"], payload["messageId"]) >= 0:
+            elif draft.type in MESSAGE_TYPES and (
+                payload["messageId"] in ids or payload["messageId"] in added
+                if ids is not None
+                else find_node(surface["nodes"], payload["messageId"]) >= 0
+            ):
                 raise ValidationError(
                     "surface.duplicate_message_id",
                     f"message id {payload['messageId']!r} is already on the surface; replace it with a surfaceOp",
                     pointer=f"{prefix}/payload/messageId",
                 )
+            count = len(surface["nodes"])
             apply_surface(surface, Event("", head + i + 1, draft.type, payload, ""))
+            if op or draft.type == "compaction/checkpoint":
+                ids = None  # the rest of the batch checks the rewritten surface itself
+            elif len(surface["nodes"]) > count:
+                added.add(surface["nodes"][-1]["id"])
             out.append(EventDraft(draft.type, payload))
         return out
 
@@ -251,6 +267,19 @@ class SessionService:
 
     async def archive(self, session_id: str, archived: bool = True) -> SessionRecord:
         return await self.store.set_archived(session_id, archived)
+
+
+SURFACE_IDS = "harness.sessions.surface_ids"
+
+
+class _SurfaceIds:
+    """The ids of the surface's nodes (a fold kept by ``SessionService.folds``)."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+
+    def feed(self, node: dict[str, Any]) -> None:
+        self.ids.add(node["id"])
 
 
 def _done_draft(command_id: str, ok: bool, value: Any) -> EventDraft:
