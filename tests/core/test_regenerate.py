@@ -142,3 +142,17 @@ async def test_regenerate_sends_a_pending_replay_instead_of_replacing_the_turn_b
     node = next(n for n in (await read_views(rt, sid)).nodes if n["id"] == view[-1]["inputs"][0])
     assert node["content"][0]["text"] == "我帮她擦铜镜。"
     await rt.aclose()
+
+
+async def test_a_continuation_is_not_regenerated(store: EventStore) -> None:
+    from roleplay.core.continue_turn import continue_turn
+
+    rt, sid, _ = await counting(store)
+    await play_turn(rt, sid, "我推开铁门。", parent_route=SCRIPTED)
+    assert (await continue_turn(rt, sid, parent_route=SCRIPTED)).committed
+    last = (await turns(rt, sid))[-1]
+    assert not last["regenerable"]
+    with pytest.raises(RpError) as exc:
+        await regenerate(rt, sid, parent_route=SCRIPTED)
+    assert exc.value.code == "message.not_regenerable" and "continuation" in exc.value.message
+    await rt.aclose()

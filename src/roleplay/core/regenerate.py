@@ -27,7 +27,6 @@ from typing import Any
 from roleplay.errors import RpError
 from roleplay.harness.leases import run_lease
 from roleplay.harness.models.routes import Route
-from roleplay.names import CONTINUE_SOURCE
 
 from .message_actions import Views, _delete_from, edit_in, read_views
 from .run import RunResult, play_turn
@@ -43,8 +42,7 @@ def regenerable_turn(views: Views) -> dict[str, Any]:
         raise RpError("message.not_regenerable", "there is no reply to regenerate: the last turn has no user message (an opening)")
     if outcome(turn) == "open":
         raise RpError("message.turn_open", f"turn {turn['turnId']} has not ended; wait for it or let the next run close it")
-    first = next(n for n in views.nodes if n["id"] == live_inputs(views.turns, turn)[0])
-    if (first.get("source") or {}).get(CONTINUE_SOURCE) is not None:
+    if turn.get("continues"):
         raise RpError(
             "message.not_regenerable",
             "the last reply is a continuation; /undo takes it back and /continue writes another",

@@ -43,7 +43,7 @@ from typing import Any
 
 from roleplay.harness.events import Event, is_empty_assistant, message_text
 from roleplay.harness.projections import Projection
-from roleplay.names import ASSET_WRITE_KIND, MESSAGE_ACTION_SOURCE, RUN_CONTEXT_SOURCE, TURN_COMMIT_KIND
+from roleplay.names import ASSET_WRITE_KIND, CONTINUE_SOURCE, MESSAGE_ACTION_SOURCE, RUN_CONTEXT_SOURCE, TURN_COMMIT_KIND
 
 from .action_meta import parse_action
 
@@ -150,6 +150,8 @@ def _message(state: dict[str, Any], event: Event) -> None:
             return
         _add_message(state, event, turn, "user")
         turn["inputs"].append(p["messageId"])
+        if source.get(CONTINUE_SOURCE) is not None:
+            turn["continues"] = True  # a Continue: its input is an instruction, not the player's text
         replay = turn.pop("replayOf", None)
         if replay is not None and len(turn["inputs"]) == 1 and message_text(p) == replay["text"]:
             _join(state, replay["turnId"], turn)
@@ -361,7 +363,11 @@ def turn_view(state: dict[str, Any], turn: dict[str, Any], *, last: bool = False
         "deletion": deletion(state, turn),
         "anchorSeq": anchor_seq(turn),
         "sharedAssetWrites": turn["sharedAssetWrites"],
-        "regenerable": last and bool(live_inputs(state, turn)) and not turn["sharedAssetWrites"] and result != "open",
+        "regenerable": last
+        and bool(live_inputs(state, turn))
+        and not turn["sharedAssetWrites"]
+        and not turn.get("continues")
+        and result != "open",
         "alternatives": alternatives(state, turn),
         "failureShown": failure_shown(state, turn),
     }
