@@ -76,6 +76,7 @@ class Story:
         self.parent_requests: list[ModelRequest] = []
         self.on_summariser: Callable[[], Any] | None = None
         self.overflow_above: int | None = None
+        self.crash_at: int | None = None  # raise a non-roleplay error on this parent request
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         if SUMMARISER_MARKER in request.messages[0].text():
@@ -90,6 +91,8 @@ class Story:
                     yield event
                 return
         if request.tools:
+            if self.crash_at is not None and len(self.parent_requests) + 1 == self.crash_at:
+                raise RuntimeError("the provider client broke")
             size = sum(message_tokens(m) for m in request.messages)
             if self.overflow_above is None or size <= self.overflow_above:
                 self.parent_requests.append(request)
@@ -279,6 +282,28 @@ async def test_a_cancelled_turn_cancels_its_candidate(store: EventStore) -> None
     fourth = await turn(rt, sid, 4)
     assert not await events_of(rt, sid, "compaction/checkpoint")
     assert await nodes_json(rt, sid, await turn_start_seq(rt, sid, fourth.turn.turn_id) - 1) == before
+    await rt.aclose()
+
+
+async def test_a_turn_that_breaks_takes_its_summariser_with_it(store: EventStore) -> None:
+    rt, sid, model = await story(store)
+    await turn(rt, sid, 1)
+    started = asyncio.Event()
+
+    async def slow() -> None:
+        started.set()
+        await asyncio.sleep(5)
+
+    model.on_summariser, model.prompt_tokens = slow, HIGH
+    model.crash_at = len(model.parent_requests) + 2  # the step after the threshold was crossed
+    with pytest.raises(RuntimeError):
+        await turn(rt, sid, 2)
+    assert started.is_set()
+    await asyncio.sleep(0)
+    assert not [t for t in asyncio.all_tasks() if "_candidate" in repr(t.get_coro())]
+    [child] = [c for c in await rt.service.children(sid) if c.preset == "rp-summariser"]
+    assert (await rt.service.projection(child.id, turns_projection)).state["open"] == {}  # closed, readable
+    assert not [r for r in (await rt.service.projection(sid, commands_projection)).state["succeeded"] if r["name"] == CANDIDATE]
     await rt.aclose()
 
 

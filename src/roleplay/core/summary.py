@@ -79,6 +79,7 @@ SUMMARISER_PRESET = "rp-summariser"
 SUMMARISER_TIMEOUT = 300.0
 RUN_CONTEXT = RUN_CONTEXT_SOURCE
 OVERFLOW = "model.context_overflow"
+CANCEL_GRACE = 5.0  # seconds a summariser gets to close its child session after its turn broke
 
 REJECTIONS = {
     "failed": "the summariser did not produce a usable summary",
@@ -469,6 +470,16 @@ class SummaryWatch:
         if not on:
             return None
         return await generate(self.rt, self.run.p.session_id, prefix, model=model, window=window, abort=self.abort)
+
+    async def cancel(self) -> None:
+        """The turn failed outright: stop the summariser and record nothing. The abort reaches
+        its child session, which closes its turn as aborted; a child that does not stop soon is
+        cancelled."""
+        self.abort.set()
+        if self.task is not None:
+            _, pending = await asyncio.wait({self.task}, timeout=CANCEL_GRACE)
+            for task in pending:
+                task.cancel()
 
     async def finish(self, turn: TurnResult) -> list[Diagnostic]:
         """After the turn (still under its lease): record the candidate."""
