@@ -105,3 +105,22 @@ def test_set_reads_a_long_value_from_a_file_or_stdin(tmp_path: Path) -> None:
     bad = invoke(tmp_path, "settings", "set", "prompt.identity", "--file", str(latin))
     assert bad.exit_code == 1 and "error [settings.file_not_utf8]" in bad.stderr
     assert ok_json(tmp_path, "settings", "get", "prompt.identity")["revision"] == 1  # the refusals wrote nothing
+
+
+def test_setting_the_language_switches_the_unedited_defaults_at_once(tmp_path: Path) -> None:
+    edited = CliRunner().invoke(
+        cli, ["--home", str(tmp_path), "persona", "edit", "--file", "-"], input="name: Alex\n", env=CLEAN, obj=CliState()
+    )
+    assert edited.exit_code == 0, edited.output
+    text = invoke(tmp_path, "settings", "set", "language", "zh")
+    assert text.exit_code == 0 and text.stdout.splitlines() == [
+        'language = "zh"  (set, revision 1)',
+        "  built-in preset: now in Chinese",
+        "  built-in writing-style: now in Chinese",
+        "  built-in persona: kept as you edited it",
+    ]
+    reset = ok_json(tmp_path, "settings", "reset", "language")  # back to the tests' English locale
+    assert reset["value"] is None and [s["action"] for s in reset["seeds"]] == ["upgrade", "upgrade", "keep-edited"]
+    bad = invoke(tmp_path, "settings", "set", "language", "fr")
+    assert bad.exit_code == 1 and bad.stderr.startswith("error [settings.invalid_value]: language: ")
+    assert "seeds" not in ok_json(tmp_path, "settings", "set", "replyOptions.count", "4")

@@ -268,7 +268,7 @@ DEFS: dict[str, SettingDef] = {
             Literal["en", "zh"] | None,
             None,
             "the language of the built-in defaults (persona, example preset, writing style, guides): en or zh;"
-            " null follows the system locale. Unedited defaults switch on the next start; edited ones are kept",
+            " null follows the system locale. Setting it switches the unedited defaults; edited ones are kept",
             text=True,
         ),
         SettingDef(

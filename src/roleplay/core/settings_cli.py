@@ -16,6 +16,8 @@ import click
 from roleplay.cli_context import echo_json, home_option, json_option, run, state_of, terminal_safe
 from roleplay.errors import RpError
 
+from roleplay.assets.language import language_from_locale
+
 from .settings import SettingRecord, SettingsStore, parse_cli_value
 
 expected_option = click.option(
@@ -37,11 +39,39 @@ def _env_note(key: str) -> None:
         click.echo("note: RP_WRITER_MODEL is set in this environment and overrides writer.defaultRoute", err=True)
 
 
-def _show(record: SettingRecord, as_json: bool) -> None:
+def _show(record: SettingRecord, as_json: bool, seeds: list[Any] | None = None) -> None:
     if as_json:
-        echo_json(record.to_dict())
-    else:
-        click.echo(_line(record))
+        echo_json(record.to_dict() if seeds is None else {**record.to_dict(), "seeds": [o.to_dict() for o in seeds]})
+        return
+    click.echo(_line(record))
+    for outcome in seeds or []:
+        note = _SEED_NOTES.get(outcome.action, outcome.action)
+        click.echo(f"  built-in {outcome.kind}: {note.format(language=_LANGUAGE_NAMES.get(_seeds_language(record), ''))}")
+
+
+_LANGUAGE_NAMES = {"en": "English", "zh": "Chinese"}
+_SEED_NOTES = {
+    "create": "created in {language}",
+    "upgrade": "now in {language}",
+    "up-to-date": "already in {language}",
+    "keep-edited": "kept as you edited it",
+    "skip-deleted": "not recreated (you deleted it)",
+}
+
+
+def _seeds_language(record: SettingRecord) -> str:
+    return str(record.value) if record.value else language_from_locale()
+
+
+async def _apply_language(store: Any, record: SettingRecord) -> list[Any] | None:
+    """A change of ``language`` applies to the built-in defaults at once (unedited ones switch,
+    edited ones stay), so the user sees what it did; the next open would do the same."""
+    if record.key != "language":
+        return None
+    from roleplay.assets.seeds import ensure_seeds
+    from roleplay.assets.store import AssetStore
+
+    return await ensure_seeds(AssetStore(store))
 
 
 @click.group("settings")
@@ -101,7 +131,8 @@ async def set_command(ctx: click.Context, key: str, value: str | None, file: Any
     parsed: Any = parse_cli_value(key, _read_value(value, file))
     async with state_of(ctx).open_store() as store:
         record = await SettingsStore(store).set(key, parsed, expected_revision=expected_revision)
-    _show(record, as_json)
+        seeds = await _apply_language(store, record)
+    _show(record, as_json, seeds)
     _env_note(key)
 
 
@@ -116,4 +147,5 @@ async def reset_command(ctx: click.Context, key: str, expected_revision: int | N
     """Put KEY back to its default."""
     async with state_of(ctx).open_store() as store:
         record = await SettingsStore(store).reset(key, expected_revision=expected_revision)
-    _show(record, as_json)
+        seeds = await _apply_language(store, record)
+    _show(record, as_json, seeds)
