@@ -168,6 +168,12 @@ def test_closing_the_editor_without_a_change_stores_nothing(rp: Rp) -> None:
     assert rp.json("persona", "show")["revision"] == 1
 
 
+def test_an_editor_that_cannot_start_is_a_clear_error(rp: Rp, tmp_path: Path) -> None:
+    rp.env["EDITOR"] = str(tmp_path / "no-such-editor")
+    out = rp("style", "new", ok=False)
+    assert out.exit_code == 1 and out.stderr.startswith("error [asset.edit.editor_failed]: ") and "--file PATH" in out.stderr
+
+
 def test_an_unknown_or_wrong_kind_id_is_not_found(rp: Rp) -> None:
     style = rp.json("style", "show")["id"]
     out = rp("persona", "show", style, ok=False)

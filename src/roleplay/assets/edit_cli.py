@@ -119,7 +119,12 @@ async def _edit_and_save(kind: str, text: str, save: Save, file: Any, as_json: b
         return await save(data)
     original = text
     while True:
-        edited = click.edit(text, extension=".yaml", require_save=False)
+        try:
+            edited = click.edit(text, extension=".yaml", require_save=False)
+        except click.ClickException as exc:  # the editor could not be started or failed
+            raise RpError(
+                "asset.edit.editor_failed", f"{exc.message}; set $EDITOR (or $VISUAL) to your editor, or give the document with --file PATH"
+            ) from None
         if edited is None or strip_error_comments(edited) == strip_error_comments(original):
             return None
         try:
