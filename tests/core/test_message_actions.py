@@ -159,7 +159,20 @@ async def test_edit_message_computes_its_content_and_cas_on_one_head(store: Even
 
 # -- acceptance: random sequences of actions (issue 14) ------------------------------------------
 
-ACTIONS = ("turn", "turn", "regenerate", "regenerate", "swipe-left", "swipe-right", "edit", "delete", "branch")
+ACTIONS = (
+    "turn",
+    "turn",
+    "regenerate",
+    "regenerate",
+    "swipe-left",
+    "swipe-right",
+    "edit",
+    "delete",
+    "branch",
+    "checkpoint",
+    "turn",
+    "checkpoint",
+)
 FOLDED = ("rp/state", "rp/state/activity", "rp/reply-options", "rp/summary", "harness/surface", "rp/replies")
 REFUSALS = {
     "message.no_alternatives",
@@ -194,10 +207,27 @@ async def _expected(rt: RoleplayRuntime, sid: str, after: dict[str, Any], initia
     first written (a swiped-back copy: right after its original alternative)."""
     state = (await rt.service.projection(sid, turn_surface_projection)).state
     origin = {alt["current"]: alt["turnId"] for g in state["groups"].values() for alt in g["alts"]}
-    for turn in reversed(turns_view(state)):
-        if turn["outcome"] == "committed" and turn["body"]["live"]:
-            return after[origin.get(turn["turnId"], turn["turnId"])]
+    for turn_id in reversed(state["order"]):
+        turn = state["turns"][turn_id]
+        body = state["messages"].get(turn["commit"]["messageId"]) if turn["commit"] else None
+        # A compacted reply's effects stay (a checkpoint never retracts).
+        if body is not None and body["status"] in ("live", "compacted"):
+            return after[origin.get(turn_id, turn_id)]
     return initial
+
+
+async def _checkpoint(rt: RoleplayRuntime, sid: str) -> None:
+    """What a landed summary does: everything before the last turn becomes one summary node."""
+    view = turns_view((await rt.service.projection(sid, turn_surface_projection)).state)
+    nodes = (await rt.service.projection(sid, "harness/surface")).state["nodes"]
+    if len(view) < 2:
+        return
+    last_start = view[-1]["startSeq"]
+    covered = [s for n in nodes if n["seq"] < last_start for s in [n["seq"], *n.get("replaces", [])]]
+    if not covered:
+        return
+    payload = {"checkpointId": rt.ids("cp_"), "summary": "前情提要。", "sourceEventSeqs": covered}
+    await rt.service.append(sid, [EventDraft("compaction/checkpoint", payload)], expected_seq=await rt.store.head(sid))
 
 
 async def run_sequence(store: EventStore, model_name: str, steps: list[str], picks: list[int]) -> None:
@@ -217,6 +247,8 @@ async def run_sequence(store: EventStore, model_name: str, steps: list[str], pic
             elif action == "regenerate":
                 result = await regenerate(rt, sid, parent_route=route)
                 after[result.turn.turn_id] = await _state_and_activity(rt, sid)
+            elif action == "checkpoint":
+                await _checkpoint(rt, sid)
             elif action in ("swipe-left", "swipe-right"):
                 await swipe(rt, sid, "left" if action == "swipe-left" else "right")
             else:
