@@ -33,11 +33,11 @@ from roleplay.core.summary_prompts import SUMMARISER_MARKER
 from roleplay.core.types import CONVERSATION, SUMMARY
 from roleplay.errors import RpError
 from roleplay.harness.commands import commands_projection
-from roleplay.harness.history import message_tokens
+from roleplay.harness.history import message_tokens, tools_tokens
 from roleplay.harness.models.demo import DemoModel
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.synthetic import coerce_reply, stream_reply
-from roleplay.harness.models.types import Completed, ModelRequest, StreamEvent, Usage
+from roleplay.harness.models.types import ChatMessage, Completed, ModelRequest, StreamEvent, Usage
 from roleplay.harness.projections import load
 from roleplay.harness.store import EventStore, open_store
 from roleplay.harness.surface import surface_projection
@@ -70,7 +70,7 @@ class Story:
     def __init__(self) -> None:
         self.inner = DemoModel()
         self.provider, self.model, self.label, self.capabilities = "demo", "demo", self.inner.label, self.inner.capabilities
-        self.prompt_tokens = LOW
+        self.prompt_tokens: int | None = LOW  # None: the provider reports no usage
         self.summariser: Callable[[ModelRequest], Any] | None = None
         self.summariser_requests: list[ModelRequest] = []
         self.parent_requests: list[ModelRequest] = []
@@ -104,7 +104,8 @@ class Story:
                 )
         async for event in self.inner.stream(request):
             if isinstance(event, Completed) and request.tools:
-                event = Completed(replace(event.response, usage=Usage(self.prompt_tokens, 10, self.prompt_tokens + 10)))
+                usage = None if self.prompt_tokens is None else Usage(self.prompt_tokens, 10, self.prompt_tokens + 10)
+                event = Completed(replace(event.response, usage=usage))
             yield event
 
 
@@ -209,6 +210,22 @@ async def test_a_summary_written_during_turn_n_lands_at_turn_n_plus_1(store: Eve
     # `rp prompt` (the next turn's preview) shows the summary slot.
     preview = await prepare_run(rt, sid, "我看着她。", parent_route=DEMO)
     assert checkpoint.payload["summary"] in preview.build.writer_prompt
+    await rt.aclose()
+
+
+async def test_without_reported_usage_the_estimate_of_the_request_is_the_pressure(store: EventStore) -> None:
+    rt, sid, model = await story(store, window=7_500)
+    model.prompt_tokens = None
+    first = await turn(rt, sid, 1)
+    assert "summary.candidate_ready" in codes(first)
+    [record] = [r for r in (await rt.service.projection(sid, commands_projection)).state["succeeded"] if r["name"] == CANDIDATE]
+    pressure = record["args"]["pressure"]
+    request = next(r for r in model.parent_requests if "（第1轮）" in r.messages[-2].text())
+    estimate = sum(message_tokens(m) for m in request.messages) + tools_tokens(request.tools)
+    # The request as sent, plus the opening the bounded history left out of it.
+    opening = (await events_of(rt, sid, "assistant/message"))[0].payload["content"][0]["text"]
+    omitted = message_tokens(ChatMessage("assistant", opening))
+    assert pressure == {"tokens": estimate + omitted, "reported": False, "window": 7_500, "threshold": 6_000}
     await rt.aclose()
 
 
