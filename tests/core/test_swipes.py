@@ -135,3 +135,28 @@ async def test_reply_options_follow_the_live_alternative(store: EventStore) -> N
     rebuilt = await rt.service.projection(sid, reply_options_projection, use_snapshot=False, snapshot_every=None)
     assert rebuilt.state == json.loads(json.dumps(live.state))
     await rt.aclose()
+
+
+async def test_swipe_back_from_a_failed_regeneration(store: EventStore) -> None:
+    from roleplay.core.message_actions import visible_messages
+    from roleplay.harness.models.scripted import ScriptedModel
+
+    rt, sid = await sample_story(store)
+    script = CountingStory()
+    model = ScriptedModel(responder=script)
+    rt.models[SCRIPTED.spec] = model
+    await play_turn(rt, sid, "我推开铁门。", parent_route=SCRIPTED)
+    good = await snapshot(rt, sid)
+    model.enqueue(RpError("model.unavailable", "the provider is down"))
+    failed = await regenerate(rt, sid, parent_route=SCRIPTED)
+    assert failed.turn.outcome == "error"
+    last = (await visible_messages(rt, sid))[-1]
+    assert last["failure"]["code"] == "model.unavailable" and last["alternatives"] == {"index": None, "count": 1}
+    with pytest.raises(RpError):
+        await swipe(rt, sid, "right")
+    moved = await swipe(rt, sid, "left")
+    assert moved == {"index": 0, "count": 1, "turnId": moved["turnId"]}
+    back = await snapshot(rt, sid)
+    assert (back["state"], back["text"]) == (good["state"], good["text"])
+    await check_fresh_fold(rt, sid)
+    await rt.aclose()

@@ -29,8 +29,11 @@ def message_line(item: dict[str, Any]) -> str:
     """One visible message as ``rp messages`` and ``rp play`` number it."""
     who = {"user": "you", "writing": "story", "non-writing": "reply"}.get(item["speaker"], item["speaker"])
     notes = []
-    if item.get("alternatives"):
-        notes.append(f"{item['alternatives']['index'] + 1}/{item['alternatives']['count']}")
+    alts = item.get("alternatives")
+    if alts and alts["index"] is not None:
+        notes.append(f"{alts['index'] + 1}/{alts['count']}")
+    elif alts:
+        notes.append(f"/swipe left for the reply before ({alts['count']})")
     if item.get("edited"):
         notes.append("edited")
     if item.get("failure"):
@@ -107,7 +110,8 @@ async def _number_reply(play: Any, result: Any) -> None:
     if not listed or listed[-1]["speaker"] == "user":
         return
     last = listed[-1]
-    alts = f" · {last['alternatives']['index'] + 1}/{last['alternatives']['count']} (/swipe)" if last.get("alternatives") else ""
+    shown = last.get("alternatives")
+    alts = f" · {shown['index'] + 1}/{shown['count']} (/swipe)" if shown and shown["index"] is not None else ""
     click.echo(f"([{last['number']}]{alts})", err=True)
 
 

@@ -258,6 +258,9 @@ async def visible_messages(rt: RoleplayRuntime, session_id: str) -> list[dict[st
                     item["alternatives"] = {"index": alts["index"], "count": alts["count"]}
             if failure_shown(views.turns, turn):
                 item["failure"] = turn.get("error") or {"code": f"turn.{turn['end']}", "message": f"the turn ended: {turn['end']}"}
+                alts = alternatives(views.turns, turn)
+                if alts is not None:  # a failed regeneration: the replies before it to swipe back to
+                    item["alternatives"] = {"index": alts["index"], "count": alts["count"]}
         out.append(item)
     return out
 

@@ -56,7 +56,8 @@ async def swipe(rt: RoleplayRuntime, session_id: str, direction: Literal["left",
     async with run_lease(rt.store, session_id):
         views = await read_views(rt, session_id)
         turn, alts = _current_alternatives(views)
-        current = alts["index"] if alts["index"] is not None else len(alts["items"]) - 1
+        # A failed live attempt stands after the last reply: left goes back to that reply.
+        current = alts["index"] if alts["index"] is not None else alts["count"]
         if isinstance(direction, int) and not isinstance(direction, bool):
             wanted = direction
         elif direction in ("left", "right"):
@@ -70,7 +71,7 @@ async def swipe(rt: RoleplayRuntime, session_id: str, direction: Literal["left",
                 f"this is the {edge} of {alts['count']} alternatives" + ("; regenerate to make another" if edge == "last" else ""),
                 details={"index": current, "count": alts["count"]},
             )
-        if wanted == current:
+        if wanted == alts["index"]:
             return {"index": current, "count": alts["count"], "turnId": turn["turnId"]}
         item = alts["items"][wanted]
         drafts = await _materialise(rt, session_id, views, turn, alts["group"], item)

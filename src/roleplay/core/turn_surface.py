@@ -316,7 +316,8 @@ def failure_shown(state: dict[str, Any], turn: dict[str, Any]) -> bool:
 
 def alternatives(state: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any] | None:
     """The turn's alternatives (each with its index), when it belongs to a group of more than one
-    reply. Failed attempts in the group (a retried failure) are not alternatives."""
+    reply, or when the live attempt failed and an earlier reply is there to swipe back to (``index``
+    None). Failed attempts in the group (a retried failure) are not alternatives."""
     group = state["groups"].get(turn["group"]) if turn["group"] else None
     if group is None:
         return None
@@ -328,9 +329,10 @@ def alternatives(state: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any] 
         items.append(
             {"index": len(items), "raw": raw, "turnId": alt["turnId"], "currentTurnId": alt["current"], "live": raw == group["live"]}
         )
-    if len(items) < 2:
-        return None
     live = next((i["index"] for i in items if i["live"]), None)
+    # One reply is no choice, unless the live attempt is a failure: then it is the way back.
+    if len(items) < 2 and not (items and live is None):
+        return None
     return {"group": turn["group"], "index": live, "count": len(items), "items": items}
 
 
