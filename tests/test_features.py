@@ -6,6 +6,7 @@ byte."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +128,13 @@ def test_the_commands_of_a_feature_turned_off_are_absent(tmp_path: Path, feature
     for command in PARTS[feature].commands:
         assert f"\n  {command} " in invoke(tmp_path, "--help").stdout
         assert invoke(tmp_path, command, "--help").exit_code == 0
+
+
+async def test_the_commit_tool_declares_the_effect_kinds_of_the_enabled_features(store: EventStore) -> None:
+    on = build_runtime(store, entry_points=False)
+    off = build_runtime(store, enabled=without("rp-state"), entry_points=False)
+    assert '"state.update"' in json.dumps(on.tools.get("rp_commit_turn").parameters)
+    assert '"state.update"' not in json.dumps(off.tools.get("rp_commit_turn").parameters)
 
 
 async def test_without_rp_macro_identity_macros_stay_as_written(store: EventStore) -> None:

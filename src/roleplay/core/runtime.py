@@ -100,32 +100,49 @@ class RoleplayRuntime:
         effects = EffectRegistry()
         extensions = ExtensionRegistry()
         artifacts = ArtifactRegistry()
-        assets = AssetStore(store)
-        tools = ToolRegistry([write_turn_tool(service), commit_tool(effects, extensions, artifacts)])
-        rt = cls(store, service, assets, tools, effects, extensions, artifacts, service.ids, writer_default, features=frozenset(features))
+        rt = cls(
+            store,
+            service,
+            AssetStore(store),
+            ToolRegistry(),
+            effects,
+            extensions,
+            artifacts,
+            service.ids,
+            writer_default,
+            features=frozenset(features),
+        )
         rt.add_materializer(expand_opening, order=CORE_OPENING_ORDER)
-        if plugins is not None:
-            rt._apply(plugins.hook)
+        hook = plugins.hook if plugins is not None else None
+        if hook is not None:
+            rt._apply_capabilities(hook)
+        # The commit tool's declared schema is derived when it is made: after every effect and
+        # extension capability is registered, so the parent is offered the whole union.
+        rt.tools.register(write_turn_tool(service))
+        rt.tools.register(commit_tool(effects, extensions, artifacts))
+        if hook is not None:
+            rt._apply_contributions(hook)
         for tool in extra_tools or []:
-            tools.register(tool)
+            rt.tools.register(tool)
         return rt
 
-    def _apply(self, hook: Any) -> None:
-        """Call every runtime hook once, in dependency order (commands and projections before the
-        tools that use them)."""
+    def _apply_capabilities(self, hook: Any) -> None:
+        """What the commit and the session commands validate against, before any tool exists."""
         service = self.service
 
         def projection(p: Any) -> None:
             if p.name not in service.projections.names():
                 service.projections.register(p)
 
-        def play_command(name: str, handler: Any, help: str) -> None:
-            self.play_commands[name] = (handler, help)
-
         hook.register_session_commands(register=service.commands.register)
         hook.register_projections(register=projection)
         hook.register_effect_capabilities(register=self.effects.register)
         hook.register_extension_capabilities(register=self.extensions.register)
+
+    def _apply_contributions(self, hook: Any) -> None:
+        def play_command(name: str, handler: Any, help: str) -> None:
+            self.play_commands[name] = (handler, help)
+
         hook.register_tools(register=self.tools.register, runtime=self)
         hook.register_artifact_generators(register=self.artifacts.register, runtime=self)
         hook.register_materializers(register=self.add_materializer)
