@@ -402,6 +402,27 @@ async def test_forks_and_snapshots_keep_large_texts_exact(store: EventStore) -> 
     assert snap2 is not None and snap2.state == state
 
 
+async def test_a_growing_snapshot_stores_only_its_new_parts(store: EventStore) -> None:
+    """A snapshot of a surface that grew by a few nodes shares the parts of the one before: it
+    adds storage for the new nodes, not for the whole state again (issue 12)."""
+    rec = await store.create_session(preset="p")
+    nodes = [{"id": f"m{i}", "seq": i, "content": [{"type": "text", "text": f"灯塔第{i}夜，雾又来了。" * 10}]} for i in range(400)]
+
+    def part_bytes(rows: list[Any]) -> int:
+        return sum(len(row[4]) for row in rows if row[0] == "text_part")
+
+    await store.save_snapshot(Snapshot(rec.id, "surface", 1, 400, {"nodes": nodes, "ignoredOps": 0}))
+    first = part_bytes(await store.dump())
+    grown = nodes + [{"id": f"n{i}", "seq": 400 + i, "content": [{"type": "text", "text": f"第{i}个新夜晚。" * 10}]} for i in range(5)]
+    await store.save_snapshot(Snapshot(rec.id, "surface", 1, 405, {"nodes": grown, "ignoredOps": 0}))
+    added = part_bytes(await store.dump()) - first
+    assert 0 < added < first / 10, (added, first)
+    snap = await store.load_snapshot(rec.id, "surface", 1)
+    assert snap is not None and snap.upto_seq == 405 and snap.state == {"nodes": grown, "ignoredOps": 0}
+    assert await store.delete_snapshots(rec.id) == 1
+    assert await store.load_snapshot(rec.id, "surface", 1) is None
+
+
 async def test_a_failed_append_stores_no_parts(store: EventStore) -> None:
     rec = await store.create_session(preset="p", events=[user("m0")])
     before = await store.dump()
@@ -484,3 +505,23 @@ async def test_concurrent_writers_of_the_same_new_texts_store_each_part_once(sto
             await w.close()
     hashes = [row[2] for row in await store.dump() if row[0] == "text_part"]
     assert len(hashes) == len(set(hashes))
+
+
+async def test_the_wal_file_stays_small_after_a_burst(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A burst of writes (a long story's turn, a snapshot) must not leave the WAL at its size."""
+    from roleplay.harness.store.sqlite import WAL_SIZE_LIMIT, SQLiteStore
+
+    store = SQLiteStore(tmp_path / "w.db")
+    await store.migrate()
+    try:
+        rec = await store.create_session(preset="p")
+        head = 0
+        for i in range(40):  # about 8 MB of distinct text
+            events = await store.append(
+                rec.id, head, [user(f"m{i}", f"{i} " + "".join(chr(0x4E00 + (i * 977 + j) % 20000) for j in range(70_000)))]
+            )
+            head = events[-1].seq
+        wal = tmp_path / "w.db-wal"
+        assert not wal.exists() or wal.stat().st_size <= 2 * WAL_SIZE_LIMIT, wal.stat().st_size
+    finally:
+        await store.close()

@@ -36,12 +36,13 @@ from .base import (
     prepare_snapshot,
     session_listing_sql,
     snapshot_row,
+    snapshot_state,
     snapshot_upsert_sql,
     session_not_found,
 )
 from .faults import postgres_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
-from .texts import Externalised, compress, event_rows, part_ids, reassemble, texts_column
+from .texts import Externalised, compress, event_rows, part_ids, texts_column
 
 try:  # the driver is the optional ``postgres`` extra
     import psycopg
@@ -368,14 +369,13 @@ class PostgresStore(EventStore):
         )
         if row is None:
             return None
-        state = json.loads(row[1])
+        parts: dict[int, bytes] = {}
         if row[2]:
             wanted = sorted(part_ids(row[2]))
             parts = {
                 pid: bytes(data) for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%s)", (wanted,))
             }
-            state = reassemble(state, row[2], parts, where=f"snapshot {name} of {session_id}")
-        return Snapshot(session_id, name, version, row[0], state)
+        return Snapshot(session_id, name, version, row[0], snapshot_state(row[1], row[2], parts, where=f"snapshot {name} of {session_id}"))
 
     async def delete_snapshots(self, session_id: str | None = None) -> int:
         async with self._connection() as conn:

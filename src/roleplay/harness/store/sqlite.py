@@ -9,7 +9,6 @@ with their own connections, which WAL lets proceed while a write is in flight.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import queue
 import sqlite3
@@ -34,14 +33,17 @@ from .base import (
     prepare_snapshot,
     session_listing_sql,
     snapshot_row,
+    snapshot_state,
     snapshot_upsert_sql,
     session_not_found,
 )
 from .faults import sqlite_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
-from .texts import Externalised, compress, event_rows, part_ids, reassemble, texts_column
+from .texts import Externalised, compress, event_rows, part_ids, texts_column
 
 T = TypeVar("T")
+WAL_CHECKPOINT_PAGES = 256
+WAL_SIZE_LIMIT = 1 << 20
 
 
 def _session(row: tuple[Any, ...]) -> SessionRecord:
@@ -93,6 +95,10 @@ class SQLiteStore(EventStore):
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=30000")
+        # The WAL file otherwise keeps the size of its largest burst (a snapshot, a long story's
+        # turn) for good: checkpoint every 256 pages (1 MiB) and cut it back to 1 MiB after each.
+        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
@@ -418,10 +424,7 @@ class SQLiteStore(EventStore):
         row, parts = await self._read(run)
         if row is None:
             return None
-        state = json.loads(row[1])
-        if row[2]:
-            state = reassemble(state, row[2], parts, where=f"snapshot {name} of {session_id}")
-        return Snapshot(session_id, name, version, row[0], state)
+        return Snapshot(session_id, name, version, row[0], snapshot_state(row[1], row[2], parts, where=f"snapshot {name} of {session_id}"))
 
     async def delete_snapshots(self, session_id: str | None = None) -> int:
         def run(conn: sqlite3.Connection) -> int:
