@@ -194,3 +194,19 @@ async def test_compacted_messages_are_not_found(store: EventStore) -> None:
         await delete_from(rt, sid, "cp_1")
     assert refused.value.code == "message.not_deletable"
     await rt.aclose()
+
+
+async def test_deleting_an_earlier_failed_turn_cuts_what_followed_it(store: EventStore) -> None:
+    rt, sid = await sample_story(store)
+    rt.models[SCRIPTED.spec] = ScriptedModel([RpError("model.bad_request", "refused")])
+    value = await story_value(rt, sid)
+    await play_turn(rt, sid, "我推开铁门。", parent_route=SCRIPTED)
+    await play_turn(rt, sid, "我再敲一次门。", parent_route=DEMO)
+    failed = (await turns(rt, sid))[1]
+    assert failed["outcome"] == "failed"
+    masked = await delete_turn(rt, sid, failed["turnId"])
+    view = await turns(rt, sid)
+    assert [t["turnId"] for t in view] == [view[0]["turnId"], failed["turnId"]] and masked
+    assert view[-1]["inputs"] == failed["inputs"] and not view[-1]["failureShown"]
+    assert await story_value(rt, sid) == value  # the later turn's commit went with it
+    await rt.aclose()

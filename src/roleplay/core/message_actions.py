@@ -152,12 +152,12 @@ async def _delete_failed(rt: RoleplayRuntime, session_id: str, views: Views, tur
     if outcome(turn) == "open":
         raise RpError("message.turn_open", f"turn {turn['turnId']} has not ended; it cannot be deleted as a failure", pointer="/turnId")
     ids = [n["id"] for n in views.nodes]
-    inputs = set(turn["inputs"])
-    own = [i for i, node_id in enumerate(ids) if node_id in turn["nodes"] and node_id not in inputs]
+    inputs, own_nodes = set(turn["inputs"]), set(turn["nodes"]) - set(turn["inputs"])
+    own = next((i for i, node_id in enumerate(ids) if node_id in own_nodes), None)
     last_input = max((i for i, node_id in enumerate(ids) if node_id in inputs), default=None)
-    start = own[0] if own else (last_input + 1 if last_input is not None and last_input + 1 < len(ids) else None)
-    if start is None or ids[start].startswith("tool:"):
-        start = None if start is None else next((i for i in range(start, len(ids)) if not ids[i].startswith("tool:")), None)
+    start = own if own is not None else (last_input + 1 if last_input is not None else None)
+    if start is not None:  # a replacement targets a message, never a tool result
+        start = next((i for i in range(start, len(ids)) if not ids[i].startswith("tool:")), None)
     targets = [n["id"] for n in views.nodes[start:] if n["role"] in ("user", "assistant")] if start is not None else []
     action = action_metadata("delete", [turn_target(turn["turnId"]), *(message_target(t) for t in targets)])
     await _append_carrier(rt, session_id, views, ids[start] if start is not None else None, action)
