@@ -25,10 +25,7 @@ from roleplay.core.message_actions import delete_from, edit_message, undo_last_t
 from roleplay.core.run import play_turn, prepare_run
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.settings import FEATURES, SettingsStore
-from roleplay.core.summary import (
-    CANDIDATE,
-    summary_projection,
-)
+from roleplay.core.summary import CANDIDATE, pending_note, summary_projection
 from roleplay.core.summary_prompts import SUMMARISER_MARKER
 from roleplay.core.types import CONVERSATION, SUMMARY
 from roleplay.errors import RpError
@@ -173,6 +170,9 @@ async def test_a_summary_written_during_turn_n_lands_at_turn_n_plus_1(store: Eve
     assert not await events_of(rt, sid, "compaction/checkpoint")
     assert (await nodes_json(rt, sid)).startswith(before[:-1])  # turn 3 only appended
     state_before = state_document((await rt.service.projection(sid, "rp/state")).state)
+    head = await rt.store.head(sid)
+    pending_before = await pending_note(rt, sid)
+    assert await rt.store.head(sid) == head
 
     fourth = await turn(rt, sid, 4)
     assert fourth.committed and "summary.checkpoint_landed" in codes(fourth)
@@ -207,6 +207,10 @@ async def test_a_summary_written_during_turn_n_lands_at_turn_n_plus_1(store: Eve
     assert checkpoint.payload["summary"] in sent and "（第3轮）" in sent
     assert "compressed record of earlier conversation" in first.messages[1].text()  # noted, not the user's words
     assert "（第2轮）" not in sent.replace(checkpoint.payload["summary"], "")
+    # Between turns 3 and 4 a preview said the summary was coming (and wrote nothing).
+    assert pending_before is not None and pending_before.code == "summary.pending"
+    assert pending_before.details["candidateId"] == checkpoint.payload["checkpointId"].replace("cp_", "sumc_")
+    assert await pending_note(rt, sid) is None  # landed: nothing pending
     # `rp prompt` (the next turn's preview) shows the summary slot.
     preview = await prepare_run(rt, sid, "我看着她。", parent_route=DEMO)
     assert checkpoint.payload["summary"] in preview.build.writer_prompt
@@ -340,6 +344,8 @@ async def test_a_stale_candidate_is_discarded_and_the_surface_stays_byte_identic
     else:  # the exchange that was to stay verbatim is gone
         await undo_last_turn(rt, sid)
     before = await nodes_json(rt, sid)
+    note = await pending_note(rt, sid)
+    assert note is not None and note.code == "summary.pending_stale"
     fourth = await turn(rt, sid, 4)
     assert "summary.stale" in codes(fourth) and fourth.committed
     assert not await events_of(rt, sid, "compaction/checkpoint")

@@ -50,6 +50,7 @@ from .run import RunResult, play_turn, prepare_run
 from .runtime import RoleplayRuntime
 from .session_create import StoryRequest, create_story
 from .session_route import resolve_session_route
+from .summary import pending_note
 from .turn_eligibility import require_playable
 from .types import WindowFit
 
@@ -268,6 +269,8 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
         await require_playable(rt, session_id, allow_archived=True)  # a preview writes nothing
         route = await resolve_session_route(rt, session_id, model_spec)
         p = await prepare_run(rt, session_id, text, parent_route=route)
+        pending = await pending_note(rt, session_id)  # a summary that lands when the next turn starts
+    notes = [*p.build.diagnostics, *([pending] if pending is not None else [])]
     parent_system = PromptAssembly(p.parent_system_sections).assemble(
         PromptContext(session_id, frozenset({WRITE_TURN_TOOL, COMMIT_TURN_TOOL, ASSET_READ_TOOL, STATE_READ_TOOL}))
     )
@@ -277,7 +280,7 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
         "parent": {"route": route.spec, "system": parent_system.text, "runContext": p.run_context},
         "participation": p.profile.participation,
         "epoch": p.build.epoch,
-        "diagnostics": [d.to_dict() for d in p.build.diagnostics],
+        "diagnostics": [d.to_dict() for d in notes],
         "window": None if p.build.window is None else p.build.window.to_dict(),
     }  # fmt: skip
     if as_json:
@@ -291,7 +294,7 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
         ("PARENT RUN CONTEXT", p.run_context),
     ):
         click.echo(terminal_safe(f"===== {title} =====\n{body}\n"))
-    for d in p.build.diagnostics:
+    for d in notes:
         click.echo(terminal_safe(f"! [{d.code}] {d.message}", one_line=True), err=True)
 
 

@@ -263,6 +263,33 @@ async def land_pending(rt: RoleplayRuntime, session_id: str) -> list[Diagnostic]
     return [_landed_note(pending)]
 
 
+async def pending_note(rt: RoleplayRuntime, session_id: str) -> Diagnostic | None:
+    """What a preview of the next turn (``rp prompt``) must say about a recorded candidate: it
+    replaces the earlier messages when that turn starts, or it will be discarded as stale. The
+    preview itself writes nothing, so it still shows those messages verbatim."""
+    if CANDIDATE not in rt.service.commands.names():
+        return None
+    pending = (await rt.service.projection(session_id, summary_projection)).state["pending"]
+    if pending is None or not enabled(rt, await read_settings(rt.store)):
+        return None
+    nodes = (await rt.service.projection(session_id, SURFACE)).state["nodes"]
+    reason = stale_reason(nodes, pending, await _writing(rt, session_id))
+    details = {"candidateId": pending["candidateId"], "messages": len(pending["sourceKey"])}
+    if reason is not None:
+        return Diagnostic(
+            "summary.pending_stale",
+            f"a recorded conversation summary will be discarded when the next turn starts: {reason}",
+            details=details,
+        )
+    return Diagnostic(
+        "summary.pending",
+        f"when the next turn starts, a summary of about {pending['summaryTokens']} tokens replaces the earliest "
+        f"{_messages(len(pending['sourceKey']))} shown here (about {pending['sourceTokens']} tokens); the Writer then "
+        "reads it in the conversation summary slot",
+        details=details,
+    )
+
+
 async def _checkpoint(rt: RoleplayRuntime, session_id: str, candidate: dict[str, Any], head: int) -> None:
     draft = EventDraft(
         "compaction/checkpoint",
@@ -271,10 +298,14 @@ async def _checkpoint(rt: RoleplayRuntime, session_id: str, candidate: dict[str,
     await rt.service.append(session_id, [draft], expected_seq=head)
 
 
+def _messages(n: int) -> str:
+    return f"{n} message" if n == 1 else f"{n} messages"
+
+
 def _landed_note(candidate: dict[str, Any]) -> Diagnostic:
     return Diagnostic(
         "summary.checkpoint_landed",
-        f"earlier conversation ({len(candidate['sourceKey'])} messages, about {candidate['sourceTokens']} tokens) was replaced by "
+        f"earlier conversation ({_messages(len(candidate['sourceKey']))}, about {candidate['sourceTokens']} tokens) was replaced by "
         f"a summary of about {candidate['summaryTokens']} tokens; the log keeps every message",
         details={k: candidate[k] for k in ("checkpointId", "candidateId", "sourceTokens", "summaryTokens")},
     )
