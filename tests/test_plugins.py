@@ -16,6 +16,7 @@ import pytest
 from roleplay.core.run import RpRun, prepare_run
 from roleplay.core.settings import FEATURES
 from roleplay.features import build_runtime
+from roleplay.harness.models import registry
 from roleplay.harness.models.routes import Route
 from roleplay.harness.store import EventStore
 from roleplay.harness.tools import ToolContext
@@ -65,6 +66,13 @@ PLUGIN = textwrap.dedent(
     @hookimpl
     def register_commands(cli):
         cli.add_command(weather)
+
+
+    @hookimpl
+    def register_model_providers(register):
+        from roleplay.harness.models.registry import ModelInfo, ProviderInfo
+
+        register(ProviderInfo("weather-llm", "Weather LLM", "w1", (ModelInfo("w1", "an OpenAI-compatible forecaster"),), key_env="WEATHER_API_KEY", default_base_url="http://127.0.0.1:9/v1"))
     '''
 )
 
@@ -103,6 +111,9 @@ async def test_a_third_party_plugin_adds_a_source_and_a_tool_to_the_run(
 ) -> None:
     module = f"rp_weather_{tmp_path.name.replace('-', '_')}"
     monkeypatch.syspath_prepend(str(install(tmp_path / "site", module)))
+    # The plugin adds a model provider to the process-wide table: taken out again after the test.
+    monkeypatch.setitem(registry.PROVIDERS, "weather-llm", None)
+    del registry.PROVIDERS["weather-llm"]
     rows = plugin_rows(plugin_manager(None))
     [row] = [r for r in rows if not r["builtin"]]
     assert row == {
@@ -111,7 +122,7 @@ async def test_a_third_party_plugin_adds_a_source_and_a_tool_to_the_run(
         "distribution": module.replace("_", "-"),
         "version": "0.1",
         "entryPoint": "weather",
-        "hooks": ["register_commands", "register_context_sources", "register_tools"],
+        "hooks": ["register_commands", "register_context_sources", "register_model_providers", "register_tools"],
     }
 
     _, sid = await sample_story(store)
@@ -145,6 +156,8 @@ def test_a_third_party_plugin_works_from_rp(tmp_path: Path) -> None:
     assert "  weather " in rp("--help").stdout
     listed = json.loads(rp("plugins", "list", "--json").stdout)["plugins"]
     assert [(p["name"], p["distribution"]) for p in listed if not p["builtin"]] == [("weather", "rp-weather-cli-plugin")]
+    providers = json.loads(rp("models", "list", "--json").stdout)["providers"]
+    assert [p["models"][0]["route"] for p in providers if p["provider"] == "weather-llm"] == ["weather-llm/w1"]
     new = rp("new", "--sample", "--model", "demo", "--json")
     assert new.returncode == 0, new.stderr
     sid = json.loads(new.stdout)["sessionId"]
