@@ -453,6 +453,40 @@ async def test_the_same_flow_through_the_fake_openai_server(store: EventStore) -
     assert checkpoint.payload["summary"] in text and INPUTS[1] in text and INPUTS[0] not in text.split(checkpoint.payload["summary"])[1]
 
 
+async def test_an_overflow_confirmed_by_the_fake_server_compresses_and_retries(store: EventStore) -> None:
+    from roleplay.harness.models.deepseek import deepseek_model
+    from roleplay.testing.fake_openai import FakeError
+
+    rt, sid = await sample_story(store, DemoModel())
+    sizes: list[int] = []
+    limit: list[int] = []
+
+    def responder(record: Any) -> Any:
+        # The provider's own words for a parent request over the limit (no window is configured).
+        size = len(json.dumps(record.body["messages"], ensure_ascii=False))
+        if record.body.get("tools"):
+            sizes.append(size)
+            if limit and size > limit[0]:
+                return FakeError.context_overflow(limit[0], size)
+        return None
+
+    with serve_fake_openai(flavor="deepseek", responder=responder) as fake:
+        route = Route("deepseek", "deepseek-flash")
+        rt.models[route.spec] = deepseek_model(api_key="sk-test", base_url=fake.base_url)
+        await SettingsStore(rt.store).set("context.windows", {"deepseek/deepseek-flash": 100_000_000})  # never by threshold
+        for text in INPUTS[:4]:
+            assert (await play_turn(rt, sid, text, parent_route=route)).committed
+        limit.append(max(sizes) - 1)
+        fifth = await play_turn(rt, sid, INPUTS[4], parent_route=route)
+        await rt.aclose()
+    assert fifth.committed, fifth.turn.error
+    assert "summary.checkpoint_landed" in codes(fifth)
+    [checkpoint] = await events_of(rt, sid, "compaction/checkpoint")
+    assert checkpoint.payload["summary"].startswith("[fake server: not a real model]")
+    nodes = (await rt.service.surface(sid))["nodes"]
+    assert nodes[0]["id"] == checkpoint.payload["checkpointId"] and INPUTS[3] in json.dumps(nodes, ensure_ascii=False)
+
+
 async def test_the_summariser_route_is_configurable_and_follows_the_conversation_by_default(store: EventStore) -> None:
     rt, sid, model = await story(store)
     other = Story()
