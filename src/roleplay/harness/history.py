@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
 from .models.tokens import count_tokens
@@ -37,9 +36,9 @@ IMAGE_TOKENS = 1_536
 # Kept free for the reply when the route sets no output limit (as for the Writer's budget).
 DEFAULT_REPLY_RESERVE = 16_384
 
-# Every step re-fits the same history, and a runtime's loop may live for one turn only: the counts
-# of message texts are memoised (the estimator is a pure function of the text, so this is safe).
-_tokens = lru_cache(maxsize=8192)(count_tokens)
+# Every step re-fits the same history: ``count_tokens`` memoises short texts and the lines of long
+# ones itself (an lru_cache keyed by whole texts kept every Writer prompt of a long story alive).
+_tokens = count_tokens
 
 
 def reply_reserve(window: int, max_tokens: int | None) -> int:

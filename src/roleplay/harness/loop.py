@@ -513,6 +513,7 @@ def dangling_calls(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 CONVERTED = "harness.loop.converted"  # the key of the service's ConvertedMessages
+LONG_MESSAGE_CHARS = 32_768
 
 
 class ConvertedMessages:
@@ -541,10 +542,14 @@ class ConvertedMessages:
             key = (session_id, node["id"], node["seq"])
             hit = memo.get(key)
             if hit is None:
-                if len(memo) >= self._max:
-                    memo.clear()
                 message = nodes_to_messages([node])[0]
-                hit = memo[key] = (message, message_tokens(message))
+                hit = (message, message_tokens(message))
+                # A one-off long message (a Writer child's whole prompt) is not kept: a long story
+                # has a thousand of them, and each is converted by one request only.
+                if len(message.text()) <= LONG_MESSAGE_CHARS:
+                    if len(memo) >= self._max:
+                        memo.clear()
+                    memo[key] = hit
             messages.append(hit[0])
             costs.append(hit[1])
         if isinstance(nodes, tuple):

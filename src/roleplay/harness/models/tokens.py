@@ -73,15 +73,20 @@ _SPLIT_FROM = 4096
 # U+001F included, so a character it calls non-space is non-space for the rules too.)
 _LINE_END = re.compile(r"\n(?=\S)")
 _MEMO_LINES = 65_536
+_MEMO_CHARS = 8_000_000  # what the memo's keys may hold in all
 _memo: dict[str, tuple[int, ...]] = {}
+_memo_chars = 0
 
 
 def _line_stats(line: str) -> tuple[int, ...]:
+    global _memo_chars
     stats = _memo.get(line)
     if stats is None:
-        if len(_memo) >= _MEMO_LINES:
+        if len(_memo) >= _MEMO_LINES or _memo_chars >= _MEMO_CHARS:
             _memo.clear()  # a pure function's memo: dropping it changes no result
+            _memo_chars = 0
         stats = _memo[line] = _stats(line)
+        _memo_chars += len(line)
     return stats
 
 
