@@ -409,6 +409,22 @@ async def test_a_confirmed_overflow_compresses_the_balanced_prefix_and_retries(s
     await rt.aclose()
 
 
+async def test_an_overflow_compaction_supersedes_the_threshold_candidate_of_its_turn(store: EventStore) -> None:
+    rt, sid, model = await story(store)
+    for n in range(1, 7):
+        await turn(rt, sid, n)
+    limit = max(sum(message_tokens(m) for m in r.messages) for r in model.parent_requests) - 1
+    model.prompt_tokens, model.overflow_above = HIGH, limit
+    seventh = await turn(rt, sid, 7)
+    assert seventh.committed, seventh.turn.error
+    assert "summary.checkpoint_landed" in codes(seventh) and "summary.cancelled" in codes(seventh)
+    model.prompt_tokens, model.overflow_above = LOW, None
+    eighth = await turn(rt, sid, 8)
+    assert not [c for c in codes(eighth) if c.startswith("summary.")]
+    assert len(await events_of(rt, sid, "compaction/checkpoint")) == 1
+    await rt.aclose()
+
+
 async def test_an_overflow_with_no_earlier_prefix_stands(store: EventStore) -> None:
     model = Story()
     rt, sid = await sample_story(store, model)

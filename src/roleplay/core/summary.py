@@ -444,6 +444,7 @@ class SummaryWatch:
     pressure: Pressure | None = None
     task: asyncio.Task[dict[str, Any] | None] | None = None
     abort: asyncio.Event = field(default_factory=asyncio.Event)
+    superseded: bool = False  # an overflow compaction of this turn: no threshold candidate lands after it
 
     @classmethod
     async def start(cls, rt: RoleplayRuntime, run: RpRun, parent_route: Route) -> SummaryWatch:
@@ -477,7 +478,7 @@ class SummaryWatch:
         return None
 
     def observe(self, request: ModelRequest, response: ModelResponse) -> None:
-        if self.pressure is not None or self.window is None or CANDIDATE not in self.rt.service.commands.names():
+        if self.pressure is not None or self.window is None or self.superseded or CANDIDATE not in self.rt.service.commands.names():
             return
         # The story before this turn as the parent would be sent it without a bound: what the
         # bounded history left out of this request still presses on the window.
@@ -521,10 +522,11 @@ class SummaryWatch:
         record = await self.task
         if record is None:
             return self.notes
-        if turn.outcome != "completed" and record.get("outcome") == "ready":
+        if (turn.outcome != "completed" or self.superseded) and record.get("outcome") in ("ready", "cancelled"):
             record.pop("summary", None)
             record["outcome"] = "cancelled"
-            record["error"] = {"code": "summary.cancelled", "message": REJECTIONS["cancelled"]}
+            why = "an overflow compaction in the same turn replaced it" if self.superseded else REJECTIONS["cancelled"]
+            record["error"] = {"code": "summary.cancelled", "message": why}
         record["pressure"] = self.pressure.to_dict() if self.pressure else None
         record["turnId"] = turn.turn_id
         self.notes.append(await record_candidate(self.rt, self.run.p.session_id, record))
@@ -552,8 +554,9 @@ class SummaryWatch:
         if prefix is None or not on:
             raise error
         window = self.window or int(((error.details or {}).get("limit")) or 0) or max(prefix.tokens * 2, 4096)
-        if self.task is not None:
-            self.abort.set()  # the threshold candidate would be stale after this checkpoint
+        # A threshold candidate of this turn would be stale after this checkpoint; none starts now.
+        self.superseded = True
+        self.abort.set()
         record = await generate(self.rt, sid, prefix, model=model, window=window)
         record["overflow"] = {"code": error.code, "message": error.message}
         note = await record_candidate(self.rt, sid, record)
