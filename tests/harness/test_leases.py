@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from roleplay.errors import ConflictError
+from roleplay.errors import ConflictError, NotFoundError
 from roleplay.harness.leases import held_lease, run_lease, session_lease
 from roleplay.harness.store import EventStore, open_store
 
@@ -142,3 +142,24 @@ async def test_releasing_one_lease_keeps_the_others_of_the_process(store: EventS
             with pytest.raises(ConflictError):
                 async with run_lease(store, b):
                     pass
+
+
+async def test_postgres_leases_reuse_pooled_connections(store: EventStore) -> None:
+    """A run lease no longer opens a connection of its own: turn after turn, the lease pool's one
+    connection takes and releases the lock; an unknown session is refused in the same query."""
+    if store.dialect != "postgresql":
+        pytest.skip("the lease pool is PostgreSQL's")
+    rec = await store.create_session(preset="p")
+    for _ in range(5):
+        async with run_lease(store, rec.id):
+            with pytest.raises(ConflictError) as busy:
+                async with run_lease(store, rec.id):
+                    pass
+            assert busy.value.code == "run.busy"
+    stats = store.lease_pool.get_stats()  # type: ignore[attr-defined]
+    assert stats["connections_num"] <= 2, stats
+    with pytest.raises(NotFoundError):
+        async with run_lease(store, "ses_nope"):
+            pass
+    async with run_lease(store, rec.id):  # the refusals left nothing held
+        pass

@@ -11,8 +11,9 @@ forever. So it is held by the operating system or the database, never written as
   process opens the file once and keeps it, and refuses a second lease on an offset it already
   holds itself. (Homes from before this keep their old ``<hash>.lock`` files; nothing reads them
   and they may be deleted.)
-- PostgreSQL: a session-level ``pg_try_advisory_lock`` on a dedicated connection, keyed by the
-  schema and the session id (released when the connection ends).
+- PostgreSQL: a session-level ``pg_try_advisory_lock`` on a connection of the store's lease pool
+  (kept open between leases), keyed by the schema and the session id; released by an unlock, or
+  when the connection ends.
 
 A second start while a lease is held is refused at once with ``run.busy``.
 
@@ -74,7 +75,8 @@ def held_lease(store: EventStore, session_id: str) -> Lease | None:
 @asynccontextmanager
 async def run_lease(store: EventStore, session_id: str) -> AsyncIterator[Lease]:
     """Take the session's lease or fail at once with ``run.busy``."""
-    await store.get_session(session_id)
+    if store.dialect != "postgresql":
+        await store.get_session(session_id)  # PostgreSQL checks it with the lock, in one query
     lease = Lease(store, session_id)
     token = _HELD.set((*_HELD.get(), lease))
     try:
@@ -207,17 +209,39 @@ class _file_lease:
 
 @asynccontextmanager
 async def _pg_lease(store: EventStore, session_id: str) -> AsyncIterator[None]:
-    import psycopg
+    """A session-level advisory lock on a connection of the store's lease pool, kept open between
+    leases (a lease used to open a connection of its own: two per turn). The lock and the
+    session's existence are one query; the unlock is a second. A connection whose unlock did not
+    happen is closed, never handed back holding the lock."""
+    from roleplay.errors import RpError
 
-    conn = await psycopg.AsyncConnection.connect(getattr(store, "url"), autocommit=True)
+    from .store.base import session_not_found
+
+    pool = getattr(store, "lease_pool")
+    await getattr(store, "_ensure_open")()
     try:
-        cur = await conn.execute("SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':run:' || %s, 0))", (session_id,))
+        conn = await pool.getconn()
+    except Exception as exc:  # noqa: BLE001 - a pool that cannot connect is an unavailable store
+        raise RpError("store.unavailable", f"cannot connect to PostgreSQL for a run lease: {exc}") from exc
+    released = False
+    try:
+        cur = await conn.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':run:' || %s, 0)) FROM sessions WHERE id = %s",
+            (session_id, session_id),
+        )
         row = await cur.fetchone()
-        if not row or not row[0]:
+        if row is None:
+            released = True  # nothing taken
+            raise session_not_found(session_id)
+        if not row[0]:
+            released = True  # nothing taken
             raise busy(session_id)
         try:
             yield
         finally:
-            await conn.execute("SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':run:' || %s, 0))", (session_id,))
+            cur = await conn.execute("SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':run:' || %s, 0))", (session_id,))
+            released = bool((await cur.fetchone() or (False,))[0])
     finally:
-        await conn.close()
+        if not released:
+            await conn.close()  # the lock goes with the connection
+        await pool.putconn(conn)

@@ -53,6 +53,37 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 _MIGRATION_LOCK = 0x52505F4D4947  # any constant: serialises concurrent `migrate` calls
 NOTIFY_LIMIT = 7000
+PART_IDS_KEPT = 200_000
+PART_BYTES_KEPT = 32 << 20
+
+# An append in one statement: move the head (a compare-and-swap, or at whatever the head is), insert
+# the rows at seqs counted back from the new head, and notify; nothing is inserted when the head
+# did not move. The last column is the head as this statement's snapshot saw it (NULL: no session).
+_CAS_HEAD = "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE id = %s AND head_seq = %s RETURNING head_seq"
+_AT_HEAD = "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE id = %s RETURNING head_seq"
+_APPEND = (
+    "WITH head AS ({head}), "
+    "ins AS (INSERT INTO events(session_id, seq, type, v, payload, texts, created_at) "
+    "SELECT %s, head.head_seq + u.o, u.t, u.v, u.p::json, u.x, %s FROM head, "
+    "unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[]) AS u(o, t, v, p, x) RETURNING 1), "
+    "note AS (SELECT pg_notify(%s, coalesce(%s, json_build_object("
+    "'o', %s::text, 'k', 'e', 's', %s::text, 'f', head.head_seq - %s + 1, 'l', head.head_seq)::text)) FROM head) "
+    "SELECT (SELECT head_seq FROM head), (SELECT head_seq FROM sessions WHERE id = %s), "
+    "(SELECT count(*) FROM ins), (SELECT count(*) FROM note)"
+)
+
+
+class _NotAppended(Exception):
+    """The head did not move: the transaction that inserted new parts is rolled back."""
+
+    def __init__(self, row: tuple[Any, ...]) -> None:
+        super().__init__("not appended")
+        self.row = row
+
+
+@asynccontextmanager
+async def _no_transaction() -> AsyncIterator[None]:
+    yield
 
 
 def _session(row: tuple[Any, ...]) -> SessionRecord:
@@ -90,10 +121,22 @@ class PostgresStore(EventStore):
             )
         super().__init__(clock=clock, ids=ids)
         self.url = url
-        self._pool = AsyncConnectionPool(url, min_size=min_size, max_size=max_size, open=False)
+        # Autocommit: a read is one round trip, not BEGIN, the query and COMMIT; what must be atomic
+        # is one statement or runs in an explicit ``conn.transaction()`` (issue 12: PostgreSQL
+        # made about 150 round trips per turn).
+        self._pool = AsyncConnectionPool(url, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": True})
         # Write-lock waiters park on these, never on the main pool, so a holder always gets a
         # connection for its own reads and append however many writers queue behind it.
-        self._lock_pool = AsyncConnectionPool(url, min_size=0, max_size=max(2, max_size // 2), open=False)
+        self._lock_pool = AsyncConnectionPool(url, min_size=0, max_size=max(2, max_size // 2), open=False, kwargs={"autocommit": True})
+        # Run leases (session-level advisory locks) are held on connections of their own, kept
+        # open between turns instead of connecting anew for each lease.
+        self.lease_pool = AsyncConnectionPool(url, min_size=0, max_size=max_size, open=False, kwargs={"autocommit": True})
+        # Text parts are immutable and never deleted: their ids, and the bytes of the recent ones,
+        # are kept so that an append whose parts are known is one statement and a read of a
+        # recent prompt needs no second query.
+        self._part_ids: dict[str, int] = {}
+        self._part_data: dict[int, bytes] = {}
+        self._part_data_bytes = 0
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._origin = secrets.token_hex(8)  # not replayed: identifies this process's notifications
@@ -118,6 +161,7 @@ class PostgresStore(EventStore):
                     schema = (found[0] if found else None) or "public"
                 self._channel = "rp_events_" + re.sub(r"[^a-z0-9_]", "_", schema.lower())[:40]
                 await self._lock_pool.open(wait=False)
+                await self.lease_pool.open(wait=False)
                 self._opened = True
 
     @asynccontextmanager
@@ -150,6 +194,7 @@ class PostgresStore(EventStore):
                 pass
             self._listener = None
         if self._opened:
+            await self.lease_pool.close()
             await self._lock_pool.close()
             await self._pool.close()
             self._opened = False
@@ -194,7 +239,7 @@ class PostgresStore(EventStore):
     async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str) -> None:
         async with self._connection() as conn:
             try:
-                async with conn.transaction():
+                async with conn.transaction() if events else _no_transaction():
                     await conn.execute(
                         f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                         (
@@ -211,9 +256,10 @@ class PostgresStore(EventStore):
                             now,
                         ),
                     )
+                    ids = await self._insert_events(conn, record.id, 0, events, now) if events else {}
                     if events:
-                        await self._insert_events(conn, record.id, 0, events, now)
                         await self._notify(conn, record.id, 1, len(events))
+                self._remember_parts(events, ids)
             except psycopg.errors.UniqueViolation as exc:
                 raise RpError("session.exists", f"session {record.id!r} already exists") from exc
 
@@ -263,38 +309,81 @@ class PostgresStore(EventStore):
 
     # -- events ----------------------------------------------------------------------------------
     async def _append_rows(self, session_id: str, expected_seq: int, events: list[PreparedEvent], now: str) -> None:
-        async with self._connection() as conn:
-            async with conn.transaction():
-                cur = await conn.execute(
-                    "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE id = %s AND head_seq = %s RETURNING head_seq",
-                    (len(events), now, session_id, expected_seq),
-                )
-                if await cur.fetchone() is None:
-                    cur = await conn.execute("SELECT head_seq FROM sessions WHERE id=%s", (session_id,))
-                    row = await cur.fetchone()
-                    if row is None:
-                        raise session_not_found(session_id)
-                    raise conflict(session_id, expected_seq, row[0])
-                await self._insert_events(conn, session_id, expected_seq, events, now)
-                await self._notify(conn, session_id, expected_seq + 1, expected_seq + len(events))
+        first, last = expected_seq + 1, expected_seq + len(events)
+        args = (len(events), now, session_id, expected_seq)
+        row = await self._append_statement(_CAS_HEAD, args, session_id, expected_seq, events, now, self._note(session_id, first, last))
+        if row[0] is None:
+            if row[1] is None:
+                raise session_not_found(session_id)
+            # The row's head as this statement's snapshot saw it may be the expected one that a
+            # concurrent writer has just moved: read it again for the message.
+            head = (
+                row[1]
+                if row[1] != expected_seq
+                else (await self._fetchone("SELECT head_seq FROM sessions WHERE id=%s", (session_id,)) or (row[1],))[0]
+            )
+            raise conflict(session_id, expected_seq, head)
 
     async def _append_rows_at_head(self, session_id: str, events: list[PreparedEvent], now: str) -> int:
+        # The UPDATE takes the session row lock and, under READ COMMITTED, re-reads a head that
+        # moved while it waited, so concurrent writers queue on the row instead of failing a
+        # compare-and-swap. The seqs and the notification follow from the head it returns.
+        args = (len(events), now, session_id)
+        row = await self._append_statement(_AT_HEAD, args, session_id, None, events, now, None)
+        if row[0] is None:
+            raise session_not_found(session_id)
+        return int(row[0]) - len(events)
+
+    async def _append_statement(
+        self,
+        head_sql: str,
+        head_args: tuple[Any, ...],
+        session_id: str,
+        expected_seq: int | None,
+        events: list[PreparedEvent],
+        now: str,
+        note: str | None,
+    ) -> tuple[Any, ...]:
+        """One statement moves the head, inserts the rows and notifies (one round trip). Text
+        parts this store has not seen yet are inserted first, in the same transaction."""
+        externals = [e.external for e in events if e.external is not None]
+        known = self._known_parts(externals)
+        n = len(events)
+        # Seqs relative to the new head: ``expected_seq`` may be unknown (append at head).
+        offsets = [i - n + 1 for i in range(n)]
         async with self._connection() as conn:
-            async with conn.transaction():
-                # The UPDATE takes the session row lock and, under READ COMMITTED, re-reads a head
-                # that moved while it waited, so concurrent writers queue on the row instead of
-                # failing a compare-and-swap.
-                cur = await conn.execute(
-                    "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE id = %s RETURNING head_seq",
-                    (len(events), now, session_id),
-                )
-                row = await cur.fetchone()
-                if row is None:
-                    raise session_not_found(session_id)
-                start = row[0] - len(events)
-                await self._insert_events(conn, session_id, start, events, now)
-                await self._notify(conn, session_id, start + 1, start + len(events))
-        return start
+            try:
+                async with conn.transaction() if known is None else _no_transaction():
+                    ids = known if known is not None else await _store_parts(conn, externals)
+                    cur = await conn.execute(
+                        _APPEND.format(head=head_sql),
+                        (
+                            *head_args,
+                            session_id,
+                            now,
+                            offsets,
+                            [e.type for e in events],
+                            [e.version for e in events],
+                            [e.stored_json for e in events],
+                            [texts_column(e.external.texts, ids) if e.external else None for e in events],
+                            self._channel,
+                            note,
+                            self._origin,
+                            session_id,
+                            n,
+                            session_id,
+                        ),
+                    )
+                    row = await cur.fetchone()
+                    if row[0] is None and known is None:
+                        # Nothing appended: roll the new parts back with it (a failed append stores
+                        # nothing), then report.
+                        raise _NotAppended(row)
+            except _NotAppended as exc:
+                return exc.row
+        if known is None:
+            self._remember_parts(events, ids)
+        return row
 
     @asynccontextmanager
     async def _cross_process_write_lock(self, session_id: str) -> AsyncIterator[None]:
@@ -305,7 +394,7 @@ class PostgresStore(EventStore):
             yield
 
     @staticmethod
-    async def _insert_events(conn: Any, session_id: str, start: int, events: list[PreparedEvent], now: str) -> None:
+    async def _insert_events(conn: Any, session_id: str, start: int, events: list[PreparedEvent], now: str) -> dict[str, int]:
         ids = await _store_parts(conn, [e.external for e in events if e.external is not None])
         # One INSERT … unnest instead of executemany: pipeline mode turns a constraint violation
         # into noisy "pipeline aborted" warnings (stack.md §3.2).
@@ -322,28 +411,71 @@ class PostgresStore(EventStore):
                 [texts_column(e.external.texts, ids) if e.external else None for e in events],
             ),
         )
+        return ids
 
     async def read(self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         check_page_args(after_seq, until_seq, limit)
-        sql = "SELECT seq, type, v, payload::text, created_at, texts FROM events WHERE session_id=%s AND seq>%s"
-        args: list[Any] = [session_id, after_seq]
+        # One round trip: no row at all means no session; a row of NULLs, no events in range.
+        inner = "SELECT seq, type, v, payload, created_at, texts FROM events WHERE session_id = s.id AND seq > %s"
+        args: list[Any] = [after_seq]
         if until_seq is not None:
-            sql += " AND seq<=%s"
+            inner += " AND seq <= %s"
             args.append(until_seq)
-        sql += " ORDER BY seq"
+        inner += " ORDER BY seq"
         if limit is not None:
-            sql += " LIMIT %s"
+            inner += " LIMIT %s"
             args.append(limit)
-        rows = await self._fetchall(sql, args)
-        if not rows and await self._fetchone("SELECT 1 FROM sessions WHERE id=%s", (session_id,)) is None:
+        sql = (
+            "SELECT e.seq, e.type, e.v, e.payload::text, e.created_at, e.texts FROM sessions s "
+            f"LEFT JOIN LATERAL ({inner}) e ON true WHERE s.id = %s ORDER BY e.seq"
+        )
+        rows = await self._fetchall(sql, [*args, session_id])
+        if not rows:
             raise session_not_found(session_id)
-        wanted = sorted({i for r in rows for i in part_ids(r[5])})
-        parts: dict[int, bytes] = {}
-        if wanted:
-            parts = {
-                pid: bytes(data) for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%s)", (wanted,))
-            }
-        return event_rows(session_id, rows, parts)
+        rows = [r for r in rows if r[0] is not None]
+        return event_rows(session_id, rows, await self._parts({i for r in rows for i in part_ids(r[5])}))
+
+    async def _parts(self, wanted: set[int]) -> dict[int, bytes]:
+        """The compressed bytes of these parts: the recent ones from memory, the rest read."""
+        parts = {i: self._part_data[i] for i in wanted if i in self._part_data}
+        missing = sorted(wanted - parts.keys())
+        if missing:
+            for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%s)", (missing,)):
+                parts[pid] = bytes(data)
+                self._keep_part(pid, bytes(data))
+        return parts
+
+    def _known_parts(self, externals: list[Externalised]) -> dict[str, int] | None:
+        """The ids of every part these texts use, when all are known; else None."""
+        ids: dict[str, int] = {}
+        for ext in externals:
+            for digest in ext.parts:
+                pid = self._part_ids.get(digest)
+                if pid is None:
+                    return None
+                ids[digest] = pid
+        return ids
+
+    def _remember_parts(self, events: list[PreparedEvent], ids: dict[str, int] | None = None) -> None:
+        """After a commit: the parts' ids (and the new parts' bytes) for the next append or read."""
+        if ids is None:
+            return
+        if len(self._part_ids) + len(ids) > PART_IDS_KEPT:
+            self._part_ids.clear()
+        self._part_ids.update(ids)
+        for e in events:
+            if e.external is not None:
+                for digest, text in e.external.parts.items():
+                    pid = ids.get(digest)
+                    if pid is not None and pid not in self._part_data:
+                        self._keep_part(pid, compress(text))
+
+    def _keep_part(self, pid: int, data: bytes) -> None:
+        if self._part_data_bytes + len(data) > PART_BYTES_KEPT:
+            self._part_data.clear()
+            self._part_data_bytes = 0
+        self._part_data[pid] = data
+        self._part_data_bytes += len(data)
 
     async def dump(self) -> list[tuple[Any, ...]]:
         ev = await self._fetchall(
@@ -386,9 +518,11 @@ class PostgresStore(EventStore):
             return cur.rowcount
 
     # -- live notifications across processes -----------------------------------------------------
+    def _note(self, session_id: str, first: int, last: int) -> str:
+        return json.dumps({"o": self._origin, "k": "e", "s": session_id, "f": first, "l": last})
+
     async def _notify(self, conn: Any, session_id: str, first: int, last: int) -> None:
-        payload = json.dumps({"o": self._origin, "k": "e", "s": session_id, "f": first, "l": last})
-        await conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload))
+        await conn.execute("SELECT pg_notify(%s, %s)", (self._channel, self._note(session_id, first, last)))
 
     async def publish_chunk(self, session_id: str, data: dict[str, Any]) -> None:
         self.broker.publish_chunk(session_id, data)
