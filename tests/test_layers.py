@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "quick_replies": 4,  # a feature above core (its /qr reaches play through the runtime)
     "reply_options": 4,  # a feature above core (an artifact generator; its choices reach play through the runtime)
     "cli": 5, "features": 5, "plugins": 5, "plugins_cli": 5,
+    "web": 5,  # the HTTP API (rp serve): an interface beside cli.py
     "testing": 6,  # test support may reach anything; nothing in the product imports it
 }  # fmt: skip
 # A feature's registration module sits next to its domain but above core: it builds core's

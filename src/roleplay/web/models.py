@@ -1,0 +1,161 @@
+"""Request and response bodies of the HTTP API (camelCase on the wire, as the event log).
+
+Requests forbid unknown fields, so a misspelt option is a 422 with its pointer, never silently
+ignored. Responses that carry a library result verbatim (a surface, a metrics report) are typed
+as JSON objects; the documented fields are the library's ``to_dict``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True)
+
+
+class ErrorOut(Out):
+    code: str = Field(description="stable dotted error code, e.g. run.busy")
+    message: str
+    pointer: str | None = Field(None, description="JSON Pointer into the request, where one applies")
+    problems: list[dict[str, Any]] = Field(default_factory=list)
+    details: dict[str, Any] | None = None
+
+
+# -- sessions ---------------------------------------------------------------------------------------
+
+
+class SessionCreate(Body):
+    """Step one of a story's setup: the live assets to bind and how it opens. Omitted assets are
+    the defaults (lorebooks: the card's own); ``model`` is kept as the story's route."""
+
+    card: str | None = None
+    sample: bool = Field(False, description="use the bundled sample card (imported on first use)")
+    persona: str | None = None
+    preset: str | None = None
+    lorebooks: list[str] | None = None
+    writing_styles: list[str] | None = None
+    opening: Literal["card", "custom", "skip"] = "card"
+    opening_index: int = 0
+    opening_text: str = ""
+    participation: Literal["adaptive", "actor", "director"] = "adaptive"
+    title: str | None = None
+    model: str | None = Field(None, description="the story's route, e.g. deepseek/deepseek-flash or demo")
+
+
+class OpeningChoice(Body):
+    """Step two (optional, before the first turn): choose another opening."""
+
+    opening: Literal["card", "custom", "skip"] = "card"
+    opening_index: int = 0
+    opening_text: str = ""
+
+
+class SessionOut(Out):
+    id: str
+    preset: str
+    title: str | None = None
+    parent_id: str | None = None
+    archived: bool = False
+    head_seq: int = 0
+    created_at: str | None = None
+    updated_at: str | None = None
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True, extra="allow")
+
+
+class SessionCreated(Out):
+    session_id: str
+    title: str | None
+    participation: str
+    route: str | None
+    opening: str | None
+    diagnostics: list[dict[str, Any]]
+    session: SessionOut
+
+
+class ForkBody(Body):
+    at_seq: int = Field(description="keep events 1..atSeq (snapped back to the last closed turn)")
+    title: str | None = None
+
+
+class BranchBody(Body):
+    at: str | None = Field(None, description="branch after this message's turn: a message id or its number")
+    at_turn: str | None = None
+    title: str | None = None
+
+
+# -- turns and message actions ----------------------------------------------------------------------
+
+
+class TurnBody(Body):
+    text: str
+    model: str | None = Field(None, description="route for this turn only (default: the story's, else the server's)")
+
+
+class ContinueBody(Body):
+    model: str | None = None
+
+
+class RegenerateBody(Body):
+    save_edit: str | None = Field(None, description="replace your last message with this text first")
+    model: str | None = None
+
+
+class TurnAccepted(Out):
+    session_id: str
+    turn_id: str
+    kind: str
+    events: str = Field(description="the SSE stream that carries the turn")
+
+
+class AbortBody(Body):
+    turn_id: str | None = None
+
+
+class EditBody(Body):
+    text: str
+
+
+class SwipeBody(Body):
+    direction: Literal["left", "right"] | int = Field(description="left, right, or the alternative's number (1 = first)")
+
+
+# -- assets, settings -------------------------------------------------------------------------------
+
+
+class AssetCreate(Body):
+    kind: str
+    data: dict[str, Any]
+
+
+class AssetUpdate(Body):
+    data: dict[str, Any]
+    revision: int | None = Field(None, description="the revision read (or send If-Match)")
+
+
+class DefaultBody(Body):
+    asset_id: str
+
+
+class TrustBody(Body):
+    trusted: bool = True
+
+
+class SettingUpdate(Body):
+    value: Any
+    revision: int | None = None
+
+
+class ModelTest(Body):
+    model: str | None = None
+    prompt: str = "Reply with one short, friendly sentence."
+
+
+__all__ = [name for name in dir() if name[0].isupper()]

@@ -1,0 +1,131 @@
+"""Turns: send, continue, regenerate, abort, impersonate, and the SSE tail of the log.
+
+``POST /sessions/{id}/turns`` answers 202 with the turn id as soon as the turn has begun; the reply
+streams on ``GET /sessions/{id}/events``. A turn uses the route given with it, else the story's
+remembered route, else the server's default (``rp serve --model``; the offline ``demo`` model when
+no key is set). A second turn while one runs (here or in another server process sharing the
+database) is 409 ``run.busy``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import JSONResponse
+
+from roleplay.core.continue_turn import continue_turn
+from roleplay.core.impersonate import impersonate
+from roleplay.core.profile import profile_of, session_projection
+from roleplay.core.regenerate import regenerate
+from roleplay.core.run import play_turn
+from roleplay.core.session_route import stored_route
+from roleplay.harness.models.routes import Route, resolve_route
+
+from .app import API, Web, WebState
+from .models import AbortBody, ContinueBody, RegenerateBody, TurnAccepted, TurnBody
+from .runs import StartCall
+from .sse import EventStream, parse_cursor
+
+router = APIRouter(tags=["turns"])
+
+
+async def session_route(w: WebState, session_id: str, spec: str | None) -> Route:
+    """The route for this call: the request's, the story's own, or the server's default."""
+    if spec:
+        return resolve_route(spec)
+    loaded = await w.rt.service.projection(session_id, session_projection)
+    return stored_route(profile_of(loaded.state)) or w.config.default_route
+
+
+async def _accept(w: WebState, session_id: str, kind: str, call: StartCall) -> JSONResponse:
+    await w.rt.store.get_session(session_id)  # 404 before anything starts
+    run = await w.runs.start(session_id, kind, call)
+    body = TurnAccepted(session_id=session_id, turn_id=run.turn_id, kind=kind, events=f"{API}/sessions/{session_id}/events")
+    return JSONResponse(body.model_dump(by_alias=True), status_code=202, headers={"Location": body.events})
+
+
+@router.post("/sessions/{session_id}/turns", status_code=202, response_model=TurnAccepted)
+async def send_turn(w: Web, session_id: str, body: TurnBody) -> JSONResponse:
+    """Play the player's text as the next turn; the reply streams on the session's events."""
+    route = await session_route(w, session_id, body.model)
+    return await _accept(w, session_id, "turn", lambda abort: play_turn(w.rt, session_id, body.text, parent_route=route, abort=abort))
+
+
+@router.post("/sessions/{session_id}/continue", status_code=202, response_model=TurnAccepted)
+async def continue_reply(w: Web, session_id: str, body: ContinueBody | None = None) -> JSONResponse:
+    """The Writer goes on with the last reply, as one more turn."""
+    route = await session_route(w, session_id, body.model if body else None)
+    return await _accept(w, session_id, "continue", lambda abort: continue_turn(w.rt, session_id, parent_route=route, abort=abort))
+
+
+@router.post("/sessions/{session_id}/regenerate", status_code=202, response_model=TurnAccepted)
+async def regenerate_reply(w: Web, session_id: str, body: RegenerateBody | None = None) -> JSONResponse:
+    """Write the last reply again (the replaced one stays as an alternative); ``saveEdit`` edits your message first."""
+    body = body or RegenerateBody.model_validate({})
+    route = await session_route(w, session_id, body.model)
+    return await _accept(
+        w,
+        session_id,
+        "regenerate",
+        lambda abort: regenerate(w.rt, session_id, parent_route=route, save_edit=body.save_edit, abort=abort),
+    )
+
+
+@router.post("/sessions/{session_id}/abort")
+async def abort_turn(w: Web, session_id: str, body: AbortBody | None = None) -> dict[str, Any]:
+    """Abort the running turn (it ends ``aborted`` in the log). 404 ``run.not_running`` when none
+    runs on this server."""
+    await w.rt.store.get_session(session_id)
+    run = w.runs.abort(session_id, body.turn_id if body else None)
+    return {"sessionId": session_id, "turnId": run.turn_id, "aborting": True}
+
+
+@router.get("/sessions/{session_id}/running")
+async def running(w: Web, session_id: str) -> dict[str, Any]:
+    """The turn this server is running for the session, if any."""
+    await w.rt.store.get_session(session_id)
+    run = w.runs.active.get(session_id)
+    return {"sessionId": session_id, "turnId": run.turn_id if run else None, "kind": run.kind if run else None}
+
+
+@router.post("/sessions/{session_id}/impersonate")
+async def impersonate_draft(w: Web, session_id: str, body: ContinueBody | None = None) -> dict[str, Any]:
+    """Draft the player's next message in their persona's voice; nothing is sent or stored in the story."""
+    route = await session_route(w, session_id, body.model if body else None)
+    drafted = await impersonate(w.rt, session_id, parent_route=route)
+    return {"sessionId": session_id, **drafted.to_dict()}
+
+
+@router.get(
+    "/sessions/{session_id}/events",
+    status_code=200,
+    response_class=EventStream,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "id: seq / event: type / data: the event as JSON"}},
+)
+async def events(
+    w: Web,
+    session_id: str,
+    after: Annotated[int | None, Query(ge=0, description="resume after this seq (Last-Event-ID wins); default: the current head")] = None,
+    follow: Annotated[bool, Query(description="false: send the log up to the head, then end")] = True,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> EventStream:
+    """Server-Sent Events: every durable event (``id: seq``, ``event: type``) and the transient
+    ``assistant/chunk`` reply deltas (no id); ``: ping`` comments keep the connection open."""
+    cursor = parse_cursor(last_event_id, after)
+    await w.rt.store.get_session(session_id)
+    if cursor is not None:
+        head = await w.rt.store.head(session_id)
+        if cursor > head:
+            from roleplay.errors import ValidationError
+
+            raise ValidationError("events.cursor_ahead", f"seq {cursor} is past the log's head {head}", pointer="/after")
+    return EventStream(
+        w.rt.store,
+        session_id,
+        cursor,
+        follow=follow,
+        ping_seconds=w.config.ping_seconds,
+        send_timeout=w.config.send_timeout,
+        shutdown=w.shutdown,
+    )

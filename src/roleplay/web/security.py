@@ -1,0 +1,108 @@
+"""Who may call the API: the token, and the browser's cross-origin guard.
+
+- **Token.** When the server has one (it must, bound anywhere but loopback: ``rp serve`` takes
+  ``RP_TOKEN`` or generates one and prints it once), every request but the login page carries it,
+  as ``Authorization: Bearer …`` (API clients) or the ``rp_token`` cookie the login page sets
+  (HttpOnly, SameSite=Strict, so page scripts can neither read it nor have another site send it).
+  Without it: 401 in the one error envelope.
+- **CSRF.** An unsafe method (POST, PUT, PATCH, DELETE) from a browser page of another origin is
+  refused with 403: the ``Origin`` header must be the server's own origin or one allowed with
+  ``--allow-origin``; without ``Origin``, ``Sec-Fetch-Site: cross-site`` is refused too. Clients
+  that send neither (curl, scripts) are not browsers and pass.
+
+Tokens are compared in constant time and never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from http.cookies import SimpleCookie
+from typing import Any, Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .errors import envelope
+
+TOKEN_COOKIE = "rp_token"
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+OPEN_PATHS = frozenset({"/login", "/api/v1/health"})
+
+
+def token_matches(expected: str, given: str | None) -> bool:
+    return given is not None and hmac.compare_digest(expected.encode(), given.encode())
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def request_token(headers: dict[str, str]) -> str | None:
+    auth = headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    cookie = headers.get("cookie")
+    if cookie:
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(cookie)
+        except Exception:  # noqa: BLE001 - a malformed cookie header is just no token
+            return None
+        if TOKEN_COOKIE in jar:
+            return jar[TOKEN_COOKIE].value
+    return None
+
+
+def own_origin(scope: Scope, headers: dict[str, str]) -> str | None:
+    host = headers.get("host")
+    if not host:
+        return None
+    return f"{scope.get('scheme', 'http')}://{host}"
+
+
+class SecurityMiddleware:
+    def __init__(self, app: ASGIApp, *, token: str | None, allowed_origins: Iterable[str] = ()) -> None:
+        self.app = app
+        self.token = token
+        self.allowed = frozenset(o.rstrip("/") for o in allowed_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = _headers(scope)
+        if scope["method"] in UNSAFE_METHODS:
+            refused = self._cross_origin(scope, headers)
+            if refused is not None:
+                await _reply(send, 403, envelope("http.cross_origin", refused))
+                return
+        if self.token is not None and scope["path"] not in OPEN_PATHS and not token_matches(self.token, request_token(headers)):
+            await _reply(
+                send,
+                401,
+                envelope("http.auth_required", "this server needs its token: Authorization: Bearer TOKEN, or log in at /login"),
+                extra=[(b"www-authenticate", b"Bearer")],
+            )
+            return
+        await self.app(scope, receive, send)
+
+    def _cross_origin(self, scope: Scope, headers: dict[str, str]) -> str | None:
+        origin = headers.get("origin")
+        if origin is not None:
+            origin = origin.rstrip("/")
+            if origin == own_origin(scope, headers) or origin in self.allowed:
+                return None
+            return f"cross-origin {scope['method']} from {origin!r} refused (allow it with rp serve --allow-origin)"
+        if headers.get("sec-fetch-site") == "cross-site":
+            return f"cross-site {scope['method']} refused"
+        return None
+
+
+async def _reply(send: Send, status: int, body: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    data = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+__all__ = ["SecurityMiddleware", "TOKEN_COOKIE", "request_token", "token_matches"]

@@ -1,0 +1,142 @@
+"""``rp serve``: the HTTP API on uvicorn, one process, async end to end.
+
+It binds to loopback unless told otherwise. Anywhere else it needs a token: ``RP_TOKEN``, or one it
+generates and prints once (stderr); clients send it as a bearer token, browsers log in at /login.
+The store and runtime are opened once, inside the server's event loop, and shared by every request.
+
+The first Ctrl-C (or SIGTERM) ends the event streams and aborts running turns before uvicorn waits
+for connections, so each such turn ends ``aborted`` in the log and the process exits promptly; a
+second Ctrl-C forces the exit.
+"""
+
+from __future__ import annotations
+
+import inspect
+import ipaddress
+import os
+import secrets
+import socket
+import sys
+from contextlib import asynccontextmanager
+from types import FrameType
+from typing import Any, AsyncIterator
+
+import click
+import uvicorn
+
+from roleplay.cli_context import echo_json, fail, home_option, json_option, state_of
+from roleplay.errors import RpError
+
+MiB = 1024 * 1024
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def server_default_route(spec: str | None) -> Any:
+    """``--model``, else the environment's route (``RP_MODEL``, then a key), else the offline demo."""
+    from roleplay.harness.models.routes import resolve_route
+
+    if spec:
+        return resolve_route(spec)
+    try:
+        return resolve_route(None)
+    except RpError:
+        return resolve_route("demo")
+
+
+@click.command("serve")
+@home_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind; anything but loopback needs a token.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free port).")
+@click.option("--model", "model_spec", help="Default route for stories that keep none (default: $RP_MODEL, a configured key, else demo).")
+@click.option("--allow-origin", "allow_origins", multiple=True, help="Another origin whose pages may POST here (repeat).")
+@click.option("--max-upload-mb", default=64, show_default=True, type=click.IntRange(1, 256), help="Largest upload accepted.")
+@json_option
+@click.pass_context
+def serve_command(
+    ctx: click.Context, host: str, port: int, model_spec: str | None, allow_origins: tuple[str, ...], max_upload_mb: int, as_json: bool
+) -> None:
+    """Serve the HTTP API (and its docs at /api/docs) until Ctrl-C.
+
+    With --json, one line of JSON on stdout once it listens: {"url", "docs", "defaultRoute"}."""
+    from .app import WebConfig, create_app
+
+    try:
+        route = server_default_route(model_spec)
+    except RpError as exc:
+        fail(exc, as_json)
+        return
+    token = os.environ.get("RP_TOKEN") or None
+    if not is_loopback(host) and token is None:
+        token = secrets.token_urlsafe(24)
+        click.echo(f"rp serve: {host} is not loopback, so clients need this token (shown once; set RP_TOKEN to choose one):", err=True)
+        click.echo(f"  {token}", err=True)
+    config = WebConfig(default_route=route, token=token, allowed_origins=allow_origins, max_upload_bytes=max_upload_mb * MiB)
+    state = state_of(ctx)
+
+    @asynccontextmanager
+    async def opener() -> AsyncIterator[Any]:
+        from roleplay.assets.seeds import ensure_seeds
+        from roleplay.features import open_runtime
+        from roleplay.harness.models.routes import resolve_route
+
+        writer = os.environ.get("RP_WRITER_MODEL")
+        async with state.open_store() as store:
+            factory = state.runtime_factory or open_runtime
+            rt = factory(store, writer_default=resolve_route(writer) if writer else None)
+            if inspect.isawaitable(rt):
+                rt = await rt
+            await ensure_seeds(rt.assets)
+            try:
+                yield rt
+            finally:
+                await rt.aclose()
+
+    app = create_app(None, config, opener=opener)
+    server = _Server(
+        uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=10), app, as_json=as_json
+    )
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the Ctrl-C it captured, once it has shut down cleanly
+    if not server.started:
+        sys.exit(1)
+    click.echo("rp serve: stopped", err=True)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the app to wind down on the first signal and printing the URL."""
+
+    def __init__(self, config: uvicorn.Config, app: Any, *, as_json: bool = False) -> None:
+        super().__init__(config)
+        self.app = app
+        self.as_json = as_json
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            host, port = self.servers[0].sockets[0].getsockname()[:2] if self.servers else (self.config.host, self.config.port)
+            shown = f"[{host}]" if ":" in str(host) else host
+            url = f"http://{shown}:{port}/"
+            if self.as_json:
+                echo_json({"url": url, "docs": f"{url}api/docs", "defaultRoute": self.app.state.web.config.default_route.spec})
+                sys.stdout.flush()
+            click.echo(f"rp serve: {url}  (API docs: /api/docs · Ctrl-C stops)", err=True)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        state = getattr(self.app.state, "web", None)
+        if state is not None and not self.should_exit:
+            click.echo("rp serve: stopping (running turns are aborted)…", err=True)
+            state.begin_shutdown()
+        super().handle_exit(sig, frame)
+
+
+__all__ = ["serve_command", "is_loopback", "server_default_route"]
