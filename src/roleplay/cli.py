@@ -78,6 +78,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Write the last reply of SESSION_ID again; the replaced one stays as an alternative (rp swipe).",
     ),
     "say": ("roleplay.core.cli", "say_command", "Play one turn of SESSION_ID and stream the reply."),
+    "serve": ("roleplay.web.serve", "serve_command", "Serve the HTTP API (and its docs at /api/docs) until Ctrl-C."),
     "sessions": ("roleplay.harness.cli", "sessions", "List, inspect, fork and archive sessions."),
     "settings": (
         "roleplay.core.settings_cli",
