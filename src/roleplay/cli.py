@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import sqlite3
+import sys
 from typing import Any
 
 import click
@@ -59,6 +60,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "metrics_command",
         "Tokens, latency, route and cost of each reply of SESSION_ID and in total.",
     ),
+    "mode": ("roleplay.core.agent_cli", "mode_command", "Show or switch a story's execution mode: chat or agent."),
     "models": ("roleplay.harness.models.cli", "models", "List model providers and test a model route."),
     "mvu": ("roleplay.compat.mvu.cli", "mvu_group", "MVU / MVU Zod variable-card compatibility."),
     "new": ("roleplay.core.cli", "new_command", "Start a story."),
@@ -85,12 +87,18 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "settings",
         "Read and change the global settings (Writer default route, identity prompt, features…).",
     ),
+    "subagents": ("roleplay.core.agent_cli", "subagents", "List, add, edit, enable, disable and delete Agent mode's task sub-agents."),
     "swipe": (
         "roleplay.core.actions_cli",
         "swipe_command",
         "Show another alternative of the last reply: DIRECTION is left, right or its number (1 = first).",
     ),
     "state": ("roleplay.state.cli", "state_group", "Check rp.state v2 namespace definitions and simulate state.update effects."),
+    "writer-route": (
+        "roleplay.core.agent_cli",
+        "writer_route_command",
+        "[SESSION_ID] ROUTE|default|follow: the Writer's model, globally or for one story.",
+    ),
 }
 
 COMMANDS.update(
@@ -112,6 +120,8 @@ COMMAND_FEATURES: dict[str, str] = {
     "mvu": "rp-compat-mvu",
     "quick-replies": "rp-quick-replies",
     "state": "rp-state",
+    "subagents": "rp-subagent-manager",
+    "writer-route": "rp-subagent-manager",
     # spec rp-message-actions: edit, suffix delete, regenerate, branch, reply metrics
     **dict.fromkeys(("messages", "edit", "delete", "regenerate", "swipe", "branch", "metrics"), "rp-message-actions"),
 }
@@ -155,6 +165,28 @@ def _saved_features_postgres(state: CliState) -> list[str] | None:
     return asyncio.run(read())
 
 
+def plugins_installed() -> bool:
+    """Whether an installed distribution declares a ``roleplay`` entry point, looked up where
+    ``importlib.metadata`` finds them (``*.dist-info``/``*.egg-info`` directories on ``sys.path``)
+    without importing it: that import (email, zipfile, pluggy with it) would cost every ``rp --help``
+    about 50 ms. Only when one is there does ``rp`` load the plugin manager for commands and
+    providers; a zipped egg is not looked into."""
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                try:
+                    with open(os.path.join(entry or ".", name, "entry_points.txt"), encoding="utf-8") as f:
+                        if "[roleplay]" in f.read():
+                            return True
+                except OSError:
+                    continue
+    return False
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
 
@@ -163,6 +195,8 @@ class LazyGroup(click.Group):
     def _load_plugin_commands(self) -> None:
         if not self._plugins_loaded:
             self._plugins_loaded = True
+            if not plugins_installed():
+                return
             from roleplay.plugins import third_party_manager
 
             third_party_manager().hook.register_commands(cli=self)
@@ -258,6 +292,8 @@ def _load_third_party_providers() -> None:
     global _providers_loaded
     if not _providers_loaded:
         _providers_loaded = True
+        if not plugins_installed():
+            return
         from roleplay.plugins import register_process_hooks, third_party_manager
 
         register_process_hooks(third_party_manager())
