@@ -30,7 +30,7 @@ from .openings import apply_commands, clean_opening_text
 from .rules import derive_rules, uncovered
 from .scan import ejs_tags
 from .schema import derive_from_data, from_json_schema
-from .sources import Book, CardSource, Greeting, expand_macros, read_book, read_card
+from .sources import Book, BookEntry, CardSource, Greeting, expand_macros, read_book, read_card
 from .templates import compile_template
 
 NAMESPACE = "story"
@@ -117,7 +117,7 @@ class _Context:
     zod_loc: Loc
 
     @property
-    def rule_entries(self):
+    def rule_entries(self) -> list[BookEntry]:
         return [e for b in self.books for e in b.entries]
 
 

@@ -131,6 +131,11 @@ def _dotted(parts: tuple[str, ...]) -> str:
     return ".".join(parts) or "(root)"
 
 
+# What a rule path expands to: (exact targets, open groups as (container, remaining segments),
+# names the schema does not have).
+_Expansion = tuple[list[tuple[str, ...]], list[tuple[tuple[str, ...], list[Segment]]], list[str]]
+
+
 class _Reader:
     def __init__(self, value: Any, schema: dict[str, Any], zod: bool) -> None:
         self.value = value
@@ -219,7 +224,7 @@ class _Reader:
                 ]
         return merged
 
-    def expand(self, segments: list[Segment], parts: tuple[str, ...], node: dict[str, Any] | None, depth: int):
+    def expand(self, segments: list[Segment], parts: tuple[str, ...], node: dict[str, Any] | None, depth: int) -> _Expansion:
         """(exact targets, open groups as (container, remaining segments), missing names)."""
         if not segments:
             return [parts], [], []
@@ -241,7 +246,9 @@ class _Reader:
             names = tuple(node.get("properties", {}))
         else:
             names = seg.names
-        targets, groups, missing = [], [], []
+        targets: list[tuple[str, ...]] = []
+        groups: list[tuple[tuple[str, ...], list[Segment]]] = []
+        missing: list[str] = []
         for name in names:
             child = _node(node, (name,)) if name in node.get("properties", {}) or node.get("type") == "array" else None
             if child is None:

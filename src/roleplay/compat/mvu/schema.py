@@ -27,7 +27,7 @@ from roleplay.canonical import json_type
 from roleplay.errors import Problem
 from roleplay.state import check_restricted_schema
 
-from .diagnostics import Loc, diag
+from .diagnostics import Loc, Where, diag
 
 EXTENSIBLE_MARKER = "$__META_EXTENSIBLE__$"
 META_KEYS = ("extensible", "required", "recursiveExtensible", "template")
@@ -113,7 +113,7 @@ class _Walker:
         self.loc = loc
         self.out = Derived(None, {})
 
-    def where(self, parts: tuple[str, ...]):
+    def where(self, parts: tuple[str, ...]) -> Loc | Where:
         found = self.lines.get(pointer_of(parts))
         return found[0].at(found[1]) if found else self.loc
 
