@@ -206,6 +206,8 @@ async def _help(play: PlaySession, argument: str) -> None:
 
 
 async def _state(play: PlaySession, argument: str) -> None:
+    if STATE_PROJECTION not in play.rt.service.projections.names():
+        raise RpError("features.disabled", "story state is turned off (rp-state); `rp features enable rp-state` turns it on")
     click.echo(json_text(await state_view(play.rt, play.session_id)))
 
 
