@@ -419,6 +419,16 @@ async def test_a_growing_snapshot_stores_only_its_new_parts(store: EventStore) -
     assert 0 < added < first / 10, (added, first)
     snap = await store.load_snapshot(rec.id, "surface", 1)
     assert snap is not None and snap.upto_seq == 405 and snap.state == {"nodes": grown, "ignoredOps": 0}
+    # A large string the events already store (a run's context block) costs the snapshot nothing.
+    big = story_prompt(12)
+    await store.append(rec.id, 0, [user("u-big", big)])
+    before = len([row for row in await store.dump() if row[0] == "text_part"])
+    with_big = grown + [{"id": "u-big", "seq": 406, "content": [{"type": "text", "text": big}]}]
+    await store.save_snapshot(Snapshot(rec.id, "surface", 1, 406, {"nodes": with_big, "ignoredOps": 0}))
+    new_parts = len([row for row in await store.dump() if row[0] == "text_part"]) - before
+    assert new_parts <= 2, new_parts  # the end of the state's own text, not the big string's parts
+    snap = await store.load_snapshot(rec.id, "surface", 1)
+    assert snap is not None and snap.state == {"nodes": with_big, "ignoredOps": 0}
     assert await store.delete_snapshots(rec.id) == 1
     assert await store.load_snapshot(rec.id, "surface", 1) is None
 

@@ -28,7 +28,15 @@ from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationErr
 
 from ..events import MAX_EVENT_BYTES, Event, EventDraft, event_version, validate_payload
 from ..notify import Broker, Subscription
-from .texts import MIN_EXTERNAL_BYTES, SNAPSHOT_TEXT_MARKER, Externalised, externalise, reassemble, snapshot_text
+from .texts import (
+    MIN_EXTERNAL_BYTES,
+    SNAPSHOT_TEXT_MARKER,
+    Externalised,
+    externalise,
+    externalise_snapshot,
+    reassemble,
+    reassemble_snapshot,
+)
 
 MAX_BATCH = 10_000
 
@@ -132,26 +140,26 @@ def snapshot_upsert_sql(mark: str) -> str:
 
 
 def prepare_snapshot(snapshot: Snapshot) -> tuple[str, Externalised | None]:
-    """The snapshot's stored JSON and, for a large one, its text to keep as parts: the whole state
-    as one text (``texts.snapshot_text``), so that a snapshot rewritten every few hundred events
-    stores only the parts that changed, not the whole surface again (issue 12). The row then keeps
-    ``SNAPSHOT_TEXT_MARKER`` as its state."""
+    """The snapshot's stored JSON and, for a large one, its texts to keep as parts: its large
+    strings (shared with the events that hold them) and the rest of the state as one text, one
+    node per line (``texts.externalise_snapshot``), so that a snapshot rewritten every few hundred
+    events stores only the parts that changed, not the whole surface again (issue 12). The row
+    then keeps ``SNAPSHOT_TEXT_MARKER`` as its state."""
     text = json.dumps(snapshot.state, ensure_ascii=False, separators=(",", ":"))
     if len(text) < MIN_EXTERNAL_BYTES:
         return text, None
-    external = externalise(snapshot_text(snapshot.state))
-    assert external is not None  # a text of at least MIN_EXTERNAL_BYTES characters
-    return json.dumps(SNAPSHOT_TEXT_MARKER), replace(external, stored_json=json.dumps(SNAPSHOT_TEXT_MARKER))
+    external = externalise_snapshot(snapshot.state)
+    return external.stored_json, external
 
 
 def snapshot_state(stored: str, texts: str | None, parts: dict[int, bytes], *, where: str) -> Any:
-    """The state of a snapshot row: its JSON, large strings put back (rows before issue 12's
-    snapshot texts), or parsed from its stored text (``prepare_snapshot``)."""
+    """The state of a snapshot row: its JSON with its large strings put back (rows written before
+    issue 12's snapshot texts), or rebuilt from its texts (``prepare_snapshot``)."""
     state = json.loads(stored)
     if not texts:
         return state
     if state == SNAPSHOT_TEXT_MARKER:
-        return json.loads(reassemble("", texts, parts, where=where))
+        return reassemble_snapshot(texts, parts, where=where)
     return reassemble(state, texts, parts, where=where)
 
 

@@ -142,6 +142,36 @@ def _blank(value: Any, paths: set[tuple[str | int, ...]], path: tuple[str | int,
 SNAPSHOT_TEXT_MARKER = {"$rpSnapshotText": 1}
 
 
+def externalise_snapshot(state: Any) -> Externalised:
+    """A snapshot to store: its large strings as parts (a long story's surface repeats the texts
+    its events already store, so these parts are shared with them), then the rest of the state as
+    one text (``snapshot_text``) in parts of its own, listed first at the root path."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    if not isinstance(state, str):  # a state that is one string is all root text
+        _find_large(state, (), found)
+    rest = _blank(state, {path for path, _ in found}) if found else state
+    texts = []
+    parts: dict[str, str] = {}
+    for path, text in [((), snapshot_text(rest)), *found]:
+        hashes = []
+        for part in split_parts(text):
+            digest = sha256_text(part)
+            parts.setdefault(digest, part)
+            hashes.append(digest)
+        texts.append(ExternalText(path, sha256_text(text), tuple(hashes)))
+    return Externalised(json.dumps(SNAPSHOT_TEXT_MARKER), tuple(texts), parts)
+
+
+def reassemble_snapshot(column: str, parts: dict[int, bytes], *, where: str) -> Any:
+    """The state stored by ``externalise_snapshot``: the root text parsed, then its large strings
+    put back, each checked against its sha256."""
+    entries = json.loads(column)
+    root = [e for e in entries if not e[0]]
+    state = json.loads(reassemble("", json.dumps(root), parts, where=where))
+    rest = [e for e in entries if e[0]]
+    return reassemble(state, json.dumps(rest), parts, where=where) if rest else state
+
+
 def snapshot_text(state: Any) -> str:
     """A snapshot's JSON with one element per line down to the second level (the surface: one node
     per line), so that the parts of the next snapshot, which mostly appends nodes, are the same
