@@ -179,3 +179,34 @@ def test_the_cycle_rule_sees_lazy_imports_and_skips_type_checking_blocks() -> No
     assert "roleplay.core.b" not in runtime_imports(text, "roleplay.core.a", False)
     assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert import_cycle({"a": {"b"}, "b": set()}) is None
+
+
+# What a feature above core may use of it (the plugin API): the shared vocabulary, the source and
+# capability seams, the texts and run helpers features build on. Anything else in core is internal.
+CORE_PUBLIC = {
+    f"roleplay.core.{m}"
+    for m in (
+        "types",
+        "sources",
+        "macros",
+        "effects",
+        "artifacts",
+        "prompts",
+        "play_draft",
+        "settings",
+        "subagent_run",
+        "session_runtime",
+        "runtime",
+    )
+}
+
+
+FEATURE_MODULES = sorted(p for p in SRC.rglob("*.py") if layer_of(module_name(p)) == 4)
+
+
+@pytest.mark.parametrize("path", FEATURE_MODULES, ids=lambda p: str(p.relative_to(SRC)))
+def test_features_use_only_cores_public_modules(path: Path) -> None:
+    module = module_name(path)
+    used = {t for _, t in imports_in(path.read_text(encoding="utf-8"), module, path.name == "__init__.py")}
+    internal = sorted({t for t in used if t.startswith("roleplay.core.")} - CORE_PUBLIC)
+    assert not internal, f"{module} reaches into core internals {internal}; use (or extend, deliberately) CORE_PUBLIC"
