@@ -11,7 +11,8 @@ import pytest
 
 from roleplay.assets.personas import parse_persona
 from roleplay.assets.seeding import SeedSpec
-from roleplay.assets.seeds import BUILTIN_SEEDS, ensure_seeds
+from roleplay.assets.seeds import BUILTIN_SEEDS, builtin_seeds, ensure_seeds
+from roleplay.errors import RpError
 from roleplay.assets.store import AssetStore
 from roleplay.harness.store import EventStore, open_store
 
@@ -168,3 +169,9 @@ async def test_concurrent_first_opens_in_processes_create_each_seed_once(assets:
     for kind in ("preset", "writing-style", "persona"):
         assert (await assets.list(kind)).total == 1
         assert await assets.get_default(kind) is not None
+
+
+def test_unknown_languages_have_no_builtin_seeds() -> None:
+    with pytest.raises(RpError) as err:
+        builtin_seeds("fr")  # type: ignore[arg-type]
+    assert err.value.code == "seed.unknown_language"
