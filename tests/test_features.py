@@ -182,3 +182,19 @@ async def test_state_round_trip_rebuilds_the_identical_projection(store: EventSt
     again = await play_turn(on, sid, "我递给她一壶热茶。", parent_route=DEMO)
     assert again.committed
     await on.aclose()
+
+
+def test_a_story_plays_from_rp_with_features_off(tmp_path: Path) -> None:
+    for feature in ("rp-state", "rp-lore-book", "rp-preset", "rp-reply-options"):
+        assert invoke(tmp_path, "features", "disable", feature).exit_code == 0
+    new = invoke(tmp_path, "new", "--sample", "--model", "demo", "--json")
+    assert new.exit_code == 0, new.output
+    sid = json.loads(new.stdout)["sessionId"]
+    said = invoke(tmp_path, "say", sid, "我推开灯塔的门。", "--model", "demo", "--json")
+    assert said.exit_code == 0, said.output
+    turn = json.loads(said.stdout)
+    assert turn["committed"] and turn["choices"] == []
+    sections = json.loads(invoke(tmp_path, "prompt", sid, "--json").stdout)["writer"]["sections"]
+    assert {"character", "persona", "player", "conversation", "current-input"} <= set(sections)
+    # No state, no lore slots (world, rules), no preset fields.
+    assert not {s for s in sections if s in ("state", "world", "important-rules") or s.startswith("preset-")}
