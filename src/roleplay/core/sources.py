@@ -1,8 +1,15 @@
 """Context sources for one run: every piece of material the context build can place in a slot.
 
-:func:`collect_sources` reads the session's bound assets once (through an
-:class:`~roleplay.core.types.AssetReader`, memoised per call so every source of the run sees the
-same revision) and returns a :class:`SourceSet`. Per source (ids from :mod:`.types`):
+The seam. Each source is contributed by a :class:`SourceProvider` that its feature registers
+through the ``register_context_sources`` hook (``roleplay.hookspecs``), next to its domain:
+``rp.card`` and the Character's Note in ``assets/cards/feature.py``, ``rp.persona``,
+``rp.preset:*``, ``rp.writing-style:*`` and the lore slots in their asset packages,
+``rp.state`` in ``state/feature.py``. Core provides only its own (player, custom prompts, summary,
+history, input). :func:`collect_sources` runs the providers by stage, gives each a
+:class:`SourceRun` (the bound assets read once through an :class:`~roleplay.core.types.AssetReader`,
+memoised per call so every source of the run sees the same revision) and returns a
+:class:`SourceSet` in the default order. With a feature off, its sources are simply absent. The
+sources of the default feature set (ids from :mod:`.types`):
 
 ==============================  =============  ==============  =================================
 source                          class          parentDelivery  text
@@ -50,8 +57,9 @@ persona says can move control of a character to or from the user (spec 安全与
 
 Order. :attr:`SourceSet.sources` is a stable order close to the spec's default layout (top preset
 fields, world, card, characters, persona, history, state, rules, bottom preset fields, styles,
-custom prompts, current input); the layout itself belongs to the context build, which also gets
-``preset_positions`` because ``ContextSource`` has no position field.
+custom prompts, current input): each provider places its sources at a ``POSITION_*``, equal
+positions keep the order they were added in. The layout itself belongs to the context build,
+which also gets ``preset_positions`` because ``ContextSource`` has no position field.
 """
 
 from __future__ import annotations
