@@ -169,3 +169,23 @@ def test_shipped_example_preset_seed_plans_create():
     plan = plan_seed_upgrade(EXAMPLE_PRESET_SEED, None, None)
     assert plan.action is SeedAction.CREATE and plan.make_default
     assert content_hash(plan.content) == EXAMPLE_PRESET_SEED.content_hash
+
+
+def test_seed_languages_share_key_and_version_and_count_each_other_as_pristine():
+    from roleplay.assets.personas import parse_persona
+    from roleplay.assets.seeding import seed_languages
+
+    specs = seed_languages(
+        "persona",
+        "t.persona",
+        3,
+        {"en": {"name": "User"}, "zh": {"name": "用户"}},
+        lambda data: parse_persona(data).to_json_dict(),
+        legacy_hashes=frozenset({"sha256:old"}),
+    )
+    en, zh = specs["en"], specs["zh"]
+    assert (en.key, en.version, zh.key, zh.version) == ("t.persona", 3, "t.persona", 3)
+    assert en.legacy_hashes == {"sha256:old", zh.content_hash} and zh.legacy_hashes == {"sha256:old", en.content_hash}
+    written = plan_seed_upgrade(zh, None, None).marker.bound_to("per_1")  # type: ignore[union-attr]
+    switched = plan_seed_upgrade(en, StoredAsset("per_1", dict(zh.content)), written)
+    assert switched.action is SeedAction.UPGRADE and switched.content == dict(en.content)

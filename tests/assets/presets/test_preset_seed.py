@@ -49,7 +49,7 @@ def test_task_keeps_the_persona_as_user_controlled_identity():
 
 
 def test_seed_text_is_ours_not_copied_from_the_corpus(corpus_dir):
-    seed_text = json.dumps(EXAMPLE_PRESET_SEED.content, ensure_ascii=False)
+    seed_text = json.dumps([seed.content for seed in EXAMPLE_PRESET_SEEDS.values()], ensure_ascii=False)
     for path in sorted((corpus_dir / "presets").glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         for prompt in data["prompts"]:
