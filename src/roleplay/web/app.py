@@ -111,14 +111,19 @@ def create_app(runtime: RoleplayRuntime | None, config: WebConfig, *, opener: Op
         docs_url="/api/docs",
         redoc_url=None,
         lifespan=lifespan,
-        max_body_size=config.max_body_bytes,
         responses={status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 413, 422)},
     )
     if runtime is not None:
         install(runtime)
         app.state.web.loop = None
     errors.install(app)
-    app.add_middleware(SecurityMiddleware, token=config.token, allowed_origins=config.allowed_origins)
+    app.add_middleware(
+        SecurityMiddleware,
+        token=config.token,
+        allowed_origins=config.allowed_origins,
+        max_body=config.max_body_bytes,
+        max_upload=config.max_upload_bytes,
+    )
 
     from . import routes_assets, routes_messages, routes_sessions, routes_settings, routes_tools, routes_turns
 

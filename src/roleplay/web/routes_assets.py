@@ -16,6 +16,7 @@ Card and lorebook fields are returned as JSON data; nothing here renders them as
 from __future__ import annotations
 
 from pathlib import PurePath
+from urllib.parse import quote
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Header, Query, UploadFile
@@ -29,8 +30,6 @@ from .app import Web, WebState
 from .models import AssetCreate, AssetUpdate, DefaultBody, TrustBody
 
 router = APIRouter(tags=["assets"])
-
-UPLOAD_CEILING = 256 * 1024 * 1024 + 1024 * 1024  # the largest file any importer reads (CHARX), plus multipart framing
 
 
 def etag(revision: int) -> str:
@@ -97,7 +96,7 @@ async def create_asset(w: Web, body: AssetCreate) -> JSONResponse:
     return JSONResponse(record.to_dict(), status_code=201, headers={"ETag": etag(record.revision)})
 
 
-@router.post("/assets/import", max_body_size=UPLOAD_CEILING)
+@router.post("/assets/import")
 async def import_assets(
     w: Web,
     files: Annotated[list[UploadFile], File(description="character cards (PNG/JSON/CHARX), SillyTavern lorebooks and presets")],
@@ -195,8 +194,11 @@ async def export_card(w: Web, asset_id: str) -> Response:
     """The card as a V3 PNG (V2 backfill) with its linked lorebooks; isolated prompts are never exported."""
     png = await w.assets.export_card(asset_id)
     record = await w.assets.store.get(asset_id)
-    safe = "".join(c for c in record.name if c.isalnum() or c in " -_")[:60].strip() or "card"
-    return Response(png, media_type="image/png", headers={"Content-Disposition": f'attachment; filename="{safe}.png"'})
+    # The card's name is a stranger's text: ASCII fallback plus the RFC 5987 UTF-8 form, quoted.
+    name = "".join(c for c in record.name if c.isalnum() or c in " -_")[:60].strip() or "card"
+    ascii_name = name.encode("ascii", "ignore").decode().strip() or "card"
+    disposition = f"attachment; filename=\"{ascii_name}.png\"; filename*=UTF-8''{quote(name + '.png')}"
+    return Response(png, media_type="image/png", headers={"Content-Disposition": disposition})
 
 
 @router.get("/assets/{asset_id}/avatar", response_class=Response, responses={200: {"content": {"image/png": {}}}})
@@ -205,7 +207,7 @@ async def get_avatar(w: Web, asset_id: str) -> Response:
     return Response(blob.data, media_type=blob.media_type, headers={"X-Content-Type-Options": "nosniff"})
 
 
-@router.put("/assets/{asset_id}/avatar", max_body_size=UPLOAD_CEILING)
+@router.put("/assets/{asset_id}/avatar")
 async def put_avatar(
     w: Web,
     asset_id: str,

@@ -20,7 +20,7 @@ from roleplay.harness.store.base import SessionFilter
 
 from .app import Web
 from .models import Body
-from .routes_assets import UPLOAD_CEILING, _upload
+from .routes_assets import _upload
 
 router = APIRouter(tags=["tools"])
 
@@ -63,7 +63,7 @@ async def mvu_inspect_stored(w: Web, card_id: str, user: str = "User") -> dict[s
     return {"ok": True, "card": card_id, **inspect_card(import_card_bytes(png, "card.png"), [], user=user).to_dict()}
 
 
-@router.post("/mvu/inspect", max_body_size=UPLOAD_CEILING)
+@router.post("/mvu/inspect")
 async def mvu_inspect_upload(w: Web, file: Annotated[UploadFile, File()], user: Annotated[str, Form()] = "User") -> dict[str, Any]:
     """MVU inspect for a card file that is not imported (nothing is stored)."""
     data, name = await _upload(file, w)

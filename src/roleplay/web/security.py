@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from http.cookies import SimpleCookie
 from typing import Any, Iterable
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import envelope
@@ -27,6 +29,9 @@ from .errors import envelope
 TOKEN_COOKIE = "rp_token"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 OPEN_PATHS = frozenset({"/login", "/api/v1/health"})
+# Multipart uploads get the upload limit (plus framing); every other body the small one.
+UPLOAD_PATHS = re.compile(r"^/api/v1/(assets/import|assets/[^/]+/avatar|mvu/inspect)$")
+UPLOAD_FRAMING = 1024 * 1024
 
 
 def token_matches(expected: str, given: str | None) -> bool:
@@ -61,10 +66,20 @@ def own_origin(scope: Scope, headers: dict[str, str]) -> str | None:
 
 
 class SecurityMiddleware:
-    def __init__(self, app: ASGIApp, *, token: str | None, allowed_origins: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        allowed_origins: Iterable[str] = (),
+        max_body: int = 4 * 1024 * 1024,
+        max_upload: int = 64 * 1024 * 1024,
+    ) -> None:
         self.app = app
         self.token = token
         self.allowed = frozenset(o.rstrip("/") for o in allowed_origins)
+        self.max_body = max_body
+        self.max_upload = max_upload
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -84,7 +99,12 @@ class SecurityMiddleware:
                 extra=[(b"www-authenticate", b"Bearer")],
             )
             return
-        await self.app(scope, receive, send)
+        limit = self.max_upload + UPLOAD_FRAMING if UPLOAD_PATHS.search(scope["path"]) else self.max_body
+        declared = headers.get("content-length", "")
+        if declared.isdecimal() and int(declared) > limit:
+            await _reply(send, 413, envelope("http.too_large", f"the request body is over the server's limit of {limit} bytes"))
+            return
+        await self.app(scope, _capped(receive, limit), send)
 
     def _cross_origin(self, scope: Scope, headers: dict[str, str]) -> str | None:
         origin = headers.get("origin")
@@ -96,6 +116,22 @@ class SecurityMiddleware:
         if headers.get("sec-fetch-site") == "cross-site":
             return f"cross-site {scope['method']} refused"
         return None
+
+
+def _capped(receive: Receive, limit: int) -> Receive:
+    """``receive`` that refuses a body (sent without a length, or longer than it said) past ``limit``."""
+    seen = 0
+
+    async def wrapped() -> Any:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise HTTPException(413, f"the request body is over the server's limit of {limit} bytes")
+        return message
+
+    return wrapped
 
 
 async def _reply(send: Send, status: int, body: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None) -> None:

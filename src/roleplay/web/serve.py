@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import ipaddress
+import json
 import os
 import secrets
 import socket
@@ -24,7 +25,7 @@ from typing import Any, AsyncIterator
 import click
 import uvicorn
 
-from roleplay.cli_context import echo_json, fail, home_option, json_option, state_of
+from roleplay.cli_context import fail, home_option, json_option, state_of
 from roleplay.errors import RpError
 
 MiB = 1024 * 1024
@@ -127,7 +128,8 @@ class _Server(uvicorn.Server):
             shown = f"[{host}]" if ":" in str(host) else host
             url = f"http://{shown}:{port}/"
             if self.as_json:
-                echo_json({"url": url, "docs": f"{url}api/docs", "defaultRoute": self.app.state.web.config.default_route.spec})
+                # One line, so a script can read it with readline().
+                click.echo(json.dumps({"url": url, "docs": f"{url}api/docs", "defaultRoute": self.app.state.web.config.default_route.spec}))
                 sys.stdout.flush()
             click.echo(f"rp serve: {url}  (API docs: /api/docs · Ctrl-C stops)", err=True)
 

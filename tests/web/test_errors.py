@@ -1,0 +1,58 @@
+"""The one error envelope and its statuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationError
+from roleplay.web.app import create_app
+from roleplay.web.errors import envelope, status_for
+from web.web_support import config
+
+API = "/api/v1"
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (NotFoundError("session.not_found", "x"), 404),
+        (RpError("asset.blob_not_found", "x"), 404),
+        (ConflictError("run.busy", "x"), 409),
+        (RpError("asset.in_use", "x"), 409),
+        (RpError("settings.conflict", "x"), 409),
+        (RpError("card.png.too_large", "x"), 413),
+        (RpError("upload.too_large", "x"), 413),
+        (ValidationError("story.opening_empty", "x"), 422),
+        (RpError("story.not_blank", "x"), 400),
+        (RpError("store.unavailable", "x"), 503),
+    ],
+)
+def test_status_for_engine_errors(error: RpError, status: int) -> None:
+    assert status_for(error) == status
+
+
+def test_envelope_has_the_four_fields_always() -> None:
+    assert envelope("a.b", "m") == {"code": "a.b", "message": "m", "pointer": None, "problems": []}
+    assert envelope("a.b", "m", details={"k": 1})["details"] == {"k": 1}
+
+
+@pytest.mark.anyio
+async def test_routing_and_unexpected_errors_use_the_envelope(api: tuple[httpx.AsyncClient, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    client, rt = api
+    missing = await client.get(f"{API}/nothing-here")
+    assert missing.status_code == 404 and missing.json() == envelope("http.not_found", "Not Found")
+    method = await client.delete(f"{API}/sessions")
+    assert method.status_code == 405 and method.json()["code"] == "http.method_not_allowed"
+
+    async def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("boom with a secret sk-live-123")
+
+    monkeypatch.setattr(rt.store, "list_sessions", broken)
+    # Starlette re-raises after answering (for the server's log); this client only wants the answer.
+    transport = httpx.ASGITransport(app=create_app(rt, config()), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as quiet:
+        crash = await quiet.get(f"{API}/sessions")
+    assert crash.status_code == 500 and crash.json()["code"] == "server.internal" and "sk-live" not in crash.text
