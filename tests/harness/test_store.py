@@ -356,8 +356,9 @@ def stored_bytes(dump: list[tuple[Any, ...]]) -> int:
     total = 0
     for row in dump:
         if row[0] == "event":
-            texts = row[6] if len(row) == 8 else None  # ('event', session, seq, type, v, payload, texts, created)
-            total += len(str(row[5]).encode("utf-8")) + len(texts or "")
+            # ('event', session, seq, type, v, payload, texts, created, payload_z)
+            texts, packed = row[6], row[8]
+            total += len(str(row[5]).encode("utf-8")) + len(texts or "") + len(packed or b"")
         elif row[0] == "text_part":
             total += len(row[4])
     return total
@@ -535,3 +536,31 @@ async def test_the_wal_file_stays_small_after_a_burst(tmp_path) -> None:  # type
         assert not wal.exists() or wal.stat().st_size <= 2 * WAL_SIZE_LIMIT, wal.stat().st_size
     finally:
         await store.close()
+
+
+async def test_payloads_are_stored_compressed_and_read_back_exactly(store: EventStore) -> None:
+    """A payload worth compressing is stored as compressed bytes (``{}`` in its JSON column) and
+    read back as appended; small ones stay plain JSON (issue 12: a long story's log is mostly
+    small payloads whose keys repeat)."""
+    rec = await store.create_session(preset="p")
+    long = "The lamp room smells of oil and salt; she counts the steps again. " * 4
+    events = await store.append(rec.id, 0, [user("u1", long), assistant("a1", "short")])
+    rows = [row for row in await store.dump() if row[0] == "event"]
+    assert rows[0][5] in ("{}", {}) and rows[0][8] is not None and len(bytes(rows[0][8])) < len(long)
+    assert rows[1][8] is None and "short" in str(rows[1][5])
+    assert [e.payload for e in await store.read(rec.id)] == [e.payload for e in events]
+    fork = await store.fork(rec.id, 2)
+    assert [e.payload for e in await store.read(fork.id)] == [e.payload for e in events]
+
+
+def test_a_damaged_compressed_payload_is_a_store_fault() -> None:
+    from roleplay.harness.store.texts import compress_payload, decompress_payload
+
+    text = json.dumps({"messageId": "m", "content": [{"type": "text", "text": "灯塔" * 200}]}, ensure_ascii=False)
+    packed = compress_payload(text)
+    assert packed is not None and decompress_payload(packed, where="s#1") == text
+    with pytest.raises(RpError) as exc:
+        decompress_payload(packed[:-3] + b"xyz", where="s#1")
+    assert exc.value.code == "store.corrupt"
+    with pytest.raises(RpError):
+        decompress_payload(b"\x09" + packed[1:], where="s#1")

@@ -32,6 +32,7 @@ from .texts import (
     MIN_EXTERNAL_BYTES,
     SNAPSHOT_TEXT_MARKER,
     Externalised,
+    compress_payload,
     externalise,
     externalise_snapshot,
     reassemble,
@@ -91,9 +92,14 @@ class PreparedEvent:
     payload_json: str
     # Large strings to store as shared parts (texts.py); ``None`` stores ``payload_json`` as is.
     external: Externalised | None = None
+    # The stored JSON (large strings blanked) compressed (texts.compress_payload); the row's
+    # payload column then holds ``{}``.
+    compressed: bytes | None = None
 
     @property
     def stored_json(self) -> str:
+        if self.compressed is not None:
+            return "{}"
         return self.external.stored_json if self.external is not None else self.payload_json
 
 
@@ -185,7 +191,8 @@ def prepare_drafts(drafts: Sequence[EventDraft]) -> list[PreparedEvent]:
         if len(text.encode("utf-8")) > MAX_EVENT_BYTES:
             raise ValidationError("event.too_large", f"event payload exceeds {MAX_EVENT_BYTES} bytes", pointer=f"/{i}/payload")
         external = externalise(payload) if len(text) >= MIN_EXTERNAL_BYTES else None
-        prepared.append(PreparedEvent(draft.type, event_version(draft.type), payload, text, external))
+        compressed = compress_payload(external.stored_json if external is not None else text)
+        prepared.append(PreparedEvent(draft.type, event_version(draft.type), payload, text, external, compressed))
     return prepared
 
 

@@ -63,9 +63,9 @@ _CAS_HEAD = "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE
 _AT_HEAD = "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE id = %s RETURNING head_seq"
 _APPEND = (
     "WITH head AS ({head}), "
-    "ins AS (INSERT INTO events(session_id, seq, type, v, payload, texts, created_at) "
-    "SELECT %s, head.head_seq + u.o, u.t, u.v, u.p::json, u.x, %s FROM head, "
-    "unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[]) AS u(o, t, v, p, x) RETURNING 1), "
+    "ins AS (INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
+    "SELECT %s, head.head_seq + u.o, u.t, u.v, u.p::json, u.x, %s, u.z FROM head, "
+    "unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[], %s::bytea[]) AS u(o, t, v, p, x, z) RETURNING 1), "
     "note AS (SELECT pg_notify(%s, coalesce(%s, json_build_object("
     "'o', %s::text, 'k', 'e', 's', %s::text, 'f', head.head_seq - %s + 1, 'l', head.head_seq)::text)) FROM head) "
     "SELECT (SELECT head_seq FROM head), (SELECT head_seq FROM sessions WHERE id = %s), "
@@ -297,8 +297,8 @@ class PostgresStore(EventStore):
                     ),
                 )
                 await conn.execute(
-                    "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at) "
-                    "SELECT %s, seq, type, v, payload, texts, created_at FROM events WHERE session_id=%s AND seq<=%s ORDER BY seq",
+                    "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
+                    "SELECT %s, seq, type, v, payload, texts, created_at, payload_z FROM events WHERE session_id=%s AND seq<=%s ORDER BY seq",
                     (record.id, source.id, at_seq),
                 )
                 await conn.execute(
@@ -366,6 +366,7 @@ class PostgresStore(EventStore):
                             [e.version for e in events],
                             [e.stored_json for e in events],
                             [texts_column(e.external.texts, ids) if e.external else None for e in events],
+                            [e.compressed for e in events],
                             self._channel,
                             note,
                             self._origin,
@@ -399,8 +400,9 @@ class PostgresStore(EventStore):
         # One INSERT … unnest instead of executemany: pipeline mode turns a constraint violation
         # into noisy "pipeline aborted" warnings (stack.md §3.2).
         await conn.execute(
-            "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at) "
-            "SELECT %s, s, t, v, p::json, x, %s FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[]) AS u(s, t, v, p, x)",
+            "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
+            "SELECT %s, s, t, v, p::json, x, %s, z FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[], %s::bytea[]) "
+            "AS u(s, t, v, p, x, z)",
             (
                 session_id,
                 now,
@@ -409,6 +411,7 @@ class PostgresStore(EventStore):
                 [e.version for e in events],
                 [e.stored_json for e in events],
                 [texts_column(e.external.texts, ids) if e.external else None for e in events],
+                [e.compressed for e in events],
             ),
         )
         return ids
@@ -416,7 +419,7 @@ class PostgresStore(EventStore):
     async def read(self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         check_page_args(after_seq, until_seq, limit)
         # One round trip: no row at all means no session; a row of NULLs, no events in range.
-        inner = "SELECT seq, type, v, payload, created_at, texts FROM events WHERE session_id = s.id AND seq > %s"
+        inner = "SELECT seq, type, v, payload, created_at, texts, payload_z FROM events WHERE session_id = s.id AND seq > %s"
         args: list[Any] = [after_seq]
         if until_seq is not None:
             inner += " AND seq <= %s"
@@ -426,7 +429,7 @@ class PostgresStore(EventStore):
             inner += " LIMIT %s"
             args.append(limit)
         sql = (
-            "SELECT e.seq, e.type, e.v, e.payload::text, e.created_at, e.texts FROM sessions s "
+            "SELECT e.seq, e.type, e.v, e.payload::text, e.created_at, e.texts, e.payload_z FROM sessions s "
             f"LEFT JOIN LATERAL ({inner}) e ON true WHERE s.id = %s ORDER BY e.seq"
         )
         rows = await self._fetchall(sql, [*args, session_id])
@@ -479,7 +482,7 @@ class PostgresStore(EventStore):
 
     async def dump(self) -> list[tuple[Any, ...]]:
         ev = await self._fetchall(
-            "SELECT 'event', session_id, seq, type, v, payload::text, texts, created_at FROM events ORDER BY global_pos"
+            "SELECT 'event', session_id, seq, type, v, payload::text, texts, created_at, payload_z FROM events ORDER BY global_pos"
         )
         ses = await self._fetchall(f"SELECT 'session', {SESSION_COLUMNS} FROM sessions ORDER BY id")
         parts = await self._fetchall("SELECT 'text_part', id, sha256, size, data FROM text_parts ORDER BY id")

@@ -319,8 +319,8 @@ class SQLiteStore(EventStore):
                 ),
             )
             conn.execute(
-                "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at) "
-                "SELECT ?, seq, type, v, payload, texts, created_at FROM events WHERE session_id=? AND seq<=? ORDER BY seq",
+                "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
+                "SELECT ?, seq, type, v, payload, texts, created_at, payload_z FROM events WHERE session_id=? AND seq<=? ORDER BY seq",
                 (record.id, source.id, at_seq),
             )
             # A snapshot of the source that covers only the shared prefix is valid for the fork too.
@@ -370,7 +370,7 @@ class SQLiteStore(EventStore):
         check_page_args(after_seq, until_seq, limit)
 
         def run(conn: sqlite3.Connection) -> tuple[bool, list[tuple[Any, ...]], dict[int, bytes]]:
-            sql = "SELECT seq, type, v, payload, created_at, texts FROM events WHERE session_id=? AND seq>?"
+            sql = "SELECT seq, type, v, payload, created_at, texts, payload_z FROM events WHERE session_id=? AND seq>?"
             args: list[Any] = [session_id, after_seq]
             if until_seq is not None:
                 sql += " AND seq<=?"
@@ -391,7 +391,7 @@ class SQLiteStore(EventStore):
     async def dump(self) -> list[tuple[Any, ...]]:
         def run(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             ev = conn.execute(
-                "SELECT 'event', session_id, seq, type, v, payload, texts, created_at FROM events ORDER BY global_pos"
+                "SELECT 'event', session_id, seq, type, v, payload, texts, created_at, payload_z FROM events ORDER BY global_pos"
             ).fetchall()
             ses = conn.execute(f"SELECT 'session', {SESSION_COLUMNS} FROM sessions ORDER BY id").fetchall()
             parts = conn.execute("SELECT 'text_part', id, sha256, size, data FROM text_parts ORDER BY id").fetchall()
@@ -471,9 +471,18 @@ def _enable_wal(path: Path) -> None:
 def _insert_events(conn: sqlite3.Connection, session_id: str, start: int, events: list[PreparedEvent], now: str) -> None:
     ids = _store_parts(conn, [e.external for e in events if e.external is not None])
     conn.executemany(
-        "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at) VALUES (?,?,?,?,?,?,?)",
+        "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) VALUES (?,?,?,?,?,?,?,?)",
         [
-            (session_id, start + i + 1, e.type, e.version, e.stored_json, texts_column(e.external.texts, ids) if e.external else None, now)
+            (
+                session_id,
+                start + i + 1,
+                e.type,
+                e.version,
+                e.stored_json,
+                texts_column(e.external.texts, ids) if e.external else None,
+                now,
+                e.compressed,
+            )
             for i, e in enumerate(events)
         ],
     )

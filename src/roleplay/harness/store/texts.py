@@ -236,17 +236,65 @@ def _corrupt(where: str, path: list[Any], why: str) -> RpError:
 
 
 def event_rows(session_id: str, rows: Iterable[tuple[Any, ...]], parts: dict[int, bytes]) -> list[Any]:
-    """Events from ``(seq, type, v, payload JSON text, created_at, texts)`` rows, the column order
-    both backends select, with any stored text parts put back (and verified)."""
+    """Events from ``(seq, type, v, payload JSON text, created_at, texts, payload_z)`` rows, the
+    column order both backends select, decompressed and with any stored text parts put back (and
+    verified)."""
     loads = json.loads
-    return [
-        Event(
-            session_id,
-            r[0],
-            r[1],
-            reassemble(loads(r[3]), r[5], parts, where=f"{session_id}#{r[0]}") if r[5] else loads(r[3]),
-            r[4],
-            r[2],
-        )
-        for r in rows
-    ]
+    out = []
+    for r in rows:
+        payload = loads(decompress_payload(r[6], where=f"{session_id}#{r[0]}") if r[6] is not None else r[3])
+        if r[5]:
+            payload = reassemble(payload, r[5], parts, where=f"{session_id}#{r[0]}")
+        out.append(Event(session_id, r[0], r[1], payload, r[4], r[2]))
+    return out
+
+
+# -- compressed payloads -------------------------------------------------------------------------
+
+# A payload is compressed with raw deflate and a preset dictionary of the harness's own event
+# vocabulary, behind a one-byte format version. The dictionary of a version can never change (rows
+# written with it must decompress); a better one is a new version.
+_PAYLOAD_V1 = 1
+_PAYLOAD_DICT_V1 = (
+    '{"turnId":"turn_","stepId":"step_","messageId":"msg_","inputMessageId":"msg_","index":0,'
+    '"content":[{"type":"text","text":""}],"content":[{"type":"reasoning","text":""},'
+    '"toolCalls":[{"id":"","name":"","arguments":"{\\"action\\": \\"write\\"}"}],'
+    '"callId":"","name":"","ok":true,"ok":false,"content":"","meta":{"kind":"","error":{"code":"","message":"","pointer":"","details":{}},'
+    '"model":{"provider":"","model":""},"finishReason":"stop","finishReason":"tool_calls",'
+    '"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0},'
+    '"route":{"provider":"","model":"","label":""},"sections":["harness:identity","tool:"],"hash":"","tools":[],'
+    '"history":{"window":128000,"replyReserve":16384,"fixedTokens":0,"messages":0,"omitted":0},'
+    '"outcome":"completed","mode":"chat","source":{},"surfaceOp":{"op":"replace","range":"node","targetMessageId":"","sourceEventSeqs":[]},'
+    '"commandId":"cmd_","args":{},"result":{},"kind":"success","sha256":"","epoch":"","childSessionId":"ses_","text":""}'
+).encode("utf-8")
+# Below this a payload stays plain text: a row's own overhead dwarfs what compression could save.
+MIN_COMPRESSED_BYTES = 128
+
+
+def compress_payload(text: str) -> bytes | None:
+    """The stored bytes of a payload's JSON text, or None when compressing does not pay."""
+    raw = text.encode("utf-8")
+    if len(raw) < MIN_COMPRESSED_BYTES:
+        return None
+    deflate = zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _PAYLOAD_DICT_V1)
+    # Raw deflate has no checksum of its own: the text's crc32 follows, so damage is detected.
+    data = bytes([_PAYLOAD_V1]) + deflate.compress(raw) + deflate.flush() + zlib.crc32(raw).to_bytes(4, "little")
+    return data if len(data) < len(raw) * 0.9 else None
+
+
+def decompress_payload(data: bytes, *, where: str) -> str:
+    data = bytes(data)
+    try:
+        if not data or data[0] != _PAYLOAD_V1:
+            raise ValueError(f"unknown payload format {data[:1]!r}")
+        inflate = zlib.decompressobj(-15, _PAYLOAD_DICT_V1)
+        raw = inflate.decompress(data[1:-4]) + inflate.flush()
+        if not inflate.eof or zlib.crc32(raw).to_bytes(4, "little") != data[-4:]:
+            raise ValueError("its checksum does not match")
+        return raw.decode("utf-8")
+    except (ValueError, zlib.error, UnicodeDecodeError) as exc:
+        raise RpError(
+            "store.corrupt",
+            f"the stored payload of {where} cannot be read back: {exc}; the database is damaged",
+            details={"event": where},
+        ) from None
