@@ -20,6 +20,8 @@ from roleplay.harness.prompts import PromptAssembly, PromptContext
 from roleplay.names import (
     ASSET_READ_TOOL, COMMIT_TURN_TOOL, STATE_ACTIVITY_PROJECTION, STATE_PROJECTION, STATE_READ_TOOL, WRITE_TURN_TOOL,
 )  # fmt: skip
+from roleplay.reply_options.projection import PROJECTION as REPLY_OPTIONS
+from roleplay.reply_options.projection import live_entries
 from roleplay.state.events import activity_document, state_document
 
 from .app import Web, WebState
@@ -106,13 +108,15 @@ async def state(w: Web, session_id: str) -> dict[str, Any]:
 @router.get("/sessions/{session_id}/activity")
 async def activity(w: Web, session_id: str) -> dict[str, Any]:
     """The state's change history (``rp/state/activity``)."""
-    return {"sessionId": session_id, "activity": await _projection(w, session_id, STATE_ACTIVITY_PROJECTION, "rp-state")}
+    tracker = await _projection(w, session_id, STATE_ACTIVITY_PROJECTION, "rp-state")
+    return {"sessionId": session_id, "activity": activity_document(tracker)}
 
 
 @router.get("/sessions/{session_id}/reply-options")
 async def reply_options(w: Web, session_id: str) -> dict[str, Any]:
     """The reply options offered with each reply still on the story."""
-    return {"sessionId": session_id, "replyOptions": await _projection(w, session_id, "rp/reply-options", "rp-reply-options")}
+    folded = await _projection(w, session_id, REPLY_OPTIONS, "rp-reply-options")
+    return {"sessionId": session_id, "replyOptions": live_entries(folded)}
 
 
 @router.get("/sessions/{session_id}/prompt")

@@ -1,0 +1,94 @@
+"""Message actions over HTTP (edit, delete, undo, swipe), state and activity, reply options,
+metrics and the prompt preview."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from web.web_support import new_story, wait_idle
+
+pytestmark = pytest.mark.anyio
+
+API = "/api/v1"
+
+
+async def played(client: httpx.AsyncClient, text: str = "I knock on the door.") -> str:
+    sid = await new_story(client)
+    assert (await client.post(f"{API}/sessions/{sid}/turns", json={"text": text})).status_code == 202
+    await wait_idle(client, sid)
+    return sid
+
+
+async def texts(client: httpx.AsyncClient, sid: str) -> list[str]:
+    return [m["text"] for m in (await client.get(f"{API}/sessions/{sid}/messages")).json()["messages"]]
+
+
+async def test_edit_delete_and_undo(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    sid = await played(client)
+    listed = (await client.get(f"{API}/sessions/{sid}/messages")).json()["messages"]
+    assert [m["number"] for m in listed] == [1, 2, 3] and listed[1]["text"] == "I knock on the door."
+    edited = await client.put(f"{API}/sessions/{sid}/messages/2", json={"text": "I knock twice."})
+    assert edited.status_code == 200 and edited.json()["messageId"] == listed[1]["messageId"]
+    assert (await texts(client, sid))[1] == "I knock twice."
+    by_id = await client.put(f"{API}/sessions/{sid}/messages/{listed[0]['messageId']}", json={"text": "Fog."})
+    assert by_id.status_code == 200 and (await texts(client, sid))[0] == "Fog."
+    missing = await client.put(f"{API}/sessions/{sid}/messages/99", json={"text": "x"})
+    assert missing.status_code in (404, 422) and missing.json()["code"].startswith("message.")
+    no_text = await client.put(f"{API}/sessions/{sid}/messages/2", json={})
+    assert no_text.status_code == 422 and no_text.json()["pointer"] == "/text"
+    deleted = await client.delete(f"{API}/sessions/{sid}/messages/3")
+    assert deleted.status_code == 200 and deleted.json()["deleted"]
+    assert len(await texts(client, sid)) == 2
+    undone = await client.post(f"{API}/sessions/{sid}/undo")
+    assert undone.status_code == 200 and await texts(client, sid) == ["Fog."]
+    nothing = await client.post(f"{API}/sessions/{sid}/undo")
+    assert 400 <= nothing.status_code < 500 and nothing.json()["code"]
+
+
+async def test_swipe_between_regenerated_alternatives(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    sid = await played(client)
+    first = (await texts(client, sid))[-1]
+    assert (await client.post(f"{API}/sessions/{sid}/regenerate")).status_code == 202
+    await wait_idle(client, sid)
+    left = await client.post(f"{API}/sessions/{sid}/swipe", json={"direction": "left"})
+    assert left.status_code == 200 and left.json()["index"] == 0 and left.json()["count"] == 2
+    assert left.json()["reply"]["text"] == first == (await texts(client, sid))[-1]
+    second = await client.post(f"{API}/sessions/{sid}/swipe", json={"direction": 2})
+    assert second.json()["index"] == 1
+    bad = await client.post(f"{API}/sessions/{sid}/swipe", json={"direction": "up"})
+    assert bad.status_code == 422 and bad.json()["pointer"].startswith("/direction")
+    out = await client.post(f"{API}/sessions/{sid}/swipe", json={"direction": 9})
+    assert 400 <= out.status_code < 500 and out.json()["code"]
+
+
+async def test_state_activity_reply_options_and_metrics(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    sid = await played(client)
+    state = (await client.get(f"{API}/sessions/{sid}/state")).json()
+    assert state["values"]["story"] and state["document"]["namespaces"]["story"]["value"] == state["values"]["story"]
+    assert state["lastChanges"]["namespaces"]["story"]  # the demo turn committed a state change
+    activity = (await client.get(f"{API}/sessions/{sid}/activity")).json()["activity"]
+    assert activity["namespaces"]["story"]
+    options = (await client.get(f"{API}/sessions/{sid}/reply-options")).json()["replyOptions"]
+    assert options and options[-1]["options"]
+    metrics = (await client.get(f"{API}/sessions/{sid}/metrics", params={"price": "demo/demo=1,2"})).json()
+    assert metrics["replies"][0]["route"] == "demo/demo" and metrics["replies"][0]["tokensIn"] > 0
+    bad_price = await client.get(f"{API}/sessions/{sid}/metrics", params={"price": "nonsense"})
+    assert 400 <= bad_price.status_code < 500 and bad_price.json()["code"]
+    assert (await client.get(f"{API}/sessions/ses_nope/state")).status_code == 404
+
+
+async def test_prompt_preview_writes_nothing(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    sid = await played(client)
+    head = len((await client.get(f"{API}/sessions/{sid}/log")).json())
+    view = (await client.get(f"{API}/sessions/{sid}/prompt", params={"text": "I look at the sea."})).json()
+    assert "I look at the sea." in view["writer"]["user"] and view["writer"]["route"] == "demo/demo"
+    assert view["parent"]["system"] and view["participation"] == "adaptive" and view["writer"]["sections"]
+    assert len((await client.get(f"{API}/sessions/{sid}/log")).json()) == head
+    assert (await client.get(f"{API}/sessions/ses_nope/prompt")).status_code == 404
