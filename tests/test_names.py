@@ -1,5 +1,6 @@
-"""Every roleplay name in ``roleplay/names.py`` (tool, command, event-kind, effect, projection and
-source-marker names) is spelled once: no module under ``src/`` may write one as a string literal.
+"""Every name in ``roleplay/names.py`` (tool, command, event-kind, effect, projection, source-id and
+source-marker names) and in ``roleplay/harness/names.py`` (the harness's event types) is spelled
+once: no other module under ``src/`` may write one as a string literal.
 
 Read with ``ast``, so text that merely mentions a name (docstrings, prompts, messages such as
 "call rp_commit_turn next") is fine; a literal that *is* the name, anywhere else, fails.
@@ -13,28 +14,40 @@ from pathlib import Path
 import pytest
 
 from roleplay import names
+from roleplay.harness import names as harness_names
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "roleplay"
-NAMES_MODULE = SRC / "names.py"
-NAMES: dict[str, str] = {value: key for key, value in vars(names).items() if key.isupper() and isinstance(value, str)}
+NAMES_MODULES = {SRC / "names.py": names, SRC / "harness" / "names.py": harness_names}
+
+
+def constants(module: object) -> dict[str, str]:
+    return {key: value for key, value in vars(module).items() if key.isupper() and isinstance(value, str)}
+
+
+NAMES: dict[str, str] = {value: f"{m.__name__}.{key}" for m in NAMES_MODULES.values() for key, value in constants(m).items()}
 
 
 def literals_of_names(text: str) -> list[str]:
     """``"line N: 'value' (CONSTANT)"`` for every string constant in ``text`` equal to a name."""
     return [
-        f"line {node.lineno}: {node.value!r} (use roleplay.names.{NAMES[node.value]})"
+        f"line {node.lineno}: {node.value!r} (use {NAMES[node.value]})"
         for node in ast.walk(ast.parse(text))
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in NAMES
     ]
 
 
-def test_the_names_are_distinct_and_the_module_exports_them_all() -> None:
-    constants = {key: value for key, value in vars(names).items() if key.isupper() and isinstance(value, str)}
-    assert len(set(constants.values())) == len(constants), "two constants share one value"
-    assert set(names.__all__) == set(constants)
+@pytest.mark.parametrize("module", list(NAMES_MODULES.values()), ids=lambda m: m.__name__)
+def test_the_names_are_distinct_and_the_module_exports_them_all(module: object) -> None:
+    found = constants(module)
+    assert len(set(found.values())) == len(found), "two constants share one value"
+    assert set(module.__all__) == set(found)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("path", sorted(p for p in SRC.rglob("*.py") if p != NAMES_MODULE), ids=lambda p: str(p.relative_to(SRC)))
+def test_no_name_is_in_both_modules() -> None:
+    assert not set(constants(names).values()) & set(constants(harness_names).values())
+
+
+@pytest.mark.parametrize("path", sorted(p for p in SRC.rglob("*.py") if p not in NAMES_MODULES), ids=lambda p: str(p.relative_to(SRC)))
 def test_no_module_spells_a_name_itself(path: Path) -> None:
     found = literals_of_names(path.read_text(encoding="utf-8"))
     assert not found, f"{path.relative_to(SRC)}:\n" + "\n".join(found)

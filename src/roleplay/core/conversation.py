@@ -37,10 +37,11 @@ from roleplay.harness.projections import Loaded
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.surface_folds import SurfaceFolds
 from roleplay.names import OPENING_SOURCE, RUN_CONTEXT_SOURCE
+from roleplay.harness.names import SUMMARY_NODE_KIND
 
 from .player_prompts import CONTINUE_SOURCE, join_continuation
 
-SUMMARY_KIND = "compaction/summary"
+SUMMARY_KIND = SUMMARY_NODE_KIND
 
 Speaker = Literal["user", "writing", "non-writing"]
 

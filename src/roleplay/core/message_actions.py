@@ -33,6 +33,7 @@ from roleplay.harness.leases import run_lease
 from roleplay.harness.projections import Loaded
 from roleplay.harness.surface import SURFACE
 from roleplay.names import RUN_CONTEXT_SOURCE
+from roleplay.harness.names import ASSISTANT_MESSAGE, SUMMARY_NODE_KIND, USER_MESSAGE
 
 from .action_meta import ACTION_KEY, action_metadata, message_target, turn_target
 from .runtime import RoleplayRuntime
@@ -72,7 +73,7 @@ def target_message(views: Views, message_id: str) -> dict[str, Any]:
     on_surface = any(n["id"] == message_id for n in views.nodes)
     if record is None and on_surface:
         node = next(n for n in views.nodes if n["id"] == message_id)
-        if node.get("kind") == "compaction/summary":
+        if node.get("kind") == SUMMARY_NODE_KIND:
             raise RpError("message.not_deletable", "a compaction summary cannot be edited, deleted or regenerated", pointer="/messageId")
         raise RpError(
             "message.not_a_target",
@@ -115,7 +116,7 @@ async def _delete_from(
     index = next((i for i, n in enumerate(nodes) if n["id"] == message_id), None)
     if index is None:
         raise NotFoundError("message.not_found", f"message {message_id!r} is not on the current surface", pointer="/messageId")
-    if nodes[index].get("kind") == "compaction/summary":
+    if nodes[index].get("kind") == SUMMARY_NODE_KIND:
         raise RpError("message.not_deletable", "a compaction summary cannot be deleted", pointer="/messageId")
     targets = [n["id"] for n in nodes[index:] if n["role"] in ("user", "assistant")]
     await _append_carrier(rt, session_id, views, message_id, action_metadata(kind, [message_target(t) for t in targets], **(extra or {})))
@@ -126,7 +127,7 @@ async def _append_carrier(rt: RoleplayRuntime, session_id: str, views: Views, ta
     payload: dict[str, Any] = {"messageId": rt.ids("msg_"), "content": [], "source": {ACTION_KEY: action}}
     if target is not None:
         payload["surfaceOp"] = {"op": "replace", "range": "suffix", "targetMessageId": target}
-    await rt.service.append(session_id, [EventDraft("assistant/message", payload)], expected_seq=views.head)
+    await rt.service.append(session_id, [EventDraft(ASSISTANT_MESSAGE, payload)], expected_seq=views.head)
 
 
 async def delete_turn(rt: RoleplayRuntime, session_id: str, turn_id: str) -> list[str]:
@@ -216,10 +217,10 @@ async def edit_in(rt: RoleplayRuntime, session_id: str, views: Views, message_id
         "source": source,
         "surfaceOp": {"op": "replace", "range": "node", "targetMessageId": message_id},
     }
-    kind = "user/message" if node["role"] == "user" else "assistant/message"
+    kind = USER_MESSAGE if node["role"] == "user" else ASSISTANT_MESSAGE
     if node.get("toolCalls"):
         payload["toolCalls"] = node["toolCalls"]
-    if kind == "assistant/message":
+    if kind == ASSISTANT_MESSAGE:
         original = await rt.service.events(session_id, after_seq=node["seq"] - 1, until_seq=node["seq"])
         if original and original[0].payload.get("model") is not None:
             payload["model"] = original[0].payload["model"]  # the model source stays the reply's

@@ -24,6 +24,7 @@ from typing import Any
 from roleplay.errors import RpError
 from roleplay.harness.events import Event
 from roleplay.names import WRITE_TURN_TOOL
+from roleplay.harness.names import ASSISTANT_MESSAGE, MODEL_REQUEST, STEP_END, TOOL_RESULT, TURN_END
 
 from .runtime import RoleplayRuntime
 from .turn_surface import outcome, turn_is_live, turn_surface_projection
@@ -73,7 +74,7 @@ def calls_of(events: list[Event], *, role: str) -> list[dict[str, Any]]:
     by_step: dict[str, dict[str, Any]] = {}
     for event in events:
         p = event.payload
-        if event.type == "model/request":
+        if event.type == MODEL_REQUEST:
             route = p.get("route") or {}
             call: dict[str, Any] = {
                 "role": role,
@@ -85,11 +86,11 @@ def calls_of(events: list[Event], *, role: str) -> list[dict[str, Any]]:
             }
             calls.append(call)
             by_step[p["stepId"]] = call
-        elif event.type == "assistant/message" and p.get("stepId") in by_step:
+        elif event.type == ASSISTANT_MESSAGE and p.get("stepId") in by_step:
             call = by_step[p["stepId"]]
             if call["latencyMs"] is None:
                 call["latencyMs"] = _ms(call["_at"], event.created_at)
-        elif event.type == "step/end" and p.get("stepId") in by_step:
+        elif event.type == STEP_END and p.get("stepId") in by_step:
             call = by_step[p["stepId"]]
             call["tokensIn"] += _tokens(p.get("usage"), USAGE_IN)
             call["tokensOut"] += _tokens(p.get("usage"), USAGE_OUT)
@@ -117,14 +118,14 @@ async def turn_metrics(
     events = await rt.service.events(session_id, after_seq=turn["startSeq"] - 1, until_seq=end)
     calls = calls_of(events, role="parent")
     for event in events:
-        meta = event.payload.get("meta") if event.type == "tool/result" else None
+        meta = event.payload.get("meta") if event.type == TOOL_RESULT else None
         child = meta.get("childSessionId") if isinstance(meta, dict) else None
         if isinstance(child, str):
             role = "writer" if event.payload["name"] == WRITE_TURN_TOOL else event.payload["name"]
             calls += calls_of(await rt.service.events(child), role=role)
     cost, unpriced = _price(calls, prices or {})
     started = events[0].created_at if events else None
-    finished = events[-1].created_at if events and events[-1].type == "turn/end" else None
+    finished = events[-1].created_at if events and events[-1].type == TURN_END else None
     parent_routes = [c["route"] for c in calls if c["role"] == "parent"]
     writer_routes = [c["route"] for c in calls if c["role"] == "writer"]
     return {

@@ -68,6 +68,7 @@ from roleplay.harness.events import Event
 from roleplay.harness.leases import session_lease
 from roleplay.harness.projections import Projection
 from roleplay.names import SESSION_APPLY_COMMAND, SESSION_APPLY_STATE, SESSION_PROJECTION
+from roleplay.harness.names import COMMAND_DONE, COMMAND_RUN
 
 from .types import (
     CARD,
@@ -529,9 +530,9 @@ def _diagnose(state: dict[str, Any], code: str, message: str, event: Event) -> N
 
 def _apply(state: dict[str, Any], event: Event) -> dict[str, Any]:
     p = event.payload
-    if event.type == "command/run" and p.get("name") == SESSION_APPLY:
+    if event.type == COMMAND_RUN and p.get("name") == SESSION_APPLY:
         state["pending"][p["commandId"]] = event.seq
-    elif event.type == "command/done" and p.get("commandId") in state["pending"]:
+    elif event.type == COMMAND_DONE and p.get("commandId") in state["pending"]:
         del state["pending"][p["commandId"]]
         if p.get("kind") != "success":
             return state  # an error done changes nothing

@@ -14,6 +14,7 @@ from typing import Any
 from roleplay.harness.events import Event
 from roleplay.harness.projections import Projection
 from roleplay.names import REPLIES_PROJECTION
+from roleplay.harness.names import ASSISTANT_MESSAGE, TOOL_RESULT
 
 from .commit import COMMIT_KIND, TOOL_NAME
 
@@ -26,11 +27,11 @@ def _initial() -> dict[str, Any]:
 
 def _apply(state: dict[str, Any], event: Event) -> dict[str, Any]:
     p = event.payload
-    if event.type == "assistant/message":
+    if event.type == ASSISTANT_MESSAGE:
         for call in p.get("toolCalls") or ():
             if call["name"] == TOOL_NAME:
                 state["pending"][call["id"]] = p["messageId"]
-    elif event.type == "tool/result" and p["name"] == TOOL_NAME:
+    elif event.type == TOOL_RESULT and p["name"] == TOOL_NAME:
         message_id = state["pending"].pop(p["callId"], None)
         if message_id is not None and p["ok"] and (p.get("meta") or {}).get("kind") == COMMIT_KIND:
             state["writing"].append(message_id)

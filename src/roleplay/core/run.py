@@ -62,6 +62,7 @@ from roleplay.harness.prompts import (
 from roleplay.harness.surface import SURFACE
 from roleplay.harness.tools import ToolResultData
 from roleplay.names import ASSET_READ_TOOL, OPENING_SOURCE, RUN_CONTEXT_SOURCE, STATE_READ_TOOL
+from roleplay.harness.names import ASSISTANT_CHUNK, USER_MESSAGE
 
 from .chat_draft import commit_for_plain_reply
 from .commit import CommitSession
@@ -314,7 +315,7 @@ class RpRun(LoopHooks):
         source = {RUN_CONTEXT: {"v": 1, "runId": self.p.run_id, "epoch": self.p.build.epoch, "loreTimed": self.p.lore_timed}}
         return [
             EventDraft(
-                "user/message",
+                USER_MESSAGE,
                 {
                     "messageId": self.rt.ids("msg_"),
                     "content": [{"type": "text", "text": self.p.run_context}],
@@ -380,7 +381,7 @@ class RpRun(LoopHooks):
 
     async def _stream(self, session_id: str, turn_id: str, text: str) -> None:
         for i in range(0, len(text), CHUNK):
-            await self.rt.store.publish_chunk(session_id, {"type": "assistant/chunk", "turnId": turn_id, "text": text[i : i + CHUNK]})
+            await self.rt.store.publish_chunk(session_id, {"type": ASSISTANT_CHUNK, "turnId": turn_id, "text": text[i : i + CHUNK]})
 
     async def _stale_context(self) -> list[Problem]:
         """The state document and the conversation must be exactly what prepare froze (the lease

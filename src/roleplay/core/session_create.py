@@ -23,6 +23,7 @@ from roleplay.harness.leases import run_lease
 from roleplay.harness.models.routes import Route
 from roleplay.harness.store.base import SessionRecord
 from roleplay.names import MESSAGE_ACTION_SOURCE, SESSION_APPLY_STATE
+from roleplay.harness.names import ASSISTANT_MESSAGE, COMMAND_DONE, COMMAND_RUN, TURN_END, TURN_START
 
 from .macros import MacroContext, expand_opening
 from .profile import SESSION_APPLY, existing_assets, mentioned_references, profile_of, session_projection, setup_command
@@ -131,9 +132,9 @@ async def create_story(
     if m.opening_message_text is not None:
         turn_id = rt.ids("turn_")
         seed = [
-            EventDraft("turn/start", {"turnId": turn_id, "mode": "opening"}),
+            EventDraft(TURN_START, {"turnId": turn_id, "mode": "opening"}),
             EventDraft(
-                "assistant/message",
+                ASSISTANT_MESSAGE,
                 {
                     "messageId": rt.ids("msg_"),
                     "content": [{"type": "text", "text": m.opening_message_text}],
@@ -141,7 +142,7 @@ async def create_story(
                     "source": {OPENING: {"source": request.opening, "index": request.opening_index}},
                 },
             ),
-            EventDraft("turn/end", {"turnId": turn_id, "outcome": "completed"}),
+            EventDraft(TURN_END, {"turnId": turn_id, "outcome": "completed"}),
         ]
     title = request.title or (card.data.get("name") if card else None) or "story"
     # The setup command runs here, before the session exists, exactly as session creation would
@@ -236,7 +237,7 @@ async def _rechoose(
         source = {OPENING: {"source": opening, "index": index}, MESSAGE_ACTION_SOURCE: {"v": ACTION_VERSION, "kind": "rechoose-opening"}}
         drafts.append(
             EventDraft(
-                "assistant/message",
+                ASSISTANT_MESSAGE,
                 {
                     "messageId": rt.ids("msg_"),
                     "content": content,
@@ -267,13 +268,13 @@ def _executed(
     done: dict[str, Any] = {"commandId": command_id, "kind": "success"}
     if value is not None:
         done["result"] = value
-    return [EventDraft("command/run", {"commandId": command_id, "name": spec.name, "args": spec.args}), EventDraft("command/done", done)]
+    return [EventDraft(COMMAND_RUN, {"commandId": command_id, "name": spec.name, "args": spec.args}), EventDraft(COMMAND_DONE, done)]
 
 
 async def _seed_had_opening(rt: RoleplayRuntime, session_id: str) -> bool:
     """Whether the session was created with an opening (the seed's closed opening turn 1)."""
     first = await rt.service.events(session_id, limit=1)
-    return bool(first) and first[0].type == "turn/start" and first[0].payload.get("mode") == "opening"
+    return bool(first) and first[0].type == TURN_START and first[0].payload.get("mode") == "opening"
 
 
 async def _require(reader: StoreAssetReader, kind: str, asset_id: str) -> AssetView:

@@ -17,6 +17,7 @@ from roleplay.harness.projections import fold
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.store.base import SessionRecord
 from roleplay.harness.surface import surface_projection
+from roleplay.harness.names import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def correlate_tool_calls(events: Iterable[Event]) -> dict[str, ToolCallRecord]:
     calls: dict[str, dict[str, Any]] = {}
     for ev in events:
         p = ev.payload
-        if ev.type == "assistant/message":
+        if ev.type == ASSISTANT_MESSAGE:
             for c in p.get("toolCalls", []):
                 calls[c["id"]] = {
                     "call_id": c["id"], "name": c["name"], "arguments": c["arguments"],
@@ -74,10 +75,10 @@ def correlate_tool_calls(events: Iterable[Event]) -> dict[str, ToolCallRecord]:
                     "message_id": p["messageId"], "message_seq": ev.seq,
                     "call_seq": None, "result_seq": None, "result": None,
                 }  # fmt: skip
-        elif ev.type == "tool/call":
+        elif ev.type == TOOL_CALL:
             rec = calls.setdefault(p["callId"], _orphan(p))
             rec["call_seq"] = ev.seq
-        elif ev.type == "tool/result":
+        elif ev.type == TOOL_RESULT:
             rec = calls.setdefault(p["callId"], _orphan(p))
             rec["result_seq"] = ev.seq
             rec["result"] = p
@@ -94,4 +95,4 @@ def _orphan(p: dict[str, Any]) -> dict[str, Any]:
 
 def results_of_kind(events: Iterable[Event], kind: str) -> list[Event]:
     """Successful ``tool/result`` events whose ``meta.kind`` is ``kind`` (e.g. ``rp-agent/turn-commit``)."""
-    return [e for e in events if e.type == "tool/result" and e.payload.get("ok") and (e.payload.get("meta") or {}).get("kind") == kind]
+    return [e for e in events if e.type == TOOL_RESULT and e.payload.get("ok") and (e.payload.get("meta") or {}).get("kind") == kind]

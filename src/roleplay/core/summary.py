@@ -55,6 +55,7 @@ from roleplay.harness.projections import Projection
 from roleplay.harness.subagents import SubagentRequest
 from roleplay.harness.surface import SURFACE
 from roleplay.names import OPENING_SOURCE, RUN_CONTEXT_SOURCE
+from roleplay.harness.names import ASSISTANT_MESSAGE, COMMAND_DONE, COMMAND_RUN, COMPACTION_CHECKPOINT
 
 from .conversation import SUMMARY_KIND, project, story_nodes, story_tokens, summary_text
 from .replies import replies_projection
@@ -99,9 +100,9 @@ def _initial() -> dict[str, Any]:
 
 def _apply(state: dict[str, Any], event: Any) -> dict[str, Any]:
     p = event.payload
-    if event.type == "command/run" and p["name"] in (CANDIDATE, DISCARD):
+    if event.type == COMMAND_RUN and p["name"] in (CANDIDATE, DISCARD):
         state["runs"][p["commandId"]] = {"name": p["name"], "args": p["args"]}
-    elif event.type == "command/done":
+    elif event.type == COMMAND_DONE:
         run = state["runs"].pop(p["commandId"], None)
         if run is None:
             return state
@@ -113,7 +114,7 @@ def _apply(state: dict[str, Any], event: Any) -> dict[str, Any]:
         elif p["kind"] == "success" and (state["pending"] or {}).get("candidateId") == run["args"].get("candidateId"):
             state["pending"] = None
             state["rejected"] += 1
-    elif event.type == "compaction/checkpoint":
+    elif event.type == COMPACTION_CHECKPOINT:
         state["active"] = p["checkpointId"]
         state["landed"] += 1
         if (state["pending"] or {}).get("checkpointId") == p["checkpointId"]:
@@ -292,7 +293,7 @@ async def pending_note(rt: RoleplayRuntime, session_id: str) -> Diagnostic | Non
 
 async def _checkpoint(rt: RoleplayRuntime, session_id: str, candidate: dict[str, Any], head: int) -> None:
     draft = EventDraft(
-        "compaction/checkpoint",
+        COMPACTION_CHECKPOINT,
         {"checkpointId": candidate["checkpointId"], "summary": candidate["summary"], "sourceEventSeqs": candidate["sourceEventSeqs"]},
     )
     await rt.service.append(session_id, [draft], expected_seq=head)
@@ -320,7 +321,7 @@ async def summariser_route(rt: RoleplayRuntime, parent: Route) -> Route:
 
 
 async def _finish_reason(rt: RoleplayRuntime, child_id: str) -> str | None:
-    answers = [e for e in await rt.service.events(child_id) if e.type == "assistant/message"]
+    answers = [e for e in await rt.service.events(child_id) if e.type == ASSISTANT_MESSAGE]
     return answers[-1].payload.get("finishReason") if answers else None
 
 

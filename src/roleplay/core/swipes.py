@@ -30,6 +30,7 @@ from roleplay.errors import RpError
 from roleplay.harness.events import Event, EventDraft
 from roleplay.harness.leases import run_lease
 from roleplay.names import COMMIT_TURN_TOOL
+from roleplay.harness.names import ASSISTANT_MESSAGE, STEP_END, STEP_START, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE
 
 from .action_meta import ACTION_KEY, action_metadata, message_target
 from .message_actions import Views, read_views
@@ -76,7 +77,7 @@ async def swipe(rt: RoleplayRuntime, session_id: str, direction: Literal["left",
         item = alts["items"][wanted]
         drafts = await _materialise(rt, session_id, views, turn, alts["group"], item)
         events = await rt.service.append(session_id, drafts, expected_seq=views.head)
-    new_turn = next(e.payload["turnId"] for e in events if e.type == "turn/start")
+    new_turn = next(e.payload["turnId"] for e in events if e.type == TURN_START)
     return {"index": wanted, "count": alts["count"], "turnId": new_turn}
 
 
@@ -107,14 +108,14 @@ async def _materialise(
         "surfaceOp": {"op": "replace", "range": "suffix", "targetMessageId": start_at},
     }
     turn_id, step_id = rt.ids("turn_"), rt.ids("step_")
-    drafts = [EventDraft("assistant/message", carrier)]
+    drafts = [EventDraft(ASSISTANT_MESSAGE, carrier)]
     inputs = [await _latest(rt, session_id, views, m) for m in source["inputs"]]
-    drafts.append(EventDraft("turn/start", {"turnId": turn_id, "mode": SWIPE_MODE, "inputMessageId": rt.ids("msg_")}))
+    drafts.append(EventDraft(TURN_START, {"turnId": turn_id, "mode": SWIPE_MODE, "inputMessageId": rt.ids("msg_")}))
     input_id = drafts[-1].payload["inputMessageId"]
     for n, event in enumerate(inputs):
         drafts.append(
             EventDraft(
-                "user/message",
+                USER_MESSAGE,
                 {"messageId": input_id if n == 0 else rt.ids("msg_"), "content": event.payload["content"], "turnId": turn_id},
             )
         )
@@ -123,7 +124,7 @@ async def _materialise(
         if context is not None:
             drafts.append(
                 EventDraft(
-                    "user/message",
+                    USER_MESSAGE,
                     {
                         "messageId": rt.ids("msg_"),
                         "content": context.payload["content"],
@@ -132,7 +133,7 @@ async def _materialise(
                     },
                 )
             )
-    drafts.append(EventDraft("step/start", {"turnId": turn_id, "stepId": step_id, "index": 0}))
+    drafts.append(EventDraft(STEP_START, {"turnId": turn_id, "stepId": step_id, "index": 0}))
     body_id = source["commit"]["messageId"] if source["commit"] is not None else source["replies"][-1]
     body = await _latest(rt, session_id, views, body_id)
     reply: dict[str, Any] = {
@@ -145,7 +146,7 @@ async def _materialise(
     if body.payload.get("model") is not None:
         reply["model"] = body.payload["model"]
     if source["commit"] is None:
-        drafts.append(EventDraft("assistant/message", reply))
+        drafts.append(EventDraft(ASSISTANT_MESSAGE, reply))
     else:
         result = await _event_at(rt, session_id, int(source["commit"]["resultSeq"]))
         call_id = rt.ids("call_")
@@ -156,13 +157,13 @@ async def _materialise(
         # extensions by turn (reply options) find it under the live turn.
         outcome_payload["meta"] = {**outcome_payload["meta"], "turnId": turn_id, "swipeOf": {"turnId": source["turnId"]}}
         drafts += [
-            EventDraft("assistant/message", reply),
-            EventDraft("tool/call", {"callId": call_id, "name": COMMIT_TOOL, "arguments": arguments, "turnId": turn_id, "stepId": step_id}),
-            EventDraft("tool/result", {**outcome_payload, "callId": call_id, "turnId": turn_id, "stepId": step_id}),
+            EventDraft(ASSISTANT_MESSAGE, reply),
+            EventDraft(TOOL_CALL, {"callId": call_id, "name": COMMIT_TOOL, "arguments": arguments, "turnId": turn_id, "stepId": step_id}),
+            EventDraft(TOOL_RESULT, {**outcome_payload, "callId": call_id, "turnId": turn_id, "stepId": step_id}),
         ]
     drafts += [
-        EventDraft("step/end", {"turnId": turn_id, "stepId": step_id}),
-        EventDraft("turn/end", {"turnId": turn_id, "outcome": "completed"}),
+        EventDraft(STEP_END, {"turnId": turn_id, "stepId": step_id}),
+        EventDraft(TURN_END, {"turnId": turn_id, "outcome": "completed"}),
     ]
     return drafts
 
@@ -177,6 +178,6 @@ def _call_arguments(body: Event, call_id: str) -> str:
 async def _context_event(rt: RoleplayRuntime, session_id: str, source: dict[str, Any]) -> Event | None:
     end = source["endSeq"] or source["startSeq"]
     for event in await rt.service.events(session_id, after_seq=source["startSeq"] - 1, until_seq=end):
-        if event.type == "user/message" and event.payload["messageId"] == source["runContext"]:
+        if event.type == USER_MESSAGE and event.payload["messageId"] == source["runContext"]:
             return event
     return None

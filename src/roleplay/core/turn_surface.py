@@ -44,6 +44,7 @@ from typing import Any
 from roleplay.harness.events import Event, is_empty_assistant, message_text
 from roleplay.harness.projections import Projection
 from roleplay.names import ASSET_WRITE_KIND, CONTINUE_SOURCE, MESSAGE_ACTION_SOURCE, RUN_CONTEXT_SOURCE, TURN_COMMIT_KIND
+from roleplay.harness.names import ASSISTANT_MESSAGE, COMPACTION_CHECKPOINT, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE
 
 from .action_meta import parse_action
 
@@ -74,15 +75,15 @@ def _turn(state: dict[str, Any], turn_id: str | None) -> dict[str, Any] | None:
 def apply(state: dict[str, Any], event: Event) -> dict[str, Any]:
     p = event.payload
     kind = event.type
-    if kind == "turn/start":
+    if kind == TURN_START:
         _start(state, event)
-    elif kind == "turn/end":
+    elif kind == TURN_END:
         turn = _turn(state, p["turnId"])
         if turn is not None:
             turn["endSeq"], turn["end"] = event.seq, p["outcome"]
             if p.get("error"):
                 turn["error"] = {"code": p["error"]["code"], "message": p["error"]["message"]}
-    elif kind in ("user/message", "assistant/message"):
+    elif kind in (USER_MESSAGE, ASSISTANT_MESSAGE):
         if p.get("surfaceOp"):
             _replacement(state, event)
         else:
@@ -91,9 +92,9 @@ def apply(state: dict[str, Any], event: Event) -> dict[str, Any]:
                 _retire(state, action, event)  # e.g. hiding a failure that has nothing to mask
             else:
                 _message(state, event)
-    elif kind == "tool/result":
+    elif kind == TOOL_RESULT:
         _tool_result(state, event)
-    elif kind == "compaction/checkpoint":
+    elif kind == COMPACTION_CHECKPOINT:
         covered = set(p.get("sourceEventSeqs", []))
         for message in state["messages"].values():
             # A checkpoint that names no seqs replaces the whole surface.
@@ -144,7 +145,7 @@ def _message(state: dict[str, Any], event: Event) -> None:
         return
     turn["nodes"].append(p["messageId"])
     source = p.get("source") or {}
-    if event.type == "user/message":
+    if event.type == USER_MESSAGE:
         if source.get(RUN_CONTEXT) is not None:
             turn["runContext"] = p["messageId"]
             return
@@ -196,7 +197,7 @@ def _replacement(state: dict[str, Any], event: Event) -> None:
     op = p["surfaceOp"]
     action = parse_action(p.get("source"))
     target = state["messages"].get(op["targetMessageId"])
-    visible = not (event.type == "assistant/message" and is_empty_assistant(p))
+    visible = not (event.type == ASSISTANT_MESSAGE and is_empty_assistant(p))
     if op["range"] == "node" and visible and target is not None and target["status"] == LIVE:
         target["seq"] = event.seq  # an edit: same message, new version
         target["versions"].append(event.seq)

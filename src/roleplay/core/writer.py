@@ -31,6 +31,7 @@ from roleplay.harness.sessions import SessionService
 from roleplay.harness.subagents import SubagentRequest
 from roleplay.harness.tools import Tool, ToolContext, ToolOutput
 from roleplay.names import WRITE_TURN_TOOL, WRITER_RESULT_KIND
+from roleplay.harness.names import ASSISTANT_CHUNK, ASSISTANT_MESSAGE
 
 from .macros import MacroContext, MacroStream
 from .run_context import require_run_deps
@@ -113,7 +114,7 @@ class LiveDraft:
         """Tell subscribers to drop this attempt's text (it will not be the reply)."""
         if self.sent:
             await self.service.store.publish_chunk(
-                self.session_id, {"type": "assistant/chunk", "turnId": self.turn_id, "attempt": self.attempt, "reset": True, "text": ""}
+                self.session_id, {"type": ASSISTANT_CHUNK, "turnId": self.turn_id, "attempt": self.attempt, "reset": True, "text": ""}
             )
             self.sent = ""
 
@@ -129,7 +130,7 @@ class LiveDraft:
     async def _publish(self, text: str) -> None:
         self.sent += text
         await self.service.store.publish_chunk(
-            self.session_id, {"type": "assistant/chunk", "turnId": self.turn_id, "attempt": self.attempt, "text": text}
+            self.session_id, {"type": ASSISTANT_CHUNK, "turnId": self.turn_id, "attempt": self.attempt, "text": text}
         )
 
 
@@ -141,7 +142,7 @@ def writer_prompt(build: FrozenBuild, brief: str | None = None) -> str:
 
 async def _finish_reason(service: SessionService, child_id: str) -> str | None:
     """The finish reason of the Writer's answer, from its one-shot child log (a few events)."""
-    answers = [e for e in await service.events(child_id) if e.type == "assistant/message"]
+    answers = [e for e in await service.events(child_id) if e.type == ASSISTANT_MESSAGE]
     return answers[-1].payload.get("finishReason") if answers else None
 
 

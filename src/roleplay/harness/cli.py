@@ -9,6 +9,18 @@ import click
 
 from roleplay.cli_context import echo_json, home_option, json_option, run, state_of, terminal_safe
 from roleplay.redact import redact_url
+from roleplay.harness.names import (
+    ASSISTANT_MESSAGE,
+    COMMAND_DONE,
+    COMMAND_RUN,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
 
 
 from .events import Event, message_text
@@ -176,20 +188,20 @@ def _echo(line: str) -> None:
 
 def _summary(e: Event) -> str:
     p: dict[str, Any] = e.payload
-    if e.type in ("user/message", "assistant/message"):
+    if e.type in (USER_MESSAGE, ASSISTANT_MESSAGE):
         extra = f" replace:{p['surfaceOp']['range']}→{p['surfaceOp']['targetMessageId']}" if p.get("surfaceOp") else ""
         calls = f" calls:{','.join(c['name'] for c in p.get('toolCalls', []))}" if p.get("toolCalls") else ""
         return f"{p['messageId']}{extra}{calls} {_clip(message_text(p))}"
-    if e.type == "command/run":
+    if e.type == COMMAND_RUN:
         return f"{p['commandId']} {p['name']} {_clip(json.dumps(p['args'], ensure_ascii=False))}"
-    if e.type == "command/done":
+    if e.type == COMMAND_DONE:
         return f"{p['commandId']} {p['kind']}" + (f" {p['error']['code']}" if p.get("error") else "")
-    if e.type == "tool/call":
+    if e.type == TOOL_CALL:
         return f"{p['callId']} {p['name']} {_clip(p['arguments'])}"
-    if e.type == "tool/result":
+    if e.type == TOOL_RESULT:
         status = "ok" if p["ok"] else f"error {p.get('error', {}).get('code', '')}"
         return f"{p['callId']} {p['name']} {status}"
-    if e.type in ("turn/start", "turn/end", "step/start", "step/end"):
+    if e.type in (TURN_START, TURN_END, STEP_START, STEP_END):
         return " ".join(str(p[k]) for k in ("turnId", "stepId", "outcome") if k in p)
     return _clip(json.dumps(p, ensure_ascii=False))
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from roleplay.errors import NotFoundError, RpError, ValidationError
+from roleplay.harness.names import COMMAND_DONE, COMMAND_RUN
 
 from .events import Event
 from .projections import Projection
@@ -79,9 +80,9 @@ def successful_commands(events: Iterable[Event]) -> list[tuple[Event, Event]]:
     runs: dict[str, Event] = {}
     out: list[tuple[Event, Event]] = []
     for ev in events:
-        if ev.type == "command/run":
+        if ev.type == COMMAND_RUN:
             runs[ev.payload["commandId"]] = ev
-        elif ev.type == "command/done":
+        elif ev.type == COMMAND_DONE:
             run = runs.pop(ev.payload["commandId"], None)
             if run is not None and ev.payload["kind"] == "success":
                 out.append((run, ev))
@@ -93,9 +94,9 @@ def _initial() -> dict[str, Any]:
 
 
 def _apply(state: dict[str, Any], ev: Event) -> dict[str, Any]:
-    if ev.type == "command/run":
+    if ev.type == COMMAND_RUN:
         state["pending"][ev.payload["commandId"]] = {"name": ev.payload["name"], "args": ev.payload["args"], "runSeq": ev.seq}
-    elif ev.type == "command/done":
+    elif ev.type == COMMAND_DONE:
         run = state["pending"].pop(ev.payload["commandId"], None)
         if run is None:
             return state  # a done without its run is not a command

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from roleplay.harness.events import MESSAGE_TYPES, Event, is_empty_assistant
+from roleplay.harness.names import ASSISTANT_MESSAGE, COMPACTION_CHECKPOINT, TOOL_CALL, TOOL_RESULT
 
 FOLDER_VERSION = 1
 
@@ -64,7 +65,7 @@ def classify(event: Event) -> tuple[str, list[int]] | None:
     """What a surface-changing event does to owners: ``(EDIT | RETRACT | KEEP, sourceEventSeqs)``,
     or None for an event that changes no ownership."""
     p = event.payload
-    if event.type == "compaction/checkpoint":
+    if event.type == COMPACTION_CHECKPOINT:
         return KEEP, list(p.get("sourceEventSeqs", []))
     if event.type not in MESSAGE_TYPES:
         return None
@@ -74,7 +75,7 @@ def classify(event: Event) -> tuple[str, list[int]] | None:
     seqs = list(op.get("sourceEventSeqs", []))
     if op.get("range") == "suffix":
         return RETRACT, seqs
-    if event.type == "assistant/message" and is_empty_assistant(p):
+    if event.type == ASSISTANT_MESSAGE and is_empty_assistant(p):
         # An empty node replacement removes the node from the surface: a delete, not an edit.
         return RETRACT, seqs
     return EDIT, seqs
@@ -144,7 +145,7 @@ def observe(state: dict[str, Any], event: Event) -> list[dict[str, Any]]:
     native ``tool/call`` events, and applies replacements and checkpoints to owner chains.
     """
     p = event.payload
-    if event.type == "assistant/message" and p.get("toolCalls") and not p.get("surfaceOp"):
+    if event.type == ASSISTANT_MESSAGE and p.get("toolCalls") and not p.get("surfaceOp"):
         for call in p["toolCalls"]:
             entry = {"messageId": p["messageId"], "seq": event.seq, "name": call["name"]}
             for key in ("turnId", "stepId"):
@@ -152,7 +153,7 @@ def observe(state: dict[str, Any], event: Event) -> list[dict[str, Any]]:
                     entry[key] = p[key]
             state["calls"][call["id"]] = entry
         state["owners"].setdefault(str(event.seq), {"chain": [event.seq], "status": LIVE})
-    elif event.type == "tool/call":
+    elif event.type == TOOL_CALL:
         entry = state["calls"].get(p["callId"])
         if entry is not None and "toolCall" not in entry:
             native = {"seq": event.seq, "name": p["name"]}
@@ -205,7 +206,7 @@ def remove(state: dict[str, Any], root_seq: int) -> dict[str, Any] | None:
 def settle(state: dict[str, Any], event: Event) -> None:
     """After the capability has seen ``event``: an answered call leaves the index, because no
     entity can name a call after its result (a command it ran is logged before the result)."""
-    if event.type == "tool/result" and state["calls"].pop(event.payload["callId"], None) is not None:
+    if event.type == TOOL_RESULT and state["calls"].pop(event.payload["callId"], None) is not None:
         _prune(state)
 
 

@@ -19,6 +19,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError as PydanticVa
 from pydantic.alias_generators import to_camel
 
 from roleplay.errors import Problem, ValidationError, pointer_from_parts
+from roleplay.harness.names import (
+    ASSISTANT_MESSAGE,
+    COMMAND_DONE,
+    COMMAND_RUN,
+    COMPACTION_CHECKPOINT,
+    MODEL_REQUEST,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
 
 # Size bounds on anything a user or a model can put into one event (DESIGN.md §5 "Limits").
 MAX_EVENT_BYTES = 8 * 1024 * 1024
@@ -202,22 +216,22 @@ class EventSpec:
 EVENT_TYPES: dict[str, EventSpec] = {
     spec.type: spec
     for spec in (
-        EventSpec("command/run", CommandRun),
-        EventSpec("command/done", CommandDone),
-        EventSpec("turn/start", TurnStart),
-        EventSpec("turn/end", TurnEnd),
-        EventSpec("step/start", StepStart),
-        EventSpec("step/end", StepEnd),
-        EventSpec("model/request", ModelRequestLogged),
-        EventSpec("user/message", UserMessage),
-        EventSpec("assistant/message", AssistantMessage),
-        EventSpec("tool/call", ToolCall),
-        EventSpec("tool/result", ToolResult),
-        EventSpec("compaction/checkpoint", CompactionCheckpoint),
+        EventSpec(COMMAND_RUN, CommandRun),
+        EventSpec(COMMAND_DONE, CommandDone),
+        EventSpec(TURN_START, TurnStart),
+        EventSpec(TURN_END, TurnEnd),
+        EventSpec(STEP_START, StepStart),
+        EventSpec(STEP_END, StepEnd),
+        EventSpec(MODEL_REQUEST, ModelRequestLogged),
+        EventSpec(USER_MESSAGE, UserMessage),
+        EventSpec(ASSISTANT_MESSAGE, AssistantMessage),
+        EventSpec(TOOL_CALL, ToolCall),
+        EventSpec(TOOL_RESULT, ToolResult),
+        EventSpec(COMPACTION_CHECKPOINT, CompactionCheckpoint),
     )
 }
 
-MESSAGE_TYPES = frozenset({"user/message", "assistant/message"})
+MESSAGE_TYPES = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE})
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roleplay.errors import ValidationError
+from roleplay.harness.names import TURN_END, TURN_START
 
 from .projections import load
 from .store.base import EventStore
@@ -75,7 +76,7 @@ async def closed_turn_fork_point(store: EventStore, session_id: str, at_seq: int
 
 async def _turn_end(store: EventStore, session_id: str, turn_id: str, after_seq: int) -> int | None:
     for event in await store.read(session_id, after_seq=after_seq, limit=END_SCAN_LIMIT):
-        if event.type == "turn/end" and event.payload.get("turnId") == turn_id:
+        if event.type == TURN_END and event.payload.get("turnId") == turn_id:
             return event.seq
     return None
 
@@ -87,7 +88,7 @@ async def after_turn_fork_point(store: EventStore, session_id: str, turn_end_seq
     ``requestedSeq`` is the turn's end; ``atSeq`` where the cut falls."""
     cut = turn_end_seq
     async for event in store.iter_events(session_id, after_seq=turn_end_seq):
-        if event.type == "turn/start":
+        if event.type == TURN_START:
             break
         cut = event.seq
     return ForkPoint(turn_end_seq, cut) if cut == turn_end_seq else _Extended(turn_end_seq, cut)

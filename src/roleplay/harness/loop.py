@@ -37,6 +37,18 @@ from typing import Any, Awaitable, Callable, Iterable, Sequence, TypeVar
 
 from roleplay.clock import IdGenerator
 from roleplay.errors import ConflictError, RpError
+from roleplay.harness.names import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    MODEL_REQUEST,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
 
 from .events import Event, EventDraft
 from .history import HistoryFit, fit_history, message_tokens, reply_reserve, request_fixed_tokens
@@ -214,7 +226,7 @@ class AgentLoop:
         if self.spec.mode:
             start["mode"] = self.spec.mode
         extra = self.spec.hooks.input_events(turn_id)
-        started = await self._append(session_id, [EventDraft("turn/start", start), EventDraft("user/message", user), *extra])
+        started = await self._append(session_id, [EventDraft(TURN_START, start), EventDraft(USER_MESSAGE, user), *extra])
         self._turn_seq, self._cut = started[0].seq, 0
 
         result = TurnResult(session_id, turn_id, "completed", "", 0)
@@ -235,7 +247,7 @@ class AgentLoop:
         end: dict[str, Any] = {"turnId": turn_id, "outcome": result.outcome}
         if result.error:
             end["error"] = {k: v for k, v in result.error.items() if k in ("code", "message", "pointer", "details")}
-        await self._append(session_id, [EventDraft("turn/end", end)])
+        await self._append(session_id, [EventDraft(TURN_END, end)])
         return result
 
     async def _step(self, session_id: str, turn_id: str, index: int, called: list[str], abort: asyncio.Event, result: TurnResult) -> bool:
@@ -266,9 +278,9 @@ class AgentLoop:
         await self._append(
             session_id,
             [
-                EventDraft("step/start", {"turnId": turn_id, "stepId": step_id, "index": index}),
+                EventDraft(STEP_START, {"turnId": turn_id, "stepId": step_id, "index": index}),
                 EventDraft(
-                    "model/request",
+                    MODEL_REQUEST,
                     {
                         "turnId": turn_id,
                         "stepId": step_id,
@@ -288,11 +300,11 @@ class AgentLoop:
         try:
             response = await self._race(self._stream(session_id, turn_id, step_id, request), abort)
         except (_Aborted, RpError):
-            await self._append(session_id, [EventDraft("step/end", {"turnId": turn_id, "stepId": step_id})])
+            await self._append(session_id, [EventDraft(STEP_END, {"turnId": turn_id, "stepId": step_id})])
             raise
         response = await self.spec.hooks.on_response(session_id, turn_id, step_id, response)
         message = _assistant_payload(self.ids("msg_"), turn_id, step_id, response, self.route)
-        await self._append(session_id, [EventDraft("assistant/message", message)])
+        await self._append(session_id, [EventDraft(ASSISTANT_MESSAGE, message)])
         for key, value in (response.usage.to_dict() if response.usage else {}).items():
             result.usage[key] = result.usage.get(key, 0) + value
         step_end: dict[str, Any] = {"turnId": turn_id, "stepId": step_id, "finishReason": response.finish_reason}
@@ -300,7 +312,7 @@ class AgentLoop:
             step_end["usage"] = response.usage.to_dict()
         if not response.tool_calls:
             result.text = response.text
-            await self._append(session_id, [EventDraft("step/end", step_end)])
+            await self._append(session_id, [EventDraft(STEP_END, step_end)])
             return True
         step_results: list[ToolResultData] = []
         try:
@@ -309,7 +321,7 @@ class AgentLoop:
                     session_id,
                     [
                         EventDraft(
-                            "tool/call",
+                            TOOL_CALL,
                             {"callId": call.id, "name": call.name, "arguments": call.arguments, "turnId": turn_id, "stepId": step_id},
                         )
                     ],
@@ -328,10 +340,10 @@ class AgentLoop:
                 result.tool_results.append(outcome)
                 step_results.append(outcome)
                 payload = {**outcome.payload(), "turnId": turn_id, "stepId": step_id}
-                await self._append(session_id, [EventDraft("tool/result", payload)])
+                await self._append(session_id, [EventDraft(TOOL_RESULT, payload)])
                 called.append(call.name)
         finally:
-            await self._append(session_id, [EventDraft("step/end", step_end)])
+            await self._append(session_id, [EventDraft(STEP_END, step_end)])
         if self.spec.hooks.finished(step_results):
             result.text = response.text
             return True
@@ -371,11 +383,11 @@ class AgentLoop:
                 continue
             if isinstance(event, TextDelta) and event.text:
                 await self.store.publish_chunk(
-                    session_id, {"type": "assistant/chunk", "turnId": turn_id, "stepId": step_id, "text": event.text}
+                    session_id, {"type": ASSISTANT_CHUNK, "turnId": turn_id, "stepId": step_id, "text": event.text}
                 )
             elif isinstance(event, ReasoningDelta) and event.text:
                 await self.store.publish_chunk(
-                    session_id, {"type": "assistant/chunk", "turnId": turn_id, "stepId": step_id, "reasoning": event.text}
+                    session_id, {"type": ASSISTANT_CHUNK, "turnId": turn_id, "stepId": step_id, "reasoning": event.text}
                 )
             elif isinstance(event, Completed):
                 response = event.response
@@ -452,7 +464,7 @@ def _unanswered(call: ToolCall | dict[str, Any], code: str, message: str, turn_i
         payload["turnId"] = turn_id
     if step_id is not None:
         payload["stepId"] = step_id
-    return EventDraft("tool/result", payload)
+    return EventDraft(TOOL_RESULT, payload)
 
 
 async def close_open_turns(
@@ -466,7 +478,7 @@ async def close_open_turns(
         return [], None
     nodes = (await service.projection(session_id, surface_projection)).state["nodes"]
     drafts = [_unanswered(c, "tool.interrupted", "the run stopped before this call finished", None, None) for c in dangling_calls(nodes)]
-    drafts += [EventDraft("turn/end", {"turnId": t, "outcome": "interrupted"}) for t, _ in open_turns]
+    drafts += [EventDraft(TURN_END, {"turnId": t, "outcome": "interrupted"}) for t, _ in open_turns]
     first = open_turns[0][1]
     started = await service.events(session_id, after_seq=first - 1, until_seq=first)
     if append is not None:

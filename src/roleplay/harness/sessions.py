@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from roleplay.clock import IdGenerator, ulid_ids
 from roleplay.errors import ConflictError, RpError, ValidationError
+from roleplay.harness.names import COMMAND_DONE, COMMAND_RUN, COMPACTION_CHECKPOINT, SUMMARY_NODE_KIND, TOOL_RESULT
 
 from .commands import CommandContext, CommandRegistry, CommandSpec, commands_projection
 from .events import MESSAGE_TYPES, Event, EventDraft, validate_payload
@@ -31,7 +32,7 @@ from .surface import SURFACE, apply_surface, find_node, initial_surface, replace
 
 MAX_CAS_RETRIES = 50
 BACKOFF_BASE_S, BACKOFF_CAP_S = 0.002, 0.1
-SURFACE_TYPES = MESSAGE_TYPES | {"tool/result", "compaction/checkpoint"}
+SURFACE_TYPES = MESSAGE_TYPES | {TOOL_RESULT, COMPACTION_CHECKPOINT}
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class SessionService:
         for spec in setup:
             command_id = self.ids("cmd_")
             ok, value = self.commands.execute(spec, CommandContext(session_id, command_id))
-            stamped.append(EventDraft("command/run", {"commandId": command_id, "name": spec.name, "args": spec.args}))
+            stamped.append(EventDraft(COMMAND_RUN, {"commandId": command_id, "name": spec.name, "args": spec.args}))
             stamped.append(_done_draft(command_id, ok, value))
         return await self.store.create_session(
             preset=preset, session_id=session_id, parent_id=parent_id, workspace=workspace, title=title, events=stamped
@@ -158,7 +159,7 @@ class SessionService:
             op = payload.get("surfaceOp") if draft.type in MESSAGE_TYPES else None
             if op:
                 at = find_node(surface["nodes"], op["targetMessageId"])
-                if at >= 0 and surface["nodes"][at].get("kind") == "compaction/summary":
+                if at >= 0 and surface["nodes"][at].get("kind") == SUMMARY_NODE_KIND:
                     # The spec: a checkpoint carries surface ownership of what it replaced, so it
                     # has no ordinary edit, delete or regenerate; forking before it is the way back.
                     raise ValidationError(
@@ -186,7 +187,7 @@ class SessionService:
                 )
             count = len(surface["nodes"])
             apply_surface(surface, Event("", head + i + 1, draft.type, payload, ""))
-            if op or draft.type == "compaction/checkpoint":
+            if op or draft.type == COMPACTION_CHECKPOINT:
                 ids = None  # the rest of the batch checks the rewritten surface itself
             elif len(surface["nodes"]) > count:
                 added.add(surface["nodes"][-1]["id"])
@@ -215,7 +216,7 @@ class SessionService:
         if source is not None:
             run_payload["source"] = source
         head = expected_seq if expected_seq is not None else await self.store.head(session_id)
-        run_events = await self.append(session_id, [EventDraft("command/run", run_payload)], expected_seq=head)
+        run_events = await self.append(session_id, [EventDraft(COMMAND_RUN, run_payload)], expected_seq=head)
         ok, value = self.commands.execute(CommandSpec(name, args), CommandContext(session_id, command_id, state or {}))
         done_events = await self.append_retrying(session_id, [_done_draft(command_id, ok, value)])
         return CommandOutcome(
@@ -287,5 +288,5 @@ def _done_draft(command_id: str, ok: bool, value: Any) -> EventDraft:
         payload: dict[str, Any] = {"commandId": command_id, "kind": "success"}
         if value is not None:
             payload["result"] = value
-        return EventDraft("command/done", payload)
-    return EventDraft("command/done", {"commandId": command_id, "kind": "error", "error": value})
+        return EventDraft(COMMAND_DONE, payload)
+    return EventDraft(COMMAND_DONE, {"commandId": command_id, "kind": "error", "error": value})

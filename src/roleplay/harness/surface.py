@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from roleplay.harness.names import ASSISTANT_MESSAGE, COMPACTION_CHECKPOINT, SUMMARY_NODE_KIND, TOOL_RESULT, USER_MESSAGE
+
 from .events import Event, is_empty_assistant
 from .projections import Projection
 
@@ -37,15 +39,15 @@ def initial_surface() -> dict[str, Any]:
 
 def _node(event: Event) -> dict[str, Any] | None:
     p = event.payload
-    if event.type == "user/message":
+    if event.type == USER_MESSAGE:
         node = {"id": p["messageId"], "role": "user", "seq": event.seq, "content": p["content"]}
-    elif event.type == "assistant/message":
+    elif event.type == ASSISTANT_MESSAGE:
         if is_empty_assistant(p):
             return None
         node = {"id": p["messageId"], "role": "assistant", "seq": event.seq, "content": p["content"]}
         if p.get("toolCalls"):
             node["toolCalls"] = p["toolCalls"]
-    elif event.type == "tool/result":
+    elif event.type == TOOL_RESULT:
         node = {
             "id": f"tool:{p['callId']}",
             "role": "tool",
@@ -74,12 +76,12 @@ def find_node(nodes: list[dict[str, Any]], message_id: str) -> int:
 
 def apply_surface(state: dict[str, Any], event: Event) -> dict[str, Any]:
     nodes: list[dict[str, Any]] = state["nodes"]
-    if event.type == "compaction/checkpoint":
+    if event.type == COMPACTION_CHECKPOINT:
         p = event.payload
         summary = {
             "id": p["checkpointId"],
             "role": "user",
-            "kind": "compaction/summary",
+            "kind": SUMMARY_NODE_KIND,
             "seq": event.seq,
             "content": [{"type": "text", "text": p["summary"]}],
         }
@@ -90,10 +92,10 @@ def apply_surface(state: dict[str, Any], event: Event) -> dict[str, Any]:
         kept = [n for n in nodes if n["seq"] not in replaced and not replaced.intersection(n.get("replaces", ()))] if replaced else []
         state["nodes"] = [summary, *kept]
         return state
-    if event.type not in ("user/message", "assistant/message", "tool/result"):
+    if event.type not in (USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT):
         return state
     new = _node(event)
-    op = event.payload.get("surfaceOp") if event.type != "tool/result" else None
+    op = event.payload.get("surfaceOp") if event.type != TOOL_RESULT else None
     if not op:
         if new is not None:
             nodes.append(new)
@@ -120,9 +122,9 @@ def apply_surface(state: dict[str, Any], event: Event) -> dict[str, Any]:
 def rewrites_surface(event: Event) -> bool:
     """Whether ``event`` changes nodes already on the surface (every other event appends or does
     nothing): a message with a ``surfaceOp``, or a compaction checkpoint."""
-    if event.type == "compaction/checkpoint":
+    if event.type == COMPACTION_CHECKPOINT:
         return True
-    return event.type in ("user/message", "assistant/message") and bool(event.payload.get("surfaceOp"))
+    return event.type in (USER_MESSAGE, ASSISTANT_MESSAGE) and bool(event.payload.get("surfaceOp"))
 
 
 surface_projection = Projection(name=SURFACE, version=1, initial=initial_surface, apply=apply_surface, rewrites=rewrites_surface)

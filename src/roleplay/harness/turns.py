@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from roleplay.harness.names import TURN_END, TURN_START
+
 from .events import Event
 from .projections import Projection
 
@@ -17,10 +19,10 @@ def _initial() -> dict[str, Any]:
 
 
 def _apply(state: dict[str, Any], ev: Event) -> dict[str, Any]:
-    if ev.type == "turn/start":
+    if ev.type == TURN_START:
         state["open"][ev.payload["turnId"]] = ev.seq
         state["count"] += 1
-    elif ev.type == "turn/end":
+    elif ev.type == TURN_END:
         state["open"].pop(ev.payload["turnId"], None)
         state["last"] = {"turnId": ev.payload["turnId"], "outcome": ev.payload["outcome"], "seq": ev.seq}
     return state

@@ -26,6 +26,7 @@ from roleplay.harness import entities as folder
 from roleplay.harness.events import Event
 from roleplay.harness.projections import Projection
 from roleplay.names import COMMIT_TURN_TOOL, TURN_COMMIT_KIND
+from roleplay.harness.names import TOOL_RESULT
 
 EXTENSION_KEY = "rp.reply-options"
 EXTENSION_VERSION = 1
@@ -54,7 +55,7 @@ def _apply(state: dict[str, Any], event: Event) -> dict[str, Any]:
     f = state["folder"]
     folder.observe(f, event)
     p = event.payload
-    if event.type == "tool/result" and p["name"] == COMMIT_TURN_TOOL and p["ok"]:
+    if event.type == TOOL_RESULT and p["name"] == COMMIT_TURN_TOOL and p["ok"]:
         meta = p.get("meta") or {}
         extensions = meta.get("extensions") if meta.get("kind") == TURN_COMMIT_KIND else None
         if isinstance(extensions, dict) and EXTENSION_KEY in extensions:

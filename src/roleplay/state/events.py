@@ -48,6 +48,7 @@ from roleplay.names import SESSION_APPLY_COMMAND, STATE_CONFIGURE_COMMAND, STATE
 from roleplay.state.operations import EFFECT_KIND
 from roleplay.state.projection import empty_view, fold
 from roleplay.state.shape import ACTIVITY_PROJECTION, ACTIVITY_VERSION, STATE_PROJECTION, STATE_VERSION
+from roleplay.harness.names import COMMAND_DONE, COMMAND_RUN, TOOL_RESULT, USER_MESSAGE
 
 SESSION_APPLY = SESSION_APPLY_COMMAND
 CONFIGURE = STATE_CONFIGURE_COMMAND
@@ -70,11 +71,11 @@ def apply_event(tracker: dict[str, Any], event: Event) -> dict[str, Any]:
     refold = bool(folder.observe(f, event))
     p = event.payload
     added: dict[str, Any] | None = None
-    if event.type == "user/message":
+    if event.type == USER_MESSAGE:
         tracker["blank"] = False
-    elif event.type == "command/run" and p["name"] in (SESSION_APPLY, CONFIGURE):
+    elif event.type == COMMAND_RUN and p["name"] in (SESSION_APPLY, CONFIGURE):
         tracker["runs"][p["commandId"]] = {"name": p["name"], "args": p["args"], "seq": event.seq}
-    elif event.type == "command/done":
+    elif event.type == COMMAND_DONE:
         run = tracker["runs"].pop(p["commandId"], None)
         if run is not None and p["kind"] == "success":
             if run["name"] == SESSION_APPLY:
@@ -82,7 +83,7 @@ def apply_event(tracker: dict[str, Any], event: Event) -> dict[str, Any]:
                 refold = refold or superseded
             else:
                 added = _configuration(tracker, run, event)
-    elif event.type == "tool/result" and p["ok"] and (p.get("meta") or {}).get("kind") == TURN_COMMIT_KIND:
+    elif event.type == TOOL_RESULT and p["ok"] and (p.get("meta") or {}).get("kind") == TURN_COMMIT_KIND:
         added = _commit(tracker, event)
     folder.settle(f, event)
     if refold:

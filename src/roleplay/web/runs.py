@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable
 
 from roleplay.errors import NotFoundError, RpError
 from roleplay.harness.store.base import EventStore
+from roleplay.harness.names import TURN_START
 
 log = logging.getLogger("roleplay.web")
 
@@ -105,7 +106,7 @@ async def _first_turn_id(sub: Any, task: "asyncio.Task[Any]") -> str:
         done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
         if getter in done:
             note = getter.result()
-            if note.kind == "event" and note.event.type == "turn/start":
+            if note.kind == "event" and note.event.type == TURN_START:
                 return str(note.event.payload["turnId"])
             continue
         getter.cancel()
@@ -116,7 +117,7 @@ async def _first_turn_id(sub: Any, task: "asyncio.Task[Any]") -> str:
                 note = await sub.next(timeout=0.05)
             except asyncio.TimeoutError:
                 break
-            if note.kind == "event" and note.event.type == "turn/start":
+            if note.kind == "event" and note.event.type == TURN_START:
                 return str(note.event.payload["turnId"])
         turn = getattr(result, "turn", None)
         if turn is not None:

@@ -23,6 +23,7 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from roleplay.harness.names import ASSISTANT_CHUNK
 from roleplay.harness.notify import Notification
 from roleplay.harness.store.base import EventStore
 
@@ -43,7 +44,7 @@ def frame(note: Notification) -> bytes:
     """One SSE message for a notification."""
     if note.kind == "chunk":
         data = note.data or {}
-        return f"event: {data.get('type', 'assistant/chunk')}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+        return f"event: {data.get('type', ASSISTANT_CHUNK)}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
     assert note.event is not None
     ev = note.event
     return f"id: {ev.seq}\nevent: {ev.type}\ndata: {json.dumps(ev.to_dict(), ensure_ascii=False)}\n\n".encode()
