@@ -20,6 +20,7 @@ ASSET_READ_TOOL: Final = "rp_asset_read"
 ASSET_WRITE_TOOL: Final = "rp_asset"  # Agent mode only
 STATE_READ_TOOL: Final = "rp_state_read"
 STATE_CONFIGURE_TOOL: Final = "rp_state"  # Agent mode only
+RUN_SUBAGENT_TOOL: Final = "rp_run_subagent"  # Agent mode only: a task sub-agent of the catalog
 
 # -- harness commands ---------------------------------------------------------------------------
 SESSION_APPLY_COMMAND: Final = "rp-session-apply"  # profile changes (bindings, runtime, context build)
@@ -31,6 +32,7 @@ WRITER_RESULT_KIND: Final = "rp-agent/writer-result"  # a successful rp_write_tu
 ASSET_READ_KIND: Final = "rp-asset/read"
 ASSET_WRITE_KIND: Final = "rp-asset/write"
 STATE_CONFIGURE_KIND: Final = "rp-state/configure"
+SUBAGENT_RESULT_KIND: Final = "rp-agent/subagent-result"  # a successful rp_run_subagent
 
 # -- effect kinds (the commit's ``effects[].kind``) -----------------------------------------------
 STATE_UPDATE_EFFECT: Final = "state.update"
@@ -94,6 +96,7 @@ __all__ = [
     "OPENING_SOURCE",
     "REPLIES_PROJECTION",
     "RUN_CONTEXT_SOURCE",
+    "RUN_SUBAGENT_TOOL",
     "SESSION_APPLY_COMMAND",
     "SESSION_APPLY_STATE",
     "SESSION_PROJECTION",
@@ -105,6 +108,7 @@ __all__ = [
     "STATE_PROJECTION",
     "STATE_READ_TOOL",
     "STATE_UPDATE_EFFECT",
+    "SUBAGENT_RESULT_KIND",
     "TURN_COMMIT_KIND",
     "WRITER_RESULT_KIND",
     "WRITE_TURN_TOOL",

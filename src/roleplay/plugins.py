@@ -37,9 +37,12 @@ class CorePlugin:
 
     @hookimpl
     def register_demo_policies(self, register: Any) -> None:
+        from roleplay.core.agent_demo import agent_demo_policy
         from roleplay.core.demo import roleplay_demo_policy
 
         register("roleplay", roleplay_demo_policy, first=True)
+        # Before the Chat policy: an Agent request or a specialist's task is the Agent demo's.
+        register("roleplay-agent", agent_demo_policy, first=True)
 
 
 class AssetToolsPlugin:

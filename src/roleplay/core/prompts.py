@@ -70,7 +70,7 @@ You are the coordinator of a chat-mode turn. Shared assets are read-only here an
 
 1. Read the <roleplay_request> at the end of the latest user turn and classify the message with its <request_policy>.
 2. Discussion or clarification: answer directly and briefly. Do not call the Writer and do not commit.
-3. Asset questions: read the bound assets with rp_asset_read when needed. Changing assets is not possible in chat mode; say so and suggest agent mode.
+3. Asset questions: read the bound assets with rp_asset_read when needed. Creating, changing, binding or reordering assets, and configuring story state variables, are not possible in chat mode: say so and suggest switching the session to agent mode (`rp mode SESSION agent`, or /mode agent in play).
 4. Narrative continuation: call rp_write_turn with {"action": "write"}. The runtime streams the Writer's text to the user as your reply.
 5. In the next step call only rp_commit_turn, once, with the effects the written reply implies. Any text you write in that step is discarded, so write none.
 6. If the Writer or the commit fails, read the error code and message, fix exactly what they name and call again. A failed commit returns a retry token: send only the token with JSON Patch operations that repair the draft.\
@@ -114,7 +114,7 @@ Starts the Writer for a narrative reply: {"action": "write"}. Call it once the r
 WRITE_TURN_GUIDANCE_AGENT = """\
 ## rp_write_turn
 
-Starts the Writer for a narrative reply: {"action": "write", "brief": "…"}. The optional brief is short guidance for this passage (adopted outline, must-cover points); the Writer has the full context without it. Its result is a draft: revise it or use it as is in your reply. Each call replaces the previous draft.\
+Starts the Writer for a narrative reply: {"action": "write", "brief": "…"}. The optional brief is short guidance for this passage (adopted outline, must-cover points); the Writer has the full context without it. Its result is a draft: revise it or use it as is in your reply. A run keeps one draft: call it again only after a failure, or after a context refresh voided the draft.\
 """
 
 COMMIT_TURN_GUIDANCE = """\

@@ -65,6 +65,7 @@ from roleplay.names import ASSET_READ_TOOL, OPENING_SOURCE, RUN_CONTEXT_SOURCE, 
 from roleplay.harness.names import ASSISTANT_CHUNK, USER_MESSAGE
 
 from .chat_draft import commit_for_plain_reply
+from .agent_mode import AgentPolicy
 from .commit import CommitSession
 from .context_build import effective_layout, freeze, writer_budget, writer_max_tokens
 from .conversation import history_entries, history_story, story_nodes, text_of_entries
@@ -80,7 +81,8 @@ from .prompts import (
 from .replies import replies_projection
 from .run_context import RpRunDeps
 from .runtime import RoleplayRuntime
-from .settings import context_window_for, read_settings
+from .settings import SettingsStore, context_window_for, read_settings
+from .subagent_catalog import SubagentItem, load_catalog
 from .summary import SummaryWatch, land_pending
 from .toolfree import parent_model, uncommitted_note
 from .sources import (
@@ -90,7 +92,7 @@ from .sources import (
     collect_sources,
 )
 from .turn_eligibility import require_playable
-from .types import CommitContext, Diagnostic, FrozenBuild, Slot, WriterArtifact
+from .types import CommitContext, Diagnostic, ExecutionMode, FrozenBuild, Slot, WriterArtifact
 from .writer import WriterSlot
 
 CHAT_STEP_LIMIT = 5
@@ -135,6 +137,15 @@ class PreparedRun:
     # earlier turns give way to it. None: unknown, the whole story is sent.
     parent_window: int | None = None
     surface_seq: int = 0  # the surface's seq at prepare (surface_key's nodes are its first ones)
+    # Agent mode (core.agent_mode): the enabled sub-agent catalog frozen for the run, the
+    # conversation's route (a catalog item without its own route follows it), and what a
+    # mid-run context refresh rebuilds from (the same inputs, history and budget as prepare).
+    catalog: tuple[SubagentItem, ...] = ()
+    parent_route: Route | None = None
+    inputs: SourceInputs | None = None
+    history: Sequence[Any] = ()
+    budget: Any = None
+    lore_timed_before: dict[str, Any] | None = None
 
 
 @dataclass
@@ -193,12 +204,12 @@ async def prepare_run(
     sources = await collect_sources(inputs, reader, rt.source_providers)
     saved = _saved_slots(profile)
     slots = effective_layout(saved, sources.sources, sources.preset_positions)
-    mode = profile.execution_mode
-    if mode != "chat":
-        raise RpError("run.mode_unsupported", f"execution mode {mode!r} is not available yet; switch the session to chat")
+    mode: ExecutionMode = "agent" if profile.execution_mode == "agent" else "chat"
     # Global settings are read at every prepare and frozen for the run (spec: without a session
     # override every prepareRun reads the latest global default; a change applies next turn).
     settings = await read_settings(rt.store)
+    # Agent mode freezes the enabled catalog now: a catalog change applies from the next run.
+    catalog = (await load_catalog(SettingsStore(rt.store), settings.language())).enabled() if mode == "agent" else ()
     writer_route = resolve_writer_route(rt, profile, parent_route, settings.writer_default_route())
     identity = identity_section(settings.identity())
     writer_prompt = PromptAssembly([identity, *writer_sections()]).assemble(PromptContext(session_id, frozenset()))
@@ -225,16 +236,22 @@ async def prepare_run(
         input_text=input_text,
         images=list(images or []),
         state=state,
-        run_context=request_for_build("chat", build),
+        run_context=request_for_build(mode, build, [i.contract() for i in catalog] if mode == "agent" else None),
         writer_route=writer_route,
         writer_system=writer_prompt.text,
-        parent_system_sections=[identity, *parent_sections("chat")],
+        parent_system_sections=[identity, *parent_sections(mode)],
         lore_timed=sources.lore_timed_state.to_dict(),
         state_digest=sha256_hex(state_view),
         state_revision=int(state_view.get("revision", 0)),
         surface_key=surface_key(nodes),
         surface_seq=head_seq,
         parent_window=context_window_for(settings.context_windows(), parent_route) or route_context_window(parent_route),
+        catalog=catalog,
+        parent_route=parent_route,
+        inputs=inputs,
+        history=entries,
+        budget=budget,
+        lore_timed_before=timed,
     )
 
 
@@ -290,7 +307,7 @@ class RpRun(LoopHooks):
                 run_id=prepared.run_id,
                 turn_id=prepared.turn_id,
                 session_id=prepared.session_id,
-                mode="chat",
+                mode="agent" if prepared.mode == "agent" else "chat",
                 epoch=prepared.build.epoch,
                 writer=None,
                 state=prepared.state or {"protocolVersion": 2, "revision": 0, "namespaces": {}},
@@ -307,6 +324,8 @@ class RpRun(LoopHooks):
         self.visible = [WRITE_TURN_TOOL, COMMIT_TURN_TOOL, *(t for t in READ_TOOLS if t in rt.tools)]
         if prepared.state is None and STATE_READ_TOOL in self.visible:
             self.visible.remove(STATE_READ_TOOL)
+        # Agent mode's own tools, body and refresh (core.agent_mode); None in Chat.
+        self.agent = AgentPolicy(self) if prepared.mode == "agent" else None
 
     # -- loop hooks ------------------------------------------------------------------------------
     def input_events(self, turn_id: str) -> list[Any]:
@@ -326,6 +345,8 @@ class RpRun(LoopHooks):
         ]
 
     async def on_response(self, session_id: str, turn_id: str, step_id: str, response: ModelResponse) -> ModelResponse:
+        if self.agent is not None:
+            return await self.agent.on_response(session_id, turn_id, step_id, response)
         names = [c.name for c in response.tool_calls]
         artifact = self.writer.artifact
         if not names and artifact is not None and self.commit.outcome is None:
@@ -371,6 +392,8 @@ class RpRun(LoopHooks):
         return any(r.ok and r.name == COMMIT_TURN_TOOL for r in results)
 
     def step_mask(self, view: StepView) -> list[str]:
+        if self.agent is not None:
+            return self.agent.step_mask(view)
         if self.writer.artifact is None:
             return [n for n in self.visible if n != COMMIT_TURN_TOOL]
         return [COMMIT_TURN_TOOL]
@@ -420,6 +443,8 @@ class RpRun(LoopHooks):
         return {a: current.get(a) for a in sorted(live) if current.get(a) != live[a]}
 
     def spec(self) -> AgentSpec:
+        if self.agent is not None:
+            return self.agent.spec()
         return AgentSpec(
             prompt=PromptAssembly(self.p.parent_system_sections),
             tools=self.rt.tools,
@@ -464,6 +489,8 @@ async def play_turn(
             raise
         run.diagnostics.extend(await watch.finish(turn))
     committed = any(r.ok and r.name == COMMIT_TURN_TOOL for r in turn.tool_results)
+    if run.agent is not None:
+        run.diagnostics.extend(run.agent.diagnostics())
     flag = uncommitted_note(turn)
     if flag is not None:
         run.diagnostics.append(flag)

@@ -47,6 +47,8 @@ from roleplay.errors import ConflictError, Problem, RpError, ValidationError
 from roleplay.harness.models.routes import Route, parse_route_spec
 from roleplay.harness.store.base import EventStore
 
+from .subagent_catalog import CATALOG_KEY as _CATALOG_KEY, CatalogValue as _CatalogValue, check_catalog as _check_catalog
+
 # Optional features the feature manager will switch (spec: plugin table). The infrastructure
 # (rp-core, rp-feature-manager, rp-remote, rp-standard) is always on and cannot be listed.
 FEATURES: tuple[str, ...] = (
@@ -277,6 +279,14 @@ DEFS: dict[str, SettingDef] = {
             "end",
             "where the cursor goes after a quick reply is inserted: end or start of the text, or select it",
             text=True,
+        ),
+        SettingDef(
+            _CATALOG_KEY,
+            _CatalogValue | None,
+            None,
+            "the task sub-agent catalog [{name, usageContract, instructions, enabled, tools, route}] of Agent mode;"
+            " created with the built-in seeds on first use (rp subagents manages it)",
+            normalize=_check_catalog,
         ),
     )
 }

@@ -51,6 +51,12 @@ WRITE_SCHEMA_CHAT: dict[str, Any] = {
     "additionalProperties": False,
 }
 MAX_BRIEF = 4000
+NEXT_CHAT = "The draft is ready. Call rp_commit_turn next."
+# Agent mode: the draft is the parent's material, not yet the reply (it may revise it).
+NEXT_AGENT = (
+    "The draft is ready. Apply the specialists whose contracts run after the Writer, revise it if needed, "
+    "then write the complete final text as your reply together with one rp_commit_turn call."
+)
 WRITE_SCHEMA_AGENT: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -172,13 +178,15 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
             sampling=dict(slot.sampling),
         )
         live = LiveDraft(service, ctx.session_id, ctx.turn_id, slot.attempts, slot.macros)
-        request.on_delta = live.feed
+        if not agent_mode:  # Agent mode: the draft is the parent's material, not yet the reply
+            request.on_delta = live.feed
         try:
             artifact = await _write(service, slot, request, prompt, ctx)
         except BaseException:
             await live.discard()
             raise
-        await live.finish(artifact.text)
+        if not agent_mode:
+            await live.finish(artifact.text)
         slot.artifact = artifact
         if slot.on_artifact is not None:
             slot.on_artifact(artifact)
@@ -192,7 +200,7 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
             "text": artifact.text,
         }
         return ToolOutput(
-            f'<writer_draft call_id="{ctx.call_id}">\n{artifact.text}\n</writer_draft>\nThe draft is ready. Call rp_commit_turn next.',
+            f'<writer_draft call_id="{ctx.call_id}">\n{artifact.text}\n</writer_draft>\n{NEXT_AGENT if agent_mode else NEXT_CHAT}',
             meta=meta,
         )
 
