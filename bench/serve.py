@@ -1,0 +1,283 @@
+"""HTTP API under load: many sessions playing turns over SSE against ``rp serve``'s application.
+
+Run by hand:  .venv/bin/python bench/serve.py [--sessions 200] [--turns 2] [--chunk-delay 0.02] [--postgres URL]
+(PostgreSQL is included when --postgres or RP_TEST_POSTGRES_URL is given.)
+
+Three processes: the fake OpenAI-compatible provider (``roleplay.testing.fake_openai``, a fixed
+delay between streamed frames), the server (this script's ``--child`` mode: the ``rp serve`` app on
+uvicorn with an event-loop lag monitor), and this driver (httpx, one SSE stream per session).
+
+Each session opens its event stream, then plays ``--turns`` turns: POST the text, read the stream
+until that turn's ``turn/end``. Measured per turn: time to first token (POST → first
+``assistant/chunk``), the gaps between chunks, and every durable event id, which is checked
+against the log afterwards (lost = in the log but never streamed; duplicated = streamed twice).
+
+The provider's own time to first token is calibrated first: one session alone, once with the
+given chunk delay and once with none; the difference is what the provider spends before the first
+Writer token (the frames of the parent's call and the Writer's first frame). Engine overhead =
+loaded time to first token − that.
+
+Targets (issue 16): 0 errors, 0 lost, 0 duplicated; overhead p50 ≤ 30 ms, p99 ≤ 150 ms; the
+server's event loop never blocked more than 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+HERE = Path(__file__).resolve()
+API = "/api/v1"
+TARGETS = {"overhead_p50_ms": 30.0, "overhead_p99_ms": 150.0, "loop_block_ms": 50.0}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+# -- the server child ---------------------------------------------------------------------------------
+
+
+def child(url: str, port: int, stats_path: str) -> None:
+    """The rp serve application on uvicorn, with a monitor of how late the event loop runs."""
+    from contextlib import asynccontextmanager
+
+    import uvicorn
+
+    from roleplay.assets.seeds import ensure_seeds
+    from roleplay.features import open_runtime
+    from roleplay.harness.models.routes import resolve_route
+    from roleplay.harness.store import open_store
+    from roleplay.web.app import WebConfig, create_app
+
+    lags: list[float] = []
+
+    @asynccontextmanager
+    async def opener():  # type: ignore[no-untyped-def]
+        store = open_store(url)
+        await store.migrate()
+        rt = await open_runtime(store, entry_points=False)
+        await ensure_seeds(rt.assets)
+        monitor = asyncio.create_task(watch_loop(lags))
+        try:
+            yield rt
+        finally:
+            monitor.cancel()
+            await rt.aclose()
+            await store.close()
+
+    app = create_app(None, WebConfig(default_route=resolve_route("openai/fake")), opener=opener)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", backlog=2048))
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the SIGINT it stopped on
+    Path(stats_path).write_text(json.dumps({"lags": lags}))
+
+
+async def watch_loop(lags: list[float], period: float = 0.005) -> None:
+    """Sleep ``period`` over and over; how much later than asked each wake-up comes is how long
+    something held the loop."""
+    loop = asyncio.get_running_loop()
+    while True:
+        t0 = loop.time()
+        await asyncio.sleep(period)
+        lags.append((loop.time() - t0 - period) * 1000)
+
+
+# -- the driver -----------------------------------------------------------------------------------------
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.ttft_ms: list[float] = []
+        self.gaps_ms: list[float] = []
+        self.turns = 0
+        self.errors: list[str] = []
+        self.lost = 0
+        self.duplicated = 0
+
+
+async def read_messages(lines: Any) -> Any:
+    event: dict[str, str] = {}
+    async for line in lines:
+        if not line:
+            if "data" in event:
+                yield event
+            event = {}
+            continue
+        if line.startswith(":"):
+            continue
+        key, _, value = line.partition(": ")
+        event[key] = value
+
+
+async def play_session(client: Any, n: int, turns: int, stats: Stats) -> None:
+    import httpx
+
+    try:
+        r = await client.post(f"{API}/sessions", json={"sample": True, "model": "openai/fake"})
+        r.raise_for_status()
+        sid = r.json()["sessionId"]
+        seen: list[int] = []
+        async with client.stream("GET", f"{API}/sessions/{sid}/events", params={"after": 0}) as stream:
+            messages = read_messages(stream.aiter_lines())
+            for t in range(turns):
+                t0 = time.perf_counter()
+                posted = await client.post(f"{API}/sessions/{sid}/turns", json={"text": f"Session {n}, turn {t}: I knock."})
+                if posted.status_code != 202:
+                    stats.errors.append(f"turn {posted.status_code} {posted.text[:120]}")
+                    return
+                turn_id = posted.json()["turnId"]
+                first = last = None
+                async for message in messages:
+                    if "id" in message:
+                        seen.append(int(message["id"]))
+                    kind = message.get("event")
+                    now = time.perf_counter()
+                    if kind == "assistant/chunk":
+                        if first is None:
+                            first = now
+                            stats.ttft_ms.append((now - t0) * 1000)
+                        elif last is not None:
+                            stats.gaps_ms.append((now - last) * 1000)
+                        last = now
+                    if kind == "turn/end" and json.loads(message["data"])["payload"]["turnId"] == turn_id:
+                        outcome = json.loads(message["data"])["payload"]["outcome"]
+                        if outcome != "completed":
+                            stats.errors.append(f"turn ended {outcome}")
+                        stats.turns += 1
+                        break
+        log = (await client.get(f"{API}/sessions/{sid}/log", params={"limit": 10_000})).json()
+        expected = [e["seq"] for e in log if e["seq"] <= (seen[-1] if seen else 0)]
+        stats.lost += len(set(expected) - set(seen))
+        stats.duplicated += len(seen) - len(set(seen))
+    except (httpx.HTTPError, KeyError, ValueError) as exc:
+        stats.errors.append(f"{type(exc).__name__}: {exc}")
+
+
+def start_fake(delay: float) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roleplay.testing.fake_openai", "--port", str(port), "--chunk-delay", str(delay)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_port(port)
+    return proc, f"http://127.0.0.1:{port}/v1"
+
+
+def wait_port(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+async def drive(url: str, delay: float, sessions: int, turns: int) -> tuple[Stats, list[float], float]:
+    import httpx
+
+    fake, fake_url = start_fake(delay)
+    port = free_port()
+    stats_file = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
+    env = {**os.environ, "OPENAI_BASE_URL": fake_url, "OPENAI_API_KEY": "sk-bench"}
+    server = subprocess.Popen([sys.executable, str(HERE), "--child", url, str(port), stats_file], env=env)
+    try:
+        wait_port(port)
+        stats = Stats()
+        limits = httpx.Limits(max_connections=sessions * 3, max_keepalive_connections=sessions * 3)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(300.0), limits=limits) as client:
+            t0 = time.perf_counter()
+            await asyncio.gather(*(play_session(client, n, turns, stats) for n in range(sessions)))
+            elapsed = time.perf_counter() - t0
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(60)
+        fake.terminate()
+        fake.wait(10)
+    lags = json.loads(Path(stats_file).read_text())["lags"] if Path(stats_file).stat().st_size else []
+    return stats, lags, elapsed
+
+
+def sqlite_url() -> str:
+    return f"sqlite:///{tempfile.mkdtemp(prefix='rp-bench-serve-')}/rp.db"
+
+
+async def bench(label: str, make_url: Any, args: argparse.Namespace) -> dict[str, Any]:
+    calibrate_d, _, _ = await drive(make_url(), args.chunk_delay, 1, 3)
+    calibrate_0, _, _ = await drive(make_url(), 0.0, 1, 3)
+    provider_ms = statistics.median(calibrate_d.ttft_ms) - statistics.median(calibrate_0.ttft_ms)
+    if args.verbose:
+        print(f"calibration: ttft {calibrate_d.ttft_ms} with the delay, {calibrate_0.ttft_ms} without", file=sys.stderr)
+    stats, lags, elapsed = await drive(make_url(), args.chunk_delay, args.sessions, args.turns)
+    overhead = [t - provider_ms for t in stats.ttft_ms]
+    return {
+        "backend": label,
+        "sessions": args.sessions,
+        "turns": stats.turns,
+        "turns_per_s": round(stats.turns / elapsed, 2),
+        "provider_ttft_ms": round(provider_ms, 1),
+        "ttft_p50_ms": round(pct(stats.ttft_ms, 0.5), 1),
+        "overhead_p50_ms": round(pct(overhead, 0.5), 1),
+        "overhead_p99_ms": round(pct(overhead, 0.99), 1),
+        "chunk_gap_p50_ms": round(pct(stats.gaps_ms, 0.5), 1),
+        "chunk_gap_p99_ms": round(pct(stats.gaps_ms, 0.99), 1),
+        "loop_block_max_ms": round(max(lags), 1) if lags else None,
+        "loop_block_p99_ms": round(pct(lags, 0.99), 1) if lags else None,
+        "errors": len(stats.errors),
+        "first_errors": stats.errors[:3],
+        "lost": stats.lost,
+        "duplicated": stats.duplicated,
+    }
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=200)
+    ap.add_argument("--turns", type=int, default=2)
+    ap.add_argument("--chunk-delay", type=float, default=0.02, help="the provider's seconds between streamed frames")
+    ap.add_argument("--postgres", default=os.environ.get("RP_TEST_POSTGRES_URL"))
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    rows = [asyncio.run(bench("sqlite", sqlite_url, args))]
+    if args.postgres:
+        sys.path.insert(0, str(HERE.parent))
+        from eventlog import pg_schema_url
+
+        rows.append(asyncio.run(bench("postgres", lambda: pg_schema_url(args.postgres)[0], args)))
+    for row in rows:
+        print(json.dumps(row, ensure_ascii=False))
+    print(f"targets: {TARGETS} · 0 errors, 0 lost, 0 duplicated")
+
+
+if __name__ == "__main__":
+    main()
