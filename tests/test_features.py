@@ -56,6 +56,7 @@ PARTS: dict[str, Parts] = {
     "rp-compat-mvu": Parts(commands=("mvu",)),
     "rp-library": Parts(commands=("assets", "import")),
     "rp-conversation-summary": Parts(projections=("rp/summary",)),
+    "rp-subagent-manager": Parts(commands=("subagents", "writer-route")),
     "rp-macro": Parts(),  # no part of its own: the identity names (see the test below)
     "rp-message-actions": Parts(commands=("messages", "edit", "delete", "regenerate", "swipe", "branch", "metrics")),
 }
