@@ -130,6 +130,10 @@ def create_app(runtime: RoleplayRuntime | None, config: WebConfig, *, opener: Op
     for module in (routes_sessions, routes_turns, routes_messages, routes_assets, routes_settings, routes_tools):
         app.include_router(module.router, prefix=API)
 
+    from .ui import install as install_ui  # the web app's pages and static files (roleplay.web.ui)
+
+    install_ui(app)
+
     @app.get(f"{API}/health", tags=["server"])
     async def health() -> dict[str, Any]:
         return {"ok": True, "version": __version__}

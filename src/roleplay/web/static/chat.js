@@ -1,0 +1,373 @@
+// The live chat page: send, the streamed reply (SSE), stop, message actions, reply options,
+// quick replies. The server paints every message (markdown rendered and sanitised there); this
+// module only shows the live draft as plain text and re-fetches the painted list afterwards.
+import { api, isSendKey, toast } from "./api.js";
+import { highlightDialogue } from "./dialogue.js";
+
+const chat = document.getElementById("chat");
+const sid = chat.dataset.session;
+const log = document.getElementById("log");
+const form = document.getElementById("composer");
+const draft = document.getElementById("draft");
+const sendButton = document.getElementById("send");
+const stopButton = document.getElementById("stop");
+const writing = document.getElementById("writing");
+const elapsed = document.getElementById("elapsed");
+const errorBox = document.getElementById("chat-error");
+const newText = document.getElementById("new-text");
+const confirmDialog = document.getElementById("confirm");
+
+let runningTurn = chat.dataset.running || null;
+let live = null; // the article the streamed reply is written into
+let startedAt = 0;
+let timer = null;
+let editing = null;
+
+// -- scrolling: follow the story only while the reader is at the bottom -------------------------
+function pinned() {
+  return log.scrollHeight - log.scrollTop - log.clientHeight < 48;
+}
+function toBottom() {
+  log.scrollTop = log.scrollHeight;
+  newText.hidden = true;
+}
+function follow(wasPinned) {
+  if (wasPinned) toBottom();
+  else newText.hidden = false;
+}
+newText.addEventListener("click", toBottom);
+log.addEventListener("scroll", () => {
+  if (pinned()) newText.hidden = true;
+});
+
+// -- busy state ---------------------------------------------------------------------------------
+function showError(message) {
+  errorBox.textContent = message;
+  errorBox.hidden = !message;
+}
+
+function setBusy(turnId) {
+  runningTurn = turnId;
+  const busy = Boolean(turnId);
+  chat.dataset.busy = busy ? "true" : "false";
+  sendButton.hidden = busy;
+  stopButton.hidden = !busy;
+  writing.hidden = !busy;
+  for (const b of log.querySelectorAll(".msg-actions button, .reply-option")) b.disabled = busy || Boolean(editing);
+  clearInterval(timer);
+  if (busy) {
+    startedAt = performance.now();
+    elapsed.textContent = "";
+    timer = setInterval(() => {
+      elapsed.textContent = `${Math.round((performance.now() - startedAt) / 1000)} s`;
+    }, 1000);
+    if (document.activeElement === sendButton || document.activeElement === draft) stopButton.focus();
+  } else if (document.activeElement === stopButton || document.activeElement === document.body) {
+    draft.focus();
+  }
+}
+
+// -- the server-painted list --------------------------------------------------------------------
+let refreshing = null;
+let again = false;
+
+async function refresh() {
+  if (refreshing) {
+    again = true;
+    return refreshing;
+  }
+  refreshing = (async () => {
+    do {
+      again = false;
+      const wasPinned = pinned();
+      const r = await fetch(`/s/${encodeURIComponent(sid)}/fragment?show=${chat.dataset.show || 0}`, { credentials: "same-origin" });
+      if (!r.ok) break;
+      const doc = new DOMParser().parseFromString(await r.text(), "text/html");
+      for (const id of ["messages", "state-panel"]) {
+        const fresh = doc.getElementById(id);
+        const old = document.getElementById(id);
+        if (fresh && old) old.replaceWith(document.adoptNode(fresh));
+      }
+      live = null;
+      highlightDialogue(document.getElementById("messages"));
+      setBusy(runningTurn);
+      follow(wasPinned);
+    } while (again);
+  })();
+  try {
+    await refreshing;
+  } finally {
+    refreshing = null;
+  }
+}
+
+function liveArticle() {
+  if (live && live.isConnected) return live;
+  live = document.createElement("article");
+  live.className = "msg assistant streaming";
+  live.setAttribute("aria-busy", "true");
+  live.dataset.chunks = "0";
+  const body = document.createElement("div");
+  body.className = "msg-main";
+  const text = document.createElement("div");
+  text.className = "msg-body live-text";
+  body.append(text);
+  live.append(body);
+  document.getElementById("messages").append(live);
+  return live;
+}
+
+function appendUser(text) {
+  const a = document.createElement("article");
+  a.className = "msg user pending";
+  const body = document.createElement("div");
+  body.className = "msg-main";
+  const p = document.createElement("div");
+  p.className = "msg-body";
+  p.textContent = text;
+  body.append(p);
+  a.append(body);
+  document.getElementById("reply-options")?.remove();
+  document.getElementById("messages").append(a);
+}
+
+// -- the event stream: resume exactly after the painted head -------------------------------------
+const events = new EventSource(`/api/v1/sessions/${encodeURIComponent(sid)}/events?after=${chat.dataset.head}`);
+events.addEventListener("turn/start", (e) => {
+  const data = JSON.parse(e.data);
+  setBusy(data.turnId || (data.data && data.data.turnId) || "running");
+});
+events.addEventListener("assistant/chunk", (e) => {
+  const data = JSON.parse(e.data);
+  const wasPinned = pinned();
+  const article = liveArticle();
+  const text = article.querySelector(".live-text");
+  if (data.reset) text.textContent = "";
+  if (data.text) text.textContent += data.text;
+  article.dataset.chunks = String(Number(article.dataset.chunks) + 1);
+  if (!runningTurn) setBusy(data.turnId || "running");
+  follow(wasPinned);
+});
+events.addEventListener("turn/end", () => {
+  setBusy(null);
+  refresh();
+});
+// A message action from another tab or client (edit, delete, swipe) ends as a command.
+events.addEventListener("command/done", () => {
+  if (!runningTurn) refresh();
+});
+events.addEventListener("error", () => {
+  chat.dataset.stream = events.readyState === EventSource.CLOSED ? "closed" : "reconnecting";
+});
+events.addEventListener("open", () => {
+  chat.dataset.stream = "open";
+});
+
+// -- sending --------------------------------------------------------------------------------------
+async function start(path, body) {
+  showError("");
+  try {
+    const accepted = await api("POST", `/sessions/${encodeURIComponent(sid)}${path}`, body);
+    if (!runningTurn) setBusy(accepted.turnId);
+    return true;
+  } catch (err) {
+    showError(err.code === "run.busy" ? "A reply is still being written; wait for it or press Stop." : err.message);
+    return false;
+  }
+}
+
+async function sendText(text) {
+  if (!text.trim() || runningTurn) return;
+  appendUser(text);
+  toBottom();
+  const ok = await start("/turns", { text });
+  if (ok) {
+    draft.value = "";
+  } else {
+    refresh();
+  }
+}
+
+form.addEventListener("submit", (e) => {
+  e.preventDefault();
+  sendText(draft.value);
+});
+draft.addEventListener("keydown", (e) => {
+  if (isSendKey(e)) {
+    e.preventDefault();
+    sendText(draft.value);
+  }
+});
+stopButton.addEventListener("click", async () => {
+  try {
+    await api("POST", `/sessions/${encodeURIComponent(sid)}/abort`, runningTurn && runningTurn !== "running" ? { turnId: runningTurn } : {});
+  } catch (err) {
+    if (err.code !== "run.not_running") showError(err.message);
+  }
+});
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && runningTurn && !editing && !confirmDialog.open) stopButton.click();
+});
+
+// -- quick replies insert at the configured cursor; reply options send --------------------------
+for (const button of document.querySelectorAll(".quick-reply")) {
+  button.addEventListener("click", () => {
+    const cursor = button.closest("[data-cursor]")?.dataset.cursor || "end";
+    const text = button.dataset.text;
+    const at = draft.selectionStart ?? draft.value.length;
+    const end = draft.selectionEnd ?? at;
+    draft.value = draft.value.slice(0, at) + text + draft.value.slice(end);
+    draft.focus();
+    if (cursor === "start") draft.setSelectionRange(at, at);
+    else if (cursor === "select") draft.setSelectionRange(at, at + text.length);
+    else draft.setSelectionRange(at + text.length, at + text.length);
+  });
+}
+
+// -- message actions ------------------------------------------------------------------------------
+function ask(title, text) {
+  confirmDialog.querySelector("#confirm-title").textContent = title;
+  confirmDialog.querySelector("#confirm-text").textContent = text;
+  confirmDialog.returnValue = "cancel";
+  confirmDialog.showModal();
+  return new Promise((resolve) => {
+    confirmDialog.addEventListener("close", () => resolve(confirmDialog.returnValue === "ok"), { once: true });
+  });
+}
+
+function rawText(article) {
+  return article.querySelector("template.raw")?.content.textContent ?? "";
+}
+
+async function act(fn) {
+  showError("");
+  try {
+    await fn();
+  } catch (err) {
+    showError(err.message);
+  }
+  await refresh();
+}
+
+function beginEdit(article) {
+  if (editing) return;
+  const body = article.querySelector(".msg-body");
+  const box = document.createElement("div");
+  box.className = "edit-box";
+  const label = document.createElement("label");
+  label.className = "sr-only";
+  label.textContent = `Edit message ${article.dataset.number}`;
+  const area = document.createElement("textarea");
+  area.value = rawText(article);
+  area.rows = Math.min(20, Math.max(3, area.value.split("\n").length + 1));
+  label.append(area);
+  const save = document.createElement("button");
+  save.type = "button";
+  save.className = "primary";
+  save.textContent = "Save";
+  const cancel = document.createElement("button");
+  cancel.type = "button";
+  cancel.textContent = "Cancel";
+  box.append(label, save, cancel);
+  body.hidden = true;
+  body.after(box);
+  editing = article;
+  setBusy(runningTurn);
+  sendButton.disabled = true;
+  area.focus();
+  const finish = () => {
+    box.remove();
+    body.hidden = false;
+    editing = null;
+    sendButton.disabled = false;
+    setBusy(runningTurn);
+    article.querySelector('[data-action="edit"]')?.focus();
+  };
+  cancel.addEventListener("click", finish);
+  area.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") {
+      e.preventDefault();
+      finish();
+    } else if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && !e.isComposing) {
+      e.preventDefault();
+      save.click();
+    }
+  });
+  save.addEventListener("click", async () => {
+    const text = area.value;
+    finish();
+    await act(() => api("PUT", `/sessions/${encodeURIComponent(sid)}/messages/${article.dataset.number}`, { text }));
+  });
+}
+
+log.addEventListener("click", async (e) => {
+  const option = e.target.closest(".reply-option");
+  if (option) {
+    sendText(option.dataset.text);
+    return;
+  }
+  const button = e.target.closest("button[data-action]");
+  if (!button) return;
+  const article = button.closest("article");
+  const n = article.dataset.number;
+  const base = `/sessions/${encodeURIComponent(sid)}`;
+  switch (button.dataset.action) {
+    case "copy": {
+      const text = rawText(article);
+      try {
+        await navigator.clipboard.writeText(text);
+        toast("Copied");
+      } catch {
+        toast("Copy is not allowed here; select the text instead");
+      }
+      break;
+    }
+    case "edit":
+      beginEdit(article);
+      break;
+    case "swipe-left":
+    case "swipe-right":
+      await act(() => api("POST", `${base}/swipe`, { direction: button.dataset.action === "swipe-left" ? "left" : "right" }));
+      document.querySelector(`#m${n} [data-action="${button.dataset.action}"]:not(:disabled)`)?.focus();
+      break;
+    case "regenerate":
+      await start("/regenerate", {});
+      break;
+    case "branch":
+      try {
+        const made = await api("POST", `${base}/branch`, { at: n });
+        window.location.href = `/s/${encodeURIComponent(made.branch.sessionId)}`;
+      } catch (err) {
+        showError(err.message);
+      }
+      break;
+    case "delete":
+      if (await ask("Delete messages?", `Delete message #${n} and every message after it?`)) {
+        await act(() => api("DELETE", `${base}/messages/${n}`));
+      }
+      break;
+    case "delete-turn":
+      if (await ask("Delete this turn?", "Delete the turn that did not finish?")) {
+        await act(() => api("DELETE", `${base}/messages/${encodeURIComponent(article.dataset.turnId)}`));
+      }
+      break;
+  }
+});
+
+// ←/→ switch versions of the last reply, only when nothing is being typed.
+document.addEventListener("keydown", (e) => {
+  if ((e.key !== "ArrowLeft" && e.key !== "ArrowRight") || e.altKey || e.ctrlKey || e.metaKey) return;
+  const target = e.target;
+  if (target instanceof HTMLTextAreaElement || target instanceof HTMLInputElement || target instanceof HTMLSelectElement) return;
+  if (draft.value || editing || runningTurn) return;
+  const button = log.querySelector(`.swipe [data-action="${e.key === "ArrowLeft" ? "swipe-left" : "swipe-right"}"]:not(:disabled)`);
+  if (button) {
+    e.preventDefault();
+    button.click();
+  }
+});
+
+highlightDialogue(document.getElementById("messages"));
+setBusy(runningTurn);
+toBottom();
+chat.dataset.ready = "true";

@@ -1,0 +1,106 @@
+"""Library pages: the five asset kinds, each a list and a full-width detail page.
+
+Import (file picker or drag and drop), export, default and delete are done by ``library.js``
+through the JSON API (``/api/v1/assets…``); these routes only paint. Card fields are shown as
+text (Jinja2 escapes) and long prose through the markdown sanitiser, never as raw HTML.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from roleplay.assets.kinds import CARD, DEFAULT_KINDS, KINDS, LOREBOOK, PERSONA, PRESET, WRITING_STYLE
+from roleplay.errors import ValidationError
+
+from ..app import Web
+from . import page
+from .render import render_markdown
+
+router = APIRouter(include_in_schema=False)
+
+LABELS = {CARD: "Characters", LOREBOOK: "Lorebooks", PERSONA: "Personas", PRESET: "Presets", WRITING_STYLE: "Styles"}
+# The fields shown on a detail page, per kind (label, data key); prose goes through markdown.
+FIELDS: dict[str, list[tuple[str, str]]] = {
+    CARD: [
+        ("Description", "description"), ("Personality", "personality"), ("Scenario", "scenario"),
+        ("First message", "first_mes"), ("Example messages", "mes_example"), ("Creator notes", "creator_notes"),
+        ("Creator", "creator"), ("Version", "character_version"),
+    ],
+    PERSONA: [("Description", "description")],
+    WRITING_STYLE: [("Usage note", "applicability"), ("Requirements", "requirements")],
+    PRESET: [("Description", "description")],
+    LOREBOOK: [],
+}  # fmt: skip
+
+
+def _kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValidationError("asset.unknown_kind", f"kind must be one of {', '.join(KINDS)} (got {kind!r})", pointer="/kind")
+    return kind
+
+
+@router.get("/library", response_class=HTMLResponse)
+async def library_home(request: Request, w: Web) -> HTMLResponse:
+    return await library_kind(request, w, CARD)
+
+
+@router.get("/library/{kind}", response_class=HTMLResponse)
+async def library_kind(request: Request, w: Web, kind: str) -> HTMLResponse:
+    store = w.assets.store
+    default = await store.get_default(kind) if _kind(kind) in DEFAULT_KINDS else None
+    rows = list((await store.list(kind, limit=500)).items)
+    items = []
+    for r in rows:
+        blobs = await store.list_blobs(r.id) if kind in (CARD, PERSONA) else []
+        items.append({"id": r.id, "name": r.name, "updatedAt": r.updated_at, "default": default is not None and default.id == r.id,
+                      "avatar": any(b.role == "avatar" for b in blobs)})  # fmt: skip
+    return page(request, "library.html", {"nav": "library", "kind": kind, "labels": LABELS, "items": items})
+
+
+@router.get("/library/asset/{asset_id}", response_class=HTMLResponse)
+async def asset_page(request: Request, w: Web, asset_id: str) -> HTMLResponse:
+    store = w.assets.store
+    record = await store.get(asset_id)
+    data: dict[str, Any] = record.data if isinstance(record.data, dict) else {}
+    fields = [{"label": label, "html": render_markdown(str(data[key]))} for label, key in FIELDS.get(record.kind, []) if data.get(key)]
+    greetings = [render_markdown(str(g)) for g in data.get("alternate_greetings") or [] if str(g).strip()]
+    entries: list[dict[str, Any]] = []
+    if record.kind == LOREBOOK:
+        book = data.get("book") or {}
+        entries = [
+            {"name": e.get("name") or e.get("comment") or f"#{e.get('id')}", "keys": ", ".join(map(str, e.get("keys") or [])),
+             "enabled": e.get("enabled", True), "constant": e.get("constant", False), "html": render_markdown(str(e.get("content") or ""))}
+            for e in book.get("entries") or []
+        ]  # fmt: skip
+    preset_fields = []
+    if record.kind == PRESET:
+        preset_fields = [
+            {"title": f.get("title") or f.get("id"), "html": render_markdown(str(f.get("content") or ""))} for f in data.get("fields") or []
+        ]
+    default = await store.get_default(record.kind) if record.kind in DEFAULT_KINDS else None
+    blobs = await store.list_blobs(asset_id)
+    linked = [b for b in await w.assets.linked_lorebooks(asset_id)] if record.kind == CARD else []
+    return page(
+        request,
+        "asset.html",
+        {
+            "nav": "library",
+            "kind": record.kind,
+            "labels": LABELS,
+            "asset": record,
+            "fields": fields,
+            "greetings": greetings,
+            "entries": entries,
+            "presetFields": preset_fields,
+            "isDefault": default is not None and default.id == asset_id,
+            "canDefault": record.kind in DEFAULT_KINDS,
+            "avatar": any(b.role == "avatar" for b in blobs),
+            "linked": linked,
+        },
+    )
+
+
+__all__ = ["router", "LABELS"]

@@ -1,0 +1,149 @@
+"""The web app's pages rendered in process: every page paints, carries the strict CSP, has no
+inline script, and a stranger's card renders inert (roleplay.web.ui)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from roleplay.web.ui import CSP
+from roleplay.web.ui.render import render_markdown
+from web.web_support import new_story, wait_idle
+
+EVIL = '<script>alert("x")</script> <img src=x onerror=alert(1)> [click](javascript:alert(1)) <a href="javascript:alert(2)">a</a>'
+
+
+def assert_safe_page(r: httpx.Response) -> str:
+    assert r.status_code == 200, r.text
+    assert r.headers["content-security-policy"] == CSP
+    assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
+    html = r.text
+    for tag in re.findall(r"<script\b[^>]*>(.*?)</script>", html, flags=re.S):
+        assert tag.strip() == "", "an inline script"
+    for attrs in re.findall(r"<script\b([^>]*)>", html):
+        assert 'src="/static/' in attrs
+    assert not re.search(r"<[a-z][^>]*\son[a-z]+\s*=", html, flags=re.I), "an inline event handler"
+    assert not re.search(r"<a\b[^>]*href=[\"']?\s*javascript:", html, flags=re.I)
+    return html
+
+
+async def evil_card(client: httpx.AsyncClient) -> str:
+    data = {
+        "name": "Evil <b>card</b>",
+        "description": EVIL,
+        "personality": "",
+        "scenario": "",
+        "first_mes": f"Hello {EVIL}",
+        "mes_example": "",
+        "alternate_greetings": [f"Alt {EVIL}"],
+        "creator_notes": EVIL,
+    }
+    r = await client.post("/api/v1/assets", json={"kind": "card", "data": data})
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def test_markdown_is_rendered_and_sanitised() -> None:
+    html = str(render_markdown('*waves* "hi"\n**bold** ' + EVIL + " [ok](https://example.org)"))
+    assert "<em>waves</em>" in html and "<strong>bold</strong>" in html and "<br" in html
+    assert "<script" not in html and "onerror" not in html.replace("onerror=alert(1)&gt;", "")
+    assert not re.search(r"<img[^>]*onerror", html)
+    assert not re.search(r"<a\b[^>]*href=[\"']?\s*javascript:", html, flags=re.I)
+    assert '<a href="https://example.org" rel="noopener noreferrer nofollow">ok</a>' in html
+
+
+async def test_every_page_renders_with_the_csp_and_no_inline_script(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    sid = await new_story(client)
+    cards = (await client.get("/api/v1/assets", params={"kind": "card"})).json()
+    card = cards[0]["id"]
+    for path in ["/", "/?archived=true", "/new", f"/new?card={card}", f"/new/opening?card={card}", f"/s/{sid}",
+                 f"/s/{sid}/fragment", "/library", *(f"/library/{k}" for k in ("card", "lorebook", "persona", "preset", "writing-style")),
+                 f"/library/asset/{card}"]:  # fmt: skip
+        assert_safe_page(await client.get(path))
+    for name in ("app.css", "api.js", "chat.js", "dialogue.js", "library.js", "setup.js"):
+        r = await client.get(f"/static/{name}")
+        assert r.status_code == 200 and len(r.text) > 100
+
+
+async def test_start_page_lists_the_story_with_its_card(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    sid = await new_story(client)
+    html = assert_safe_page(await client.get("/"))
+    assert f'href="/s/{sid}"' in html and "林汐" in html and "Resume" in html
+
+
+async def test_setup_preselects_the_defaults_and_the_cards_lorebooks(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    await new_story(client)  # imports the sample card and its lorebook
+    defaults = (await client.get("/api/v1/defaults")).json()
+    html = assert_safe_page(await client.get("/new"))
+    assert re.search(rf'value="{defaults["persona"]}" selected', html)
+    assert re.search(rf'value="{defaults["preset"]}" selected', html)
+    assert re.search(rf'value="{defaults["writing-style"]}" checked', html)
+    book = next(a for a in (await client.get("/api/v1/assets", params={"kind": "lorebook"})).json())
+    assert re.search(rf'name="lorebook" value="{book["id"]}" checked', html)
+
+
+async def test_a_hostile_card_renders_inert_everywhere(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    card = await evil_card(client)
+    opening = assert_safe_page(await client.get(f"/new/opening?card={card}"))
+    assert "&lt;script&gt;" in opening and "<script>alert" not in opening
+    sid = await new_story(client, card=card, sample=False)
+    for path in (f"/s/{sid}", f"/s/{sid}/fragment", f"/library/asset/{card}", "/", "/library/card"):
+        html = assert_safe_page(await client.get(path))
+        assert "<script>alert" not in html and "<b>card</b>" not in html
+    chat = (await client.get(f"/s/{sid}")).text
+    assert "&lt;script&gt;alert" in chat  # shown as text, not dropped
+
+
+async def test_the_chat_page_shows_turns_actions_and_the_resume_point(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, rt = api
+    sid = await new_story(client)
+    r = await client.post(f"/api/v1/sessions/{sid}/turns", json={"text": "I knock *twice*."})
+    assert r.status_code == 202, r.text
+    await wait_idle(client, sid)
+    r = await client.post(f"/api/v1/sessions/{sid}/regenerate", json={})
+    assert r.status_code == 202, r.text
+    await wait_idle(client, sid)
+    html = assert_safe_page(await client.get(f"/s/{sid}"))
+    head = await rt.store.head(sid)
+    assert f'data-head="{head}"' in html
+    assert "I knock <em>twice</em>." in html
+    assert re.search(r'class="swipe-count"[^>]*>2/2<', html)
+    assert 'data-action="regenerate"' in html and 'data-action="swipe-left"' in html
+    assert html.count('data-action="branch"') >= 2
+    state = (await client.get(f"/api/v1/sessions/{sid}/state")).json()["values"]
+    for namespace in state:
+        assert f"<h3>{namespace}</h3>" in html
+    from roleplay.reply_options.projection import PROJECTION, live_entries
+
+    entries = live_entries((await rt.service.projection(sid, PROJECTION)).state)
+    assert entries, "the demo offers reply options"
+    last = [e for e in entries if e["messageId"] in html]
+    for option in last[-1]["options"]:
+        assert f'class="reply-option" data-text="{option}"' in html
+
+
+async def test_a_long_story_paints_a_window_with_a_link_to_earlier_messages(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    sid = await new_story(client)
+    for text in ("one", "two"):
+        assert (await client.post(f"/api/v1/sessions/{sid}/turns", json={"text": text})).status_code == 202
+        await wait_idle(client, sid)
+    html = assert_safe_page(await client.get(f"/s/{sid}?show=2"))
+    assert html.count("<article") == 2 and "Show 3 earlier messages" in html
+    assert assert_safe_page(await client.get(f"/s/{sid}?show=0")).count("<article") == 5
+
+
+async def test_unknown_pages_answer_in_the_error_envelope(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    assert (await client.get("/s/ses_nope")).status_code == 404
+    assert (await client.get("/library/nonsense")).status_code in (400, 422)
+
+
+pytestmark = pytest.mark.anyio
