@@ -81,7 +81,7 @@ def register_artifact_generators(register: Any, runtime: Any) -> None:
 @hookspec
 def register_materializers(register: Any) -> None:
     """New-story materializers: ``register(step, order=…)``; steps run by ascending ``order``
-    (the native state seed is 100, the macro-expanded opening 900)."""
+    (the native state seed is 100, core's macro-expanded opening 500, the MVU adapter 600)."""
 
 
 @hookspec
