@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from types import ModuleType
 from typing import Any
 
 import pluggy
@@ -68,18 +67,6 @@ class MacroPlugin:
         runtime.identity_names = macro_context_from
 
 
-class RuntimeRegisterPlugin:
-    """A built-in feature module that attaches itself with ``register(runtime)`` rather than the
-    ``register_*`` hooks; called through ``runtime_ready``."""
-
-    def __init__(self, module: ModuleType) -> None:
-        self.module = module
-
-    @hookimpl
-    def runtime_ready(self, runtime: Any) -> None:
-        self.module.register(runtime)
-
-
 # feature → where its plugin is: "module" (hook functions at module level) or "module:Class".
 # Catalogue order is call order. Features of the catalogue without an entry contribute nothing
 # to a runtime yet (their parts are not built, or live in the web app that does not exist).
@@ -103,12 +90,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
 def _load(target: str) -> object:
     module_name, _, attr = target.partition(":")
     module = importlib.import_module(module_name)
-    if attr:
-        return getattr(module, attr)()
-    has_hooks = any(getattr(getattr(module, name), f"{PROJECT}_impl", None) is not None for name in dir(module))
-    if not has_hooks and callable(getattr(module, "register", None)):
-        return RuntimeRegisterPlugin(module)
-    return module
+    return getattr(module, attr)() if attr else module
 
 
 def _all_features() -> tuple[str, ...]:
