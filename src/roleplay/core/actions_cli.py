@@ -213,6 +213,8 @@ async def metrics_command(ctx: click.Context, session_id: str, prices: tuple[str
     for n, reply in enumerate(report["replies"], 1):
         cost = f" · cost {reply['cost']:.6f}" if reply["cost"] is not None else ""
         latency = f"{reply['latencyMs']} ms" if reply["latencyMs"] is not None else "? ms"
+        if reply["firstTokenMs"] is not None:
+            latency += f" (first text {reply['firstTokenMs']} ms)"
         state = "" if reply["live"] else " · replaced or deleted"
         click.echo(
             f"{n:>3}. {reply['outcome']:<11} {reply['tokensIn']:>8} in {reply['tokensOut']:>6} out · {latency} · "
@@ -221,8 +223,11 @@ async def metrics_command(ctx: click.Context, session_id: str, prices: tuple[str
     for key, label in (("live", "on the story now"), ("all", "spent in total")):
         total = report[key]
         cost = f", cost {total['cost']:.6f}" if total["cost"] is not None else ""
-        click.echo(f"{label}: {total['replies']} replies, {total['tokensIn']} in, {total['tokensOut']} out, {total['latencyMs']} ms{cost}")
-    click.echo("(time to first token is not recorded: replies stream live only)", err=True)
+        first = total["firstToken"]
+        ttft = f", first text p50 {first['p50']:g} ms / mean {first['mean']:g} ms" if first else ""
+        click.echo(
+            f"{label}: {total['replies']} replies, {total['tokensIn']} in, {total['tokensOut']} out, {total['latencyMs']} ms{ttft}{cost}"
+        )
 
 
 COMMANDS = [messages_command, edit_command, delete_command, regenerate_command, swipe_command, branch_command, metrics_command]

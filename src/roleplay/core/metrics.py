@@ -5,20 +5,26 @@ Everything comes from the log. A turn's parent steps log ``model/request`` (the 
 names (``meta.childSessionId``), with its own requests and usage; any other child a tool result
 names (a sub-agent) is counted the same way. Latency is the time between logged events:
 ``turn/start`` → ``turn/end`` for the whole reply, and per model call its ``model/request`` → the
-``assistant/message`` that answered it. The moment the first token arrived is not logged (the
-stream is live only), so ``firstTokenMs`` is None and says so rather than guess.
+``assistant/message`` that answered it. Time to first token: the Writer records on its result
+(``meta.firstTokenAt``, by the store's injected clock) when its first text delta arrived; a
+Writer call's ``firstTokenMs`` counts from its ``model/request``, a reply's from ``turn/start`` (what
+the player waited before text appeared; Chat mode only: in Agent mode the Writer's draft is not
+the reply the player sees). Logs from before that field, and replies whose Writer streamed no text,
+have ``firstTokenMs`` None rather than a guess.
 
 Cost needs prices, which no built-in route declares; ``prices`` maps ``provider/model`` to
 ``{"input": …, "output": …}`` per million tokens (``rp metrics --price``), and a call whose route
 has none has no cost (the total says how many calls were unpriced).
 
 Per session: the replies on the conversation now (``live``), and everything spent, retired
-alternatives, deleted and failed turns included (``all``).
+alternatives, deleted and failed turns included (``all``); each with token and latency sums and
+the median and mean of total latency and of time to first token over the replies that have one.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from statistics import fmean, median
 from typing import Any
 
 from roleplay.errors import RpError
@@ -68,8 +74,9 @@ def _tokens(usage: dict[str, Any] | None, keys: tuple[str, ...]) -> int:
     return 0
 
 
-def calls_of(events: list[Event], *, role: str) -> list[dict[str, Any]]:
-    """Each model call in ``events``: route, tokens in/out and its latency."""
+def calls_of(events: list[Event], *, role: str, first_token_at: str | None = None) -> list[dict[str, Any]]:
+    """Each model call in ``events``: route, tokens in/out, its latency and (for the first call,
+    when ``first_token_at`` says when its first text arrived) its time to first token."""
     calls: list[dict[str, Any]] = []
     by_step: dict[str, dict[str, Any]] = {}
     for event in events:
@@ -82,6 +89,7 @@ def calls_of(events: list[Event], *, role: str) -> list[dict[str, Any]]:
                 "tokensIn": 0,
                 "tokensOut": 0,
                 "latencyMs": None,
+                "firstTokenMs": None,
                 "_at": event.created_at,
             }
             calls.append(call)
@@ -94,6 +102,8 @@ def calls_of(events: list[Event], *, role: str) -> list[dict[str, Any]]:
             call = by_step[p["stepId"]]
             call["tokensIn"] += _tokens(p.get("usage"), USAGE_IN)
             call["tokensOut"] += _tokens(p.get("usage"), USAGE_OUT)
+    if calls and first_token_at:
+        calls[0]["firstTokenMs"] = _ms(calls[0]["_at"], first_token_at)
     for call in calls:
         call.pop("_at", None)
     return calls
@@ -117,12 +127,17 @@ async def turn_metrics(
     end = turn["endSeq"] or await rt.store.head(session_id)
     events = await rt.service.events(session_id, after_seq=turn["startSeq"] - 1, until_seq=end)
     calls = calls_of(events, role="parent")
+    first_token: str | None = None
     for event in events:
         meta = event.payload.get("meta") if event.type == TOOL_RESULT else None
         child = meta.get("childSessionId") if isinstance(meta, dict) else None
-        if isinstance(child, str):
+        if isinstance(meta, dict) and isinstance(child, str):
             role = "writer" if event.payload["name"] == WRITE_TURN_TOOL else event.payload["name"]
-            calls += calls_of(await rt.service.events(child), role=role)
+            at = meta.get("firstTokenAt") if role == "writer" else None
+            at = at if isinstance(at, str) else None
+            if at and event.payload["ok"]:
+                first_token = at  # the accepted draft's (a run has one)
+            calls += calls_of(await rt.service.events(child), role=role, first_token_at=at)
     cost, unpriced = _price(calls, prices or {})
     started = events[0].created_at if events else None
     finished = events[-1].created_at if events and events[-1].type == TURN_END else None
@@ -136,11 +151,18 @@ async def turn_metrics(
         "tokensIn": sum(c["tokensIn"] for c in calls),
         "tokensOut": sum(c["tokensOut"] for c in calls),
         "latencyMs": _ms(started, finished),
-        "firstTokenMs": None,  # the stream is live only; the log has no first-token time
+        "firstTokenMs": _ms(started, first_token) if turn["mode"] in ("chat", None) else None,
         "cost": cost,
         "unpricedCalls": unpriced,
         "calls": calls,
     }
+
+
+def spread(values: list[int]) -> dict[str, Any] | None:
+    """``{p50, mean, replies}`` of the measured values (None when none was measured)."""
+    if not values:
+        return None
+    return {"p50": round(median(values), 1), "mean": round(fmean(values), 1), "replies": len(values)}
 
 
 def _sum(replies: list[dict[str, Any]]) -> dict[str, Any]:
@@ -150,6 +172,8 @@ def _sum(replies: list[dict[str, Any]]) -> dict[str, Any]:
         "tokensIn": sum(r["tokensIn"] for r in replies),
         "tokensOut": sum(r["tokensOut"] for r in replies),
         "latencyMs": sum(r["latencyMs"] or 0 for r in replies),
+        "latency": spread([r["latencyMs"] for r in replies if r["latencyMs"] is not None]),
+        "firstToken": spread([r["firstTokenMs"] for r in replies if r["firstTokenMs"] is not None]),
         "cost": round(sum(costs), 8) if costs else None,
         "unpricedCalls": sum(r["unpricedCalls"] for r in replies),
     }

@@ -6,7 +6,8 @@ blocks after the text, and no tools. A run accepts exactly one successful Writer
 A failure, a refusal or an empty text forms no artifact, and the parent may call again.
 
 The successful ``tool/result`` carries ``meta.kind = "rp-agent/writer-result"`` with the child
-session, route, context sections, prompt hash and raw text (the spec's ContextSnapshot): the
+session, route, context sections, prompt hash and raw text (the spec's ContextSnapshot), and
+``firstTokenAt``, when its first text delta arrived (by the store's clock; ``rp metrics``): the
 Writer's full prompt is auditable in the child session, and the hash ties the commit to it.
 
 **Live reply stream.** While the Writer writes, its text deltas go to the parent session's
@@ -178,8 +179,15 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
             sampling=dict(slot.sampling),
         )
         live = LiveDraft(service, ctx.session_id, ctx.turn_id, slot.attempts, slot.macros)
-        if not agent_mode:  # Agent mode: the draft is the parent's material, not yet the reply
-            request.on_delta = live.feed
+        first_token: list[str] = []  # when the first text delta arrived, by the store's (injected) clock
+
+        async def on_delta(delta: str) -> None:
+            if not first_token:
+                first_token.append(service.store.now())
+            if not agent_mode:  # Agent mode: the draft is the parent's material, not yet the reply
+                await live.feed(delta)
+
+        request.on_delta = on_delta
         try:
             artifact = await _write(service, slot, request, prompt, ctx)
         except BaseException:
@@ -199,6 +207,8 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
             "epoch": slot.build.epoch,
             "text": artifact.text,
         }
+        if first_token:  # time to first token: rp metrics reads it against the request and the turn start
+            meta["firstTokenAt"] = first_token[0]
         return ToolOutput(
             f'<writer_draft call_id="{ctx.call_id}">\n{artifact.text}\n</writer_draft>\n{NEXT_AGENT if agent_mode else NEXT_CHAT}',
             meta=meta,
