@@ -138,6 +138,10 @@ async def test_a_third_party_plugin_adds_a_source_and_a_tool_to_the_run(
         ToolCall("call_1", "weather_read", json.dumps({"place": "港口"})), ToolContext(sid, None, None, "call_1")
     )
     assert result.ok and result.content == "fog over 港口"
+    # Agent mode lifts the mask: the parent is offered the plugin's tool with the built-in ones.
+    _, agent_sid = await sample_story(store, mode="agent")
+    agent = RpRun(rt, await prepare_run(rt, agent_sid, "我推开灯塔的门。", parent_route=DEMO)).spec()
+    assert "weather_read" in agent.allowed_tools and "rp_write_turn" in agent.allowed_tools
     await rt.aclose()
 
 
