@@ -417,3 +417,45 @@ async def test_a_mode_switch_mid_run_is_refused(store: EventStore) -> None:
     with pytest.raises(ConflictError):
         await set_mode(rt, sid, "agent", expected_revision=0)  # a stale revision is refused
     await rt.aclose()
+
+
+async def test_a_failed_refresh_blocks_the_writer_and_the_commit_but_the_change_stays(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import roleplay.core.agent_mode as agent_mode
+
+    async def broken(*args: Any, **kw: Any) -> Any:
+        raise RpError("context.source_failed", "a source could not be built")
+
+    create = {"action": "create", "namespace": "weather", "expectedRevision": 0, "definition": WEATHER, "initialValue": {"rain": 1}}
+    script = Script([call("rp_state", create), call("rp_write_turn", {"action": "write"}), "配置已保存，但这一轮无法续写。"])  # type: ignore[list-item]
+    rt, sid, _ = await agent_story(store, script)
+    monkeypatch.setattr(agent_mode, "collect_sources", broken)
+    result = await play_turn(rt, sid, "加一个天气变量。", parent_route=ROUTE)
+    [configured] = results_of(result, "rp_state")
+    assert configured.ok and configured.meta["contextRefresh"] == {  # type: ignore[index]
+        "ok": False,
+        "error": {"code": "context.source_failed", "message": "a source could not be built"},
+    }
+    assert "blocked for the rest of this turn" in configured.content  # type: ignore[operator]
+    assert results_of(result, "rp_write_turn")[0].error["code"] == "run.context_refresh_failed"  # type: ignore[index]
+    assert not result.committed
+    assert (await story_value(rt, sid))["weather"]["value"] == {"rain": 1}  # the configuration stays
+    await rt.aclose()
+
+
+async def test_a_catalog_change_mid_run_applies_from_the_next_run(store: EventStore) -> None:
+    settings = SettingsStore(store)
+
+    async def disable_then_plan(request: ModelRequest) -> dict[str, Any]:
+        catalog = await load_catalog(settings, "en")
+        await save_catalog(settings, edit_item(catalog, "Planning", {"enabled": False}), catalog.revision)
+        return call("rp_run_subagent", {"name": "Planning", "task": "Outline.", "input": {"request": "我点灯。"}})
+
+    script = Script([disable_then_plan, "好的。"])  # type: ignore[list-item]
+    rt, sid, _ = await agent_story(store, script)
+    result = await play_turn(rt, sid, "我点灯。", parent_route=ROUTE)
+    assert results_of(result, "rp_run_subagent")[0].ok  # the run keeps the catalog it started with
+    prepared = await prepare_run(rt, sid, "我点灯。", parent_route=ROUTE)
+    assert [i.name for i in prepared.catalog] == ["Polishing"]
+    await rt.aclose()

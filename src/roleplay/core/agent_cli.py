@@ -42,16 +42,15 @@ async def set_mode(rt: Any, session_id: str, mode: str, expected_revision: int |
 
 async def set_writer_route(rt: Any, session_id: str, value: str, expected_revision: int | None = None) -> dict[str, Any]:
     """The session's Writer override: a route, ``follow`` (the conversation's) or ``default`` (removed)."""
+    # A merge patch: the nulls drop the other form's keys from a route already there.
     route: dict[str, Any] | None
     if value == "default":
         route = None
     elif value == "follow":
-        route = {"followConversation": True}
+        route = {"followConversation": True, "provider": None, "model": None, "reasoningEffort": None}
     else:
         parsed = parse_route_spec(value)
-        route = {"provider": parsed.provider, "model": parsed.model}
-        if parsed.reasoning_effort is not None:
-            route["reasoningEffort"] = parsed.reasoning_effort
+        route = {"provider": parsed.provider, "model": parsed.model, "reasoningEffort": parsed.reasoning_effort, "followConversation": None}
     return await _apply(rt, session_id, {"runtime": {"writerRoute": route}}, expected_revision)
 
 

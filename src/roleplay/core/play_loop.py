@@ -358,3 +358,8 @@ class Quiet:
 from .actions_play import register as _register_message_actions  # noqa: E402
 
 _register_message_actions(PLAY_COMMANDS, ON_START, AFTER_REPLY)
+
+# /mode and the start-up line naming the execution mode (``core.agent_play``).
+from .agent_play import register as _register_agent_play  # noqa: E402
+
+_register_agent_play(PLAY_COMMANDS, ON_START)
