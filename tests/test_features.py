@@ -18,7 +18,7 @@ from roleplay.cli import COMMAND_FEATURES, cli
 from roleplay.cli_context import CliState
 from roleplay.core.feature_set import closure, dependents
 from roleplay.core.macros import MacroContext
-from roleplay.core.run import play_turn, prepare_run
+from roleplay.core.run import RpRun, play_turn, prepare_run
 from roleplay.core.settings import FEATURES
 from roleplay.features import build_runtime, open_runtime
 from roleplay.harness.models.routes import Route
@@ -199,3 +199,13 @@ def test_a_story_plays_from_rp_with_features_off(tmp_path: Path) -> None:
     assert {"character", "persona", "player", "conversation", "current-input"} <= set(sections)
     # No state, no lore slots (world, rules), no preset fields.
     assert not {s for s in sections if s in ("state", "world", "important-rules") or s.startswith("preset-")}
+
+
+async def test_an_agent_mode_story_plays_without_state(store: EventStore) -> None:
+    _, sid = await sample_story(store, mode="agent")
+    rt = build_runtime(store, enabled=without("rp-state"), entry_points=False)
+    prepared = await prepare_run(rt, sid, "我推开灯塔的门。", parent_route=DEMO)
+    assert prepared.state is None and not {"rp_state", "rp_state_read"} & set(RpRun(rt, prepared).spec().allowed_tools)
+    result = await play_turn(rt, sid, "我推开灯塔的门。", parent_route=DEMO)
+    assert result.committed
+    await rt.aclose()
