@@ -307,3 +307,41 @@ async def test_append_retrying_backs_off_without_the_global_rng(store: EventStor
     await service.append_retrying(rec.id, [text_msg("user", "u1", "hi")])
     assert random.getstate() == global_state
     assert [e.payload["messageId"] for e in await store.read(rec.id)] == ["u0", "r0", "r1", "r2", "u1"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_states_advanced_by_own_appends_equal_a_fresh_fold(make_store, seed: int) -> None:  # type: ignore[no-untyped-def]
+    """The service folds its own appends into the cached states instead of reading them back;
+    with another writer appending too, every cached state still equals a fold from the store."""
+    from roleplay.harness.commands import commands_projection
+    from roleplay.harness.surface import surface_projection
+
+    a, b = make_store(), make_store()
+    await a.migrate()
+    try:
+        mine, theirs = SessionService(a), SessionService(b)
+        rng = random.Random(seed)
+        rec = await mine.create("p", seed=[text_msg("user", "u0", "hello")])
+        for n in range(30):
+            writer = mine if rng.random() < 0.7 else theirs
+            head = await writer.store.head(rec.id)
+            nodes = (await writer.surface(rec.id))["nodes"]
+            if rng.random() < 0.15 and nodes:
+                op = {"op": "replace", "range": rng.choice(["node", "suffix"]), "targetMessageId": rng.choice(nodes)["id"]}
+                drafts = [text_msg("assistant", f"r{n}", "edited", op)]
+            else:
+                drafts = [text_msg(rng.choice(["user", "assistant"]), f"m{n}", f"text {n}"), EventDraft("turn/start", {"turnId": f"t{n}"})]
+            await writer.append(rec.id, drafts, expected_seq=head)
+            for projection in (surface_projection, commands_projection):
+                cached = await mine.projection(rec.id, projection)
+                fresh = await mine.projection(rec.id, projection, use_snapshot=False)
+                assert cached.state == fresh.state and cached.upto_seq == fresh.upto_seq
+        head = await a.head(rec.id)
+        at = await mine.projection_at(rec.id, surface_projection, head)
+        assert at.upto_seq == head and at.folded == 0
+        await theirs.append(rec.id, [text_msg("user", "late", "from elsewhere")], expected_seq=head)
+        behind = await mine.projection_at(rec.id, surface_projection, head + 1)  # not at that seq: a plain load
+        assert behind.upto_seq == head + 1 and behind.state["nodes"][-1]["id"] == "late"
+    finally:
+        await b.close()
+        await a.close()

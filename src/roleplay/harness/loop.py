@@ -261,7 +261,8 @@ class AgentLoop:
             if mask is not None:
                 callable_now &= set(mask)
         prompt = self.prompt.assemble(PromptContext(session_id, frozenset(self.visible), {"mode": self.spec.mode}))
-        surface = await self.service.projection(session_id, surface_projection)
+        # The loop made the last append (it holds the lease): the cache at that head needs no read.
+        surface = await self.service.projection_at(session_id, surface_projection, self._head)
         tools = [self.spec.tools.get(n).spec() for n in self.visible]
         history, fit = await self._history(session_id, prompt.text, tools, surface)
         result.history = fit

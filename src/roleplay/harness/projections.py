@@ -136,6 +136,7 @@ class _Entry:
     upto_seq: int
     snapshot_seq: int
     appends_since: int
+    projection: Projection | None = None
 
 
 class ProjectionCache:
@@ -165,6 +166,7 @@ class ProjectionCache:
                 loaded.upto_seq,
                 loaded.upto_seq if loaded.folded >= (self._snapshot_every or 0) else loaded.from_snapshot_seq,
                 loaded.upto_seq,  # a new state object: nothing derived earlier is known to match it
+                projection,
             )
             folded = loaded.folded
         else:
@@ -193,6 +195,38 @@ class ProjectionCache:
             folded=folded,
             appends_since=entry.appends_since if projection.rewrites is not None else None,
         )
+
+    async def load_at(self, store: "EventStore", session_id: str, projection: Projection, seq: int) -> Loaded:
+        """``load`` for a caller that knows the session's head is ``seq`` (it holds the run lease
+        and made the last append): a state already folded to ``seq`` is returned without asking
+        the store for newer events (one round trip less on PostgreSQL). Otherwise a plain load."""
+        key = (session_id, projection.name, projection.version)
+        entry = self._entries.get(key)
+        if entry is None or entry.upto_seq != seq:
+            return await self.load(store, session_id, projection)
+        self._entries[key] = self._entries.pop(key)  # most recently used last
+        return Loaded(
+            state=entry.state,
+            upto_seq=entry.upto_seq,
+            from_snapshot_seq=entry.upto_seq,
+            folded=0,
+            appends_since=entry.appends_since if projection.rewrites is not None else None,
+        )
+
+    def advance(self, session_id: str, after_seq: int, events: list[Event]) -> None:
+        """Fold events this process has just appended after ``after_seq`` into the session's states
+        kept at exactly that seq, as a load would after reading them back (``events`` must be fresh
+        copies: the states keep parts of them)."""
+        for (sid, _, _), entry in self._entries.items():
+            projection = entry.projection
+            if sid != session_id or projection is None or entry.upto_seq != after_seq or not events:
+                continue
+            state = entry.state
+            for event in events:
+                state = projection.apply(state, event)
+                if projection.rewrites is not None and projection.rewrites(event):
+                    entry.appends_since = event.seq
+            entry.state, entry.upto_seq = state, events[-1].seq
 
 
 def roundtrip(state: Any) -> Any:

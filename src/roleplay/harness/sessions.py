@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import json
 import random
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -105,7 +106,9 @@ class SessionService:
     async def append(self, session_id: str, drafts: Sequence[EventDraft], *, expected_seq: int) -> list[Event]:
         drafts = list(drafts)
         if any(d.type in MESSAGE_TYPES for d in drafts if isinstance(d, EventDraft)):
-            loaded = await self.cache.load(self.store, session_id, surface_projection)
+            # The surface at ``expected_seq`` exactly: when the cache holds it, nothing newer needs
+            # reading (the append is a compare-and-swap at that seq anyway).
+            loaded = await self.cache.load_at(self.store, session_id, surface_projection, expected_seq)
             if loaded.upto_seq != expected_seq:
                 from .store.base import conflict
 
@@ -117,7 +120,17 @@ class SessionService:
             # otherwise scan every node of a long story (issue 12).
             ids = self.folds.fold(SURFACE_IDS, session_id, loaded, _SurfaceIds).ids
             drafts = self._stamp_surface_ops(surface, expected_seq, drafts, ids)
-        return await self.store.append(session_id, expected_seq, drafts)
+        events = await self.store.append(session_id, expected_seq, drafts)
+        # What the cache would read back next: the same rows, as fresh copies of the payloads.
+        copies = [Event(e.session_id, e.seq, e.type, json.loads(json.dumps(e.payload)), e.created_at, e.version) for e in events]
+        self.cache.advance(session_id, expected_seq, copies)
+        return events
+
+    async def projection_at(self, session_id: str, name: str | Projection, seq: int) -> Loaded:
+        """The projection for a caller that knows the session's head is ``seq`` (it holds the run
+        lease and made the last append): no read of newer events when the cache is there."""
+        proj = name if isinstance(name, Projection) else self.projections.get(name)
+        return await self.cache.load_at(self.store, session_id, proj, seq)
 
     async def append_retrying(self, session_id: str, drafts: Sequence[EventDraft]) -> list[Event]:
         """Append at whatever the head is. Only for events whose meaning does not depend on what
