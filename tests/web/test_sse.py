@@ -132,3 +132,52 @@ def test_pings_keep_an_idle_stream_open_and_shutdown_closes_it(client: httpx.Cli
         live_server.state.begin_shutdown()
         rest = list(lines)  # the server ends the stream
     assert all(line in ("", ": ping") for line in rest)
+
+
+def test_frames_durable_events_with_their_seq_and_chunks_without_an_id() -> None:
+    from roleplay.harness.events import Event
+    from roleplay.harness.notify import Notification
+    from roleplay.web.sse import frame
+
+    event = Event("ses_1", 7, "turn/end", {"turnId": "turn_1", "outcome": "completed"}, "2026-01-01T00:00:00Z")
+    text = frame(Notification("event", event)).decode()
+    assert text.startswith("id: 7\nevent: turn/end\ndata: {") and text.endswith("}\n\n")
+    assert json.loads(text.split("data: ", 1)[1])["payload"]["outcome"] == "completed"
+    chunk = frame(Notification("chunk", data={"type": "assistant/chunk", "turnId": "turn_1", "text": "a\nb"})).decode()
+    assert chunk.startswith("event: assistant/chunk\ndata: ") and "id:" not in chunk and chunk.count("\n\n") == 1
+
+
+def test_a_client_that_stops_reading_is_dropped_without_holding_the_stream(db_url: str) -> None:
+    import asyncio
+
+    from roleplay.harness.events import EventDraft
+    from roleplay.harness.store import open_store
+    from roleplay.web.sse import EventStream
+
+    async def scenario() -> float:
+        store = open_store(db_url)
+        await store.migrate()
+        try:
+            sid = (await store.create_session(preset="bench")).id
+            sent: list[bytes] = []
+            stuck = asyncio.Event()
+
+            async def send(message: dict[str, Any]) -> None:
+                sent.append(message.get("body", b""))
+                if len(sent) > 2:  # the response start and ": connected" went out; then the socket is full
+                    await stuck.wait()
+
+            async def receive() -> dict[str, Any]:
+                await asyncio.Event().wait()  # never disconnects on its own
+                return {"type": "http.disconnect"}
+
+            stream = EventStream(store, sid, 0, ping_seconds=0.05, send_timeout=0.3)
+            t0 = time.monotonic()
+            task = asyncio.ensure_future(stream({"type": "http"}, receive, send))
+            await store.append(sid, 0, [EventDraft("command/done", {"commandId": "c1", "kind": "success"})])
+            await asyncio.wait_for(task, 5)
+            return time.monotonic() - t0
+        finally:
+            await store.close()
+
+    assert asyncio.run(scenario()) < 3

@@ -79,17 +79,18 @@ class EventStream(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
         ended_cleanly = False
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
-                if self.shutdown is not None:
-                    tg.start_soon(self._watch_shutdown, self.shutdown, tg.cancel_scope)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
+            if self.shutdown is not None:
+                tg.start_soon(self._watch_shutdown, self.shutdown, tg.cancel_scope)
+            try:
                 await self._stream(send)
                 ended_cleanly = True
+            except SlowClient:
+                log.info("dropped a slow event-stream client of %s", self.session_id)
                 tg.cancel_scope.cancel()
-        except SlowClient:
-            log.info("dropped a slow event-stream client of %s", self.session_id)
-            return  # the connection is closed under it; it may resume with Last-Event-ID
+                return  # the connection is closed under it; it may resume with Last-Event-ID
+            tg.cancel_scope.cancel()
         if ended_cleanly or (self.shutdown is not None and self.shutdown.is_set()):
             try:
                 with anyio.fail_after(1):
