@@ -167,3 +167,21 @@ def test_a_third_party_plugin_works_from_rp(tmp_path: Path) -> None:
     sid = json.loads(new.stdout)["sessionId"]
     prompt = rp("prompt", sid, "--json")
     assert prompt.returncode == 0 and "Fog rolls in from the harbour tonight." in json.loads(prompt.stdout)["writer"]["user"]
+
+
+def test_a_broken_plugin_is_a_clear_error_and_rp_still_starts(tmp_path: Path) -> None:
+    site = install(tmp_path / "site", "rp_broken_plugin")
+    (site / "rp_broken_plugin.py").write_text("raise ImportError('needs a library that is not installed')\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT / "src")]), "RP_HOME": str(tmp_path / "home")}
+    env.pop("RP_DATABASE_URL", None)
+
+    def rp(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", "from roleplay.cli import main; main()", *args], env=env, capture_output=True, text=True, timeout=120
+        )
+
+    helped = rp("--help")
+    assert helped.returncode == 0 and "  new " in helped.stdout
+    assert "warning [plugins.load_failed]" in helped.stderr and "needs a library that is not installed" in helped.stderr
+    new = rp("new", "--sample", "--model", "demo")
+    assert new.returncode == 1 and "error [plugins.load_failed]" in new.stderr and "Traceback" not in new.stderr

@@ -197,9 +197,13 @@ class LazyGroup(click.Group):
             self._plugins_loaded = True
             if not plugins_installed():
                 return
+            from roleplay.errors import RpError
             from roleplay.plugins import third_party_manager
 
-            third_party_manager().hook.register_commands(cli=self)
+            try:
+                third_party_manager().hook.register_commands(cli=self)
+            except RpError as exc:  # the built-in commands still work; a runtime refuses to open
+                click.echo(f"warning [{exc.code}]: {exc.message}", err=True)
 
     def _disabled(self, ctx: click.Context) -> set[str]:
         saved = saved_features(ctx)
@@ -294,9 +298,13 @@ def _load_third_party_providers() -> None:
         _providers_loaded = True
         if not plugins_installed():
             return
+        from roleplay.errors import RpError
         from roleplay.plugins import register_process_hooks, third_party_manager
 
-        register_process_hooks(third_party_manager())
+        try:
+            register_process_hooks(third_party_manager())
+        except RpError:
+            pass  # a command that opens a runtime reports it (plugins.load_failed); others work on
 
 
 guard_text_arguments(cli)

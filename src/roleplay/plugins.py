@@ -99,6 +99,21 @@ def _all_features() -> tuple[str, ...]:
     return FEATURES
 
 
+def load_entry_points(pm: pluggy.PluginManager) -> None:
+    """Register the installed plugins. One that fails to import (or implements a hook with
+    arguments the spec does not have) is ``plugins.load_failed``, naming it, not a traceback."""
+    try:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    except Exception as exc:  # noqa: BLE001 - whatever a third party's import raises
+        from roleplay.errors import RpError
+
+        raise RpError(
+            "plugins.load_failed",
+            f"an installed roleplay plugin could not be loaded ({type(exc).__name__}: {exc}); fix or uninstall it",
+            details={"error": type(exc).__name__},
+        ) from exc
+
+
 def plugin_manager(enabled: Iterable[str] | None = None, *, entry_points: bool = True) -> pluggy.PluginManager:
     """A manager with the plugins of ``enabled`` (every built-in feature when None; closed under
     the hard dependencies either way) and, unless ``entry_points`` is False, every installed
@@ -108,7 +123,7 @@ def plugin_manager(enabled: Iterable[str] | None = None, *, entry_points: bool =
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
     if entry_points:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        load_entry_points(pm)
     on = {CORE, *closure(_all_features() if enabled is None else enabled)}
     for feature, target in reversed(BUILTIN_PLUGINS.items()):
         if feature in on:
@@ -122,7 +137,7 @@ def third_party_manager() -> pluggy.PluginManager:
     without importing any built-in feature (``rp --help`` stays fast)."""
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
-    pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    load_entry_points(pm)
     return pm
 
 
