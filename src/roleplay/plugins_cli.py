@@ -57,7 +57,8 @@ def _show_state(state: FeatureState) -> None:
     for row in state.rows():
         mark = "on " if row["enabled"] else "off"
         needs = f"  (needs {', '.join(row['requires'])})" if row["requires"] else ""
-        click.echo(f"{mark}  {row['name']}{needs}")
+        settings = f"  settings: {', '.join(row['settings'])}" if row["settings"] else ""
+        click.echo(f"{mark}  {row['name']}{needs}{settings}")
     click.echo(f"(always on: {', '.join(state.to_dict()['alwaysOn'])}; revision {state.revision})", err=True)
 
 

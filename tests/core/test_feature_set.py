@@ -32,7 +32,14 @@ async def test_every_feature_is_on_until_the_set_is_saved(store: EventStore) -> 
     state = await FeatureManager(store).state()
     assert state.enabled == FEATURES and state.revision == 0
     row = next(r for r in state.rows() if r["name"] == "rp-state")
-    assert row == {"name": "rp-state", "enabled": True, "requires": [], "requiredBy": ["rp-compat-mvu"]}
+    assert row == {"name": "rp-state", "enabled": True, "requires": [], "requiredBy": ["rp-compat-mvu"], "settings": []}
+    settings = {r["name"]: r["settings"] for r in state.rows() if r["settings"]}
+    assert settings == {
+        "rp-subagent-manager": ["writer.defaultRoute", "subagents.catalog"],
+        "rp-conversation-summary": ["summary.route"],
+        "rp-reply-options": ["replyOptions.count", "replyOptions.maxCharacters", "replyOptions.keywords"],
+        "rp-quick-replies": ["quickReplies.items", "quickReplies.cursor"],
+    }
 
 
 async def test_disabling_a_requirement_cascades_and_enabling_pulls_requirements_in(store: EventStore) -> None:

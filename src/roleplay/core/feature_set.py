@@ -28,9 +28,24 @@ from roleplay.errors import ConflictError, RpError, ValidationError
 from roleplay.harness.store.base import EventStore
 
 from roleplay.feature_catalog import REQUIRES, required_closure
-from .settings import ALWAYS_ON, FEATURES, SettingsStore
+from .settings import ALWAYS_ON, DEFS, FEATURES, SettingsStore
 
 KEY = "features.enabled"
+
+
+# The settings each feature's card carries (spec: 在功能卡中承载已启用能力的用户设置入口), by key
+# prefix; `rp settings` edits them.
+SETTINGS_PREFIXES: dict[str, tuple[str, ...]] = {
+    "rp-subagent-manager": ("writer.", "subagents."),
+    "rp-conversation-summary": ("summary.",),
+    "rp-reply-options": ("replyOptions.",),
+    "rp-quick-replies": ("quickReplies.",),
+}
+
+
+def feature_settings(name: str) -> list[str]:
+    prefixes = SETTINGS_PREFIXES.get(name)
+    return [key for key in DEFS if key.startswith(prefixes)] if prefixes else []
 
 
 def closure(names: Iterable[str]) -> tuple[str, ...]:
@@ -79,6 +94,7 @@ class FeatureState:
                 "enabled": name in on,
                 "requires": list(REQUIRES.get(name, ())),
                 "requiredBy": [f for f in FEATURES if name in REQUIRES.get(f, ())],
+                "settings": feature_settings(name),
             }
             for name in FEATURES
         ]
@@ -156,4 +172,15 @@ def _conflict(expected: int, actual: int) -> ConflictError:
     )
 
 
-__all__ = ["KEY", "REQUIRES", "FeatureChange", "FeatureManager", "FeatureState", "check_name", "closure", "dependents"]
+__all__ = [
+    "KEY",
+    "REQUIRES",
+    "SETTINGS_PREFIXES",
+    "feature_settings",
+    "FeatureChange",
+    "FeatureManager",
+    "FeatureState",
+    "check_name",
+    "closure",
+    "dependents",
+]
