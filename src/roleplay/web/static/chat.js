@@ -22,6 +22,7 @@ let live = null; // the article the streamed reply is written into
 let startedAt = 0;
 let timer = null;
 let editing = null;
+const ended = new Set(); // turns whose turn/end arrived (a fast turn can end before its POST answers)
 
 // -- scrolling: follow the story only while the reader is at the bottom -------------------------
 function pinned() {
@@ -135,7 +136,7 @@ function appendUser(text) {
 const events = new EventSource(`/api/v1/sessions/${encodeURIComponent(sid)}/events?after=${chat.dataset.head}`);
 events.addEventListener("turn/start", (e) => {
   const data = JSON.parse(e.data);
-  setBusy(data.turnId || (data.data && data.data.turnId) || "running");
+  setBusy((data.payload && data.payload.turnId) || "running");
 });
 events.addEventListener("assistant/chunk", (e) => {
   const data = JSON.parse(e.data);
@@ -145,10 +146,13 @@ events.addEventListener("assistant/chunk", (e) => {
   if (data.reset) text.textContent = "";
   if (data.text) text.textContent += data.text;
   article.dataset.chunks = String(Number(article.dataset.chunks) + 1);
-  if (!runningTurn) setBusy(data.turnId || "running");
+  chat.dataset.chunksSeen = String(Number(chat.dataset.chunksSeen || 0) + 1); // streamed deltas shown on this page
+  if (!runningTurn && !ended.has(data.turnId)) setBusy(data.turnId || "running");
   follow(wasPinned);
 });
-events.addEventListener("turn/end", () => {
+events.addEventListener("turn/end", (e) => {
+  const data = JSON.parse(e.data);
+  if (data.payload && data.payload.turnId) ended.add(data.payload.turnId);
   setBusy(null);
   refresh();
 });
@@ -168,7 +172,7 @@ async function start(path, body) {
   showError("");
   try {
     const accepted = await api("POST", `/sessions/${encodeURIComponent(sid)}${path}`, body);
-    if (!runningTurn) setBusy(accepted.turnId);
+    if (!runningTurn && !ended.has(accepted.turnId)) setBusy(accepted.turnId);
     return true;
   } catch (err) {
     showError(err.code === "run.busy" ? "A reply is still being written; wait for it or press Stop." : err.message);

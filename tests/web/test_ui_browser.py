@@ -1,0 +1,240 @@
+"""The web app in a real browser: Playwright driving Debian's Chromium against a live server on the
+offline demo model (roleplay.web.ui). The newcomer's path: import a card, the two-step setup, play
+with the reply streaming in, regenerate, swipe, edit, reload, branch, delete with its impact; a
+hostile card renders inert; one keyboard-only path. Screenshots of each screen, desktop and phone
+width, go to ``test-artifacts/ui/``.
+
+Skips (with the reason) only when chromium or playwright is missing locally; ``.ci/run`` installs
+both, so CI runs them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from roleplay.samples import SAMPLE_CARD, sample_card_bytes
+from tests_support import fresh_pg_schema
+from web.web_support import LiveServer, start_live_server
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--no-first-run", "--disable-quic"]  # fmt: skip
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; .ci/run does)"),
+]
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
+    if request.param == "postgres":
+        with fresh_pg_schema() as url, start_live_server(url) as live:
+            yield live
+        return
+    with start_live_server(f"sqlite:///{tmp_path / 'rp.db'}") as live:
+        yield live
+
+
+@pytest.fixture
+def page(browser: Any, server: LiveServer) -> Iterator[Any]:
+    context = browser.new_context(base_url=server.base, viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(15_000)
+    problems: list[str] = []
+    pg.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.problems = problems
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+def shoot(page: Any, name: str) -> None:
+    """The screen at desktop and at a 390 px phone width."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    page.screenshot(path=str(ARTIFACTS / f"{name}-desktop.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=str(ARTIFACTS / f"{name}-phone.png"), full_page=True)
+    page.set_viewport_size(size)
+
+
+def import_card(page: Any, path: Path) -> None:
+    page.goto("/library")
+    page.set_input_files("#import-files", str(path))
+    page.wait_for_selector("#import-report[data-done]")
+    assert "imported as card" in page.inner_text("#import-results")
+
+
+def card_file(tmp_path: Path, corpus: Path | None) -> Path:
+    real = corpus / "cards" / "default_Seraphina.png" if corpus else None
+    if real is not None and real.is_file():
+        return real
+    path = tmp_path / SAMPLE_CARD
+    path.write_bytes(sample_card_bytes())
+    return path
+
+
+@pytest.fixture
+def corpus() -> Path | None:
+    found = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+    return found if found.is_dir() else None
+
+
+def start_story(page: Any) -> str:
+    page.goto("/new")
+    page.check("input[name=card] >> nth=0")
+    page.click("text=Next: the opening")
+    page.wait_for_url("**/new/opening**")
+    page.click("text=Start the story")
+    page.wait_for_url("**/s/ses_*")
+    page.wait_for_selector("#chat[data-ready]")
+    return str(page.url.rsplit("/", 1)[-1])
+
+
+def send(page: Any, text: str) -> None:
+    before = page.locator("#messages article:not(.pending):not(.streaming)").count()
+    page.fill("#draft", text)
+    page.press("#draft", "Enter")
+    page.wait_for_function(
+        "n => document.querySelectorAll('#messages article:not(.pending):not(.streaming)').length >= n + 2"
+        " && document.querySelector('#chat').dataset.busy === 'false'",
+        arg=before,
+    )
+
+
+def test_newcomer_path_import_setup_play_regenerate_swipe_edit_reload_branch_delete(page: Any, tmp_path: Path, corpus: Path | None) -> None:
+    import_card(page, card_file(tmp_path, corpus))
+    shoot(page, "library-import")
+    page.goto("/new")
+    shoot(page, "setup-step1")
+    sid = start_story(page)
+    shoot(page, "chat-opening")
+    assert page.locator("#messages article").count() == 1
+
+    for i, text in enumerate(["I step inside, shaking off the rain.", "“Who are you?” I ask.", "I sit by the fire."], 1):
+        send(page, text)
+        assert page.locator("#messages article").count() == 1 + 2 * i
+    # The reply streamed in as deltas before the durable message replaced it.
+    assert int(page.get_attribute("#chat", "data-chunks-seen") or 0) >= 3
+    assert "I sit by the fire." in page.inner_text("#messages article.user >> nth=-1")
+    shoot(page, "chat")
+
+    # Regenerate: a second version, then swipe back to the first.
+    last = page.locator("#messages article >> nth=-1")
+    first_text = last.locator(".msg-body").inner_text()
+    last.locator("[data-action=regenerate]").click()
+    page.wait_for_selector(".swipe-count:text('2/2')")
+    page.wait_for_function("() => document.querySelector('#chat').dataset.busy === 'false'")
+    page.click("[data-action=swipe-left]")
+    page.wait_for_selector(".swipe-count:text('1/2')")
+    assert page.locator("#messages article >> nth=-1").locator(".msg-body").inner_text() == first_text
+
+    # Edit the reply in place.
+    page.locator("#messages article >> nth=-1").locator("[data-action=edit]").click()
+    page.fill(".edit-box textarea", "An edited *reply*.")
+    page.click(".edit-box >> text=Save")
+    page.wait_for_selector("#messages article >> nth=-1 >> .msg-body em:text('reply')")
+
+    # Reload: the history is all there, from the server.
+    page.reload()
+    page.wait_for_selector("#chat[data-ready]")
+    assert page.locator("#messages article").count() == 7
+    assert "An edited reply." in page.locator("#messages article >> nth=-1").inner_text()
+
+    # Reply options send; the state panel shows the story state.
+    if page.locator(".reply-option").count():
+        option = page.locator(".reply-option >> nth=0").inner_text()
+        page.click(".reply-option >> nth=0")
+        page.wait_for_function("() => document.querySelectorAll('#messages article:not(.pending)').length >= 9"
+                               " && document.querySelector('#chat').dataset.busy === 'false'")  # fmt: skip
+        assert option in page.locator("#messages article.user >> nth=-1").inner_text()
+    page.click("#state-details summary")
+    assert page.locator("#state-panel").inner_text().strip()
+
+    # Branch from the second message: a new story opens.
+    page.locator("#m2 [data-action=branch]").click()
+    page.wait_for_url(lambda url: "/s/ses_" in url and sid not in url)
+    page.wait_for_selector("#chat[data-ready]")
+    assert page.locator("#messages article").count() >= 2
+
+    page.goto("/")
+    assert page.locator(".story").count() == 2
+    shoot(page, "stories")
+
+    # Delete the card: the dialog names the stories that use it.
+    page.goto("/library/card")
+    page.locator(".asset-item a >> nth=0").click()
+    shoot(page, "card-detail")
+    page.click("#delete-asset")
+    page.wait_for_selector("#delete-impact[data-sessions='2']")
+    assert "2 stories use it" in page.inner_text("#delete-impact")
+    shoot(page, "delete-impact")
+    page.click("#delete-confirm")
+    page.wait_for_url("**/library/card")
+    assert page.locator(".asset-item").count() == 0
+    assert page.problems == []
+
+
+def test_a_hostile_card_runs_nothing(page: Any, server: LiveServer) -> None:
+    evil = '<script>alert("x")</script> <img src=x onerror=alert(1)> [c](javascript:alert(2)) <a href="javascript:alert(3)">a</a>'
+    data = {"name": "Evil", "description": evil, "first_mes": f"Hi {evil}", "alternate_greetings": [evil], "creator_notes": evil}
+    made = page.request.post("/api/v1/assets", data={"kind": "card", "data": data})
+    assert made.ok, made.text()
+    card = made.json()["id"]
+    page.goto(f"/library/asset/{card}")
+    page.goto(f"/new/opening?card={card}")
+    page.click("text=Start the story")
+    page.wait_for_selector("#chat[data-ready]")
+    assert "<script>" in page.inner_text("#messages")  # visible as text
+    page.wait_for_timeout(300)
+    assert page.problems == []
+    assert (
+        page.evaluate("() => document.querySelectorAll('#messages script, #messages [onerror], #messages a[href^=javascript]').length") == 0
+    )
+
+
+def test_keyboard_only_setup_send_regenerate(page: Any, tmp_path: Path) -> None:
+    path = tmp_path / SAMPLE_CARD
+    path.write_bytes(sample_card_bytes())
+    import_card(page, path)
+    page.goto("/new")
+    page.focus("input[name=card]:checked")
+    page.keyboard.press("Enter")  # submits step 1
+    page.wait_for_url("**/new/opening**")
+    page.focus("input[name=opening]:checked")
+    page.keyboard.press("Enter")  # submits step 2
+    page.wait_for_selector("#chat[data-ready]")
+    page.focus("#draft")
+    page.keyboard.type("I wave.")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelectorAll('#messages article:not(.pending):not(.streaming)').length === 3"
+                           " && document.querySelector('#chat').dataset.busy === 'false'")  # fmt: skip
+    for _ in range(40):  # Tab through the controls to the last reply's Regenerate
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.dataset.action") == "regenerate":
+            break
+    else:
+        raise AssertionError("Regenerate is not reachable with Tab")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".swipe-count:text('2/2')")
+    assert page.problems == []
