@@ -68,8 +68,9 @@ class MacroPlugin:
 
 
 # feature → where its plugin is: "module" (hook functions at module level) or "module:Class".
-# Catalogue order is call order. Features of the catalogue without an entry contribute nothing
-# to a runtime yet (their parts are not built, or live in the web app that does not exist).
+# Catalogue order is call order. A feature of the catalogue without an entry contributes nothing
+# to a runtime: its parts are commands (``cli.COMMAND_FEATURES``: the library, message actions) or
+# browser-only (avatars, dialogue highlight, compact access mode), yet it is switched all the same.
 BUILTIN_PLUGINS: dict[str, str] = {
     CORE: "roleplay.plugins:CorePlugin",
     "rp-state": "roleplay.state.feature",
