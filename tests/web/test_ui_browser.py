@@ -238,3 +238,12 @@ def test_keyboard_only_setup_send_regenerate(page: Any, tmp_path: Path) -> None:
     page.keyboard.press("Enter")
     page.wait_for_selector(".swipe-count:text('2/2')")
     assert page.problems == []
+
+
+def test_a_fresh_install_starts_the_sample_story_from_the_start_page(page: Any) -> None:
+    page.goto("/")
+    shoot(page, "stories-empty")
+    page.click("text=Start the sample story")
+    page.wait_for_selector("#chat[data-ready]")
+    assert page.locator("#messages article").count() == 1
+    assert page.problems == []

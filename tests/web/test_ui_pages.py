@@ -64,7 +64,7 @@ async def test_every_page_renders_with_the_csp_and_no_inline_script(api: tuple[h
                  f"/s/{sid}/fragment", "/library", *(f"/library/{k}" for k in ("card", "lorebook", "persona", "preset", "writing-style")),
                  f"/library/asset/{card}"]:  # fmt: skip
         assert_safe_page(await client.get(path))
-    for name in ("app.css", "api.js", "chat.js", "dialogue.js", "library.js", "setup.js"):
+    for name in ("app.css", "api.js", "chat.js", "dialogue.js", "library.js", "setup.js", "start.js"):
         r = await client.get(f"/static/{name}")
         assert r.status_code == 200 and len(r.text) > 100
 
