@@ -21,6 +21,7 @@ ASSET_WRITE_TOOL: Final = "rp_asset"  # Agent mode only
 STATE_READ_TOOL: Final = "rp_state_read"
 STATE_CONFIGURE_TOOL: Final = "rp_state"  # Agent mode only
 RUN_SUBAGENT_TOOL: Final = "rp_run_subagent"  # Agent mode only: a task sub-agent of the catalog
+GUIDE_TOOL: Final = "rp_guide"  # Agent mode only: load an enabled feature's guide
 
 # -- harness commands ---------------------------------------------------------------------------
 SESSION_APPLY_COMMAND: Final = "rp-session-apply"  # profile changes (bindings, runtime, context build)
@@ -33,6 +34,7 @@ ASSET_READ_KIND: Final = "rp-asset/read"
 ASSET_WRITE_KIND: Final = "rp-asset/write"
 STATE_CONFIGURE_KIND: Final = "rp-state/configure"
 SUBAGENT_RESULT_KIND: Final = "rp-agent/subagent-result"  # a successful rp_run_subagent
+GUIDE_LOAD_KIND: Final = "rp-guide/load"  # a guide loaded by rp_guide
 
 # -- effect kinds (the commit's ``effects[].kind``) -----------------------------------------------
 STATE_UPDATE_EFFECT: Final = "state.update"
@@ -81,6 +83,8 @@ __all__ = [
     "CARD_SOURCE",
     "CONVERSATION_SOURCE",
     "CURRENT_INPUT_SOURCE",
+    "GUIDE_LOAD_KIND",
+    "GUIDE_TOOL",
     "CUSTOM_SOURCE_PREFIX",
     "LORE_CHARACTERS_SOURCE",
     "LORE_RULES_SOURCE",

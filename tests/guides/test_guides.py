@@ -16,7 +16,7 @@ from roleplay.guides import _parse, helpers_of, list_guides, load_guide
 
 
 def test_catalogue_and_parent_link():
-    assert list_guides() == ["rp-guide-preset", "rp-guide-preset-sillytavern"]
+    assert list_guides() == ["rp-guide-preset", "rp-guide-preset-sillytavern", "rp-guide-state"]
     helper = load_guide("rp-guide-preset-sillytavern")
     assert helper.parent == "rp-guide-preset"
     assert helpers_of("rp-guide-preset") == ["rp-guide-preset-sillytavern"]
@@ -113,3 +113,17 @@ def test_sillytavern_guide_documents_every_report_code_and_rule(language: str):
     assert (f"至少 {EXPRESSIVE_MIN_HITS} 次" if language == "zh" else f"at least {EXPRESSIVE_MIN_HITS} expressive hits") in body
     for term in ("sillytavern.invalid", "sillytavern.not_json", "<redacted>", "{{char}}", "{{user}}", "st-<identifier>"):
         assert term in body, term
+
+
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_the_state_guide_matches_the_implementation(language: str) -> None:
+    from roleplay.state.config import ACTIONS
+    from roleplay.state.definition import UPDATE_MODES
+    from roleplay.state.rules import CADENCES
+    from roleplay.state.schema import ALLOWED_KEYWORDS
+
+    body = load_guide("rp-guide-state", language).body
+    quoted = set(re.findall(r"`([A-Za-z_-]+)`", body))
+    assert set(ALLOWED_KEYWORDS) <= quoted, set(ALLOWED_KEYWORDS) - quoted
+    assert set(UPDATE_MODES) | set(CADENCES) | set(ACTIONS) <= quoted
+    assert {"set", "increment", "append", "remove", "rp_state", "rp_state_read", "rp_commit_turn"} <= quoted

@@ -53,6 +53,7 @@ from roleplay.names import (
 from roleplay.harness.names import ASSISTANT_CHUNK
 
 from .context_build import effective_layout, freeze
+from .guide_tools import guide_tool
 from .macros import expand
 from .profile import profile_of
 from .prompts import request_for_build
@@ -109,6 +110,9 @@ class AgentPolicy:
             elif name in REFRESHING_TOOLS:
                 tool = replace(tool, handler=self._refreshing(tool))
             registry.register(tool)
+        guide = guide_tool(rt.store, rt.features, self.p.input_text)
+        if guide is not None:
+            registry.register(guide)
         if self.catalog:
             identity = self.p.parent_system_sections[0].text
             registry.register(
