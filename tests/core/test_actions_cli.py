@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +14,13 @@ from click.testing import CliRunner
 
 from roleplay.cli import cli
 from roleplay.cli_context import CliState
+from roleplay.testing.fake_openai import serve_fake_openai
 
 CLEAN = {"DEEPSEEK_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "RP_MODEL": "", "RP_DATABASE_URL": ""}
 
 
-def invoke(home: Path, *args: str):  # type: ignore[no-untyped-def]
-    return CliRunner().invoke(cli, ["--home", str(home), *args], env=CLEAN, obj=CliState())
+def invoke(home: Path, *args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, ["--home", str(home), *args], env={**CLEAN, **(env or {})}, obj=CliState())
 
 
 def ok(home: Path, *args: str) -> Any:
@@ -80,3 +85,31 @@ def test_regenerate_swipe_branch_metrics(tmp_path: Path) -> None:
     assert report["all"]["replies"] == 4 and report["live"]["cost"] is not None
     assert invoke(tmp_path, "metrics", sid, "--price", "nope").exit_code == 1
     assert "spent in total" in invoke(tmp_path, "metrics", sid).stdout
+
+
+def test_messages_mark_the_turn_a_run_is_writing(tmp_path: Path) -> None:
+    sid = story(tmp_path)
+    idle = ok(tmp_path, "messages", sid)
+    assert idle["running"] is False and idle["activeTurnId"] is None
+    assert all(m["active"] is False for m in idle["messages"] if "turnId" in m)
+    with serve_fake_openai(chunk_delay=0.1) as fake:  # a reply that takes seconds to arrive
+        env = {**os.environ, **CLEAN, "RP_HOME": str(tmp_path), "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "x"}
+        rp = [sys.executable, "-c", "from roleplay.cli import main; main()"]
+        proc = subprocess.Popen([*rp, "say", sid, "我敲了敲铁门。", "--model", "openai/fake"], stdout=subprocess.PIPE, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            # The lease comes before the turn is logged: wait for both.
+            while not ((during := ok(tmp_path, "messages", sid))["running"] and during["messages"][-1]["text"] == "我敲了敲铁门。"):
+                assert proc.poll() is None and time.monotonic() < deadline, "the run never showed as active"
+                time.sleep(0.05)
+            mine = during["messages"][-1]
+            assert mine["active"] and mine["outcome"] == "open" and mine["turnId"] == during["activeTurnId"]
+            assert not any(m.get("active") for m in during["messages"][:-1])
+            shown = invoke(tmp_path, "messages", sid).stdout
+            assert shown.splitlines()[-1].endswith("(a run is writing this turn now)")
+            assert proc.wait(120) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    after = ok(tmp_path, "messages", sid)
+    assert after["running"] is False and not any(m.get("active") for m in after["messages"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -11,9 +12,10 @@ from roleplay.core.action_meta import parse_action
 from roleplay.core.message_actions import delete_from, delete_turn, edit_message, read_views, target_message
 from roleplay.core.run import play_turn
 from roleplay.core.runtime import RoleplayRuntime
-from roleplay.core.turn_surface import turn_surface_projection, turns_view
+from roleplay.core.turn_surface import live_turns, turn_surface_projection, turns_view
 from roleplay.errors import NotFoundError, RpError
 from roleplay.harness.events import EventDraft
+from roleplay.harness.leases import lease_taken, run_lease
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.scripted import ScriptedModel
 from roleplay.harness.store import EventStore
@@ -178,6 +180,50 @@ async def test_orphan_open_turns(store: EventStore) -> None:
     assert orphan["orphan"] and not last["orphan"]
     assert orphan["body"] == {"messageId": "msg_r1", "owner": "recovered", "live": True}  # its last readable text
     assert not last["regenerable"] and last["anchorSeq"] is None
+    # The live overlay: with no run holding the lease, the last open turn is an orphan too.
+    idle = await live_turns(rt, sid)
+    assert idle["running"] is False and idle["activeTurnId"] is None
+    assert [(t["active"], t.get("orphan")) for t in idle["turns"][-2:]] == [(False, True), (False, True)]
+    async with run_lease(store, sid):  # a run holds it (this process): the last open turn is the active one
+        held = await live_turns(rt, sid)
+        assert held["running"] is True and held["activeTurnId"] == "turn_o2"
+        assert [(t["active"], t.get("orphan")) for t in held["turns"][-2:]] == [(False, True), (True, False)]
+        assert not any(t["active"] for t in held["turns"][:-1])
+    assert (await turns(rt, sid)) == view  # the fold itself never saw the lease
+    await rt.aclose()
+
+
+class Gate:
+    """A model that waits for the test before it answers (a run in progress)."""
+
+    def __init__(self) -> None:
+        self.asked, self.go = asyncio.Event(), asyncio.Event()
+
+    async def stream(self, request: Any) -> Any:
+        self.asked.set()
+        await self.go.wait()
+        async for event in ScriptedModel(["灯塔有一百零八级台阶。"]).stream(request):
+            yield event
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(ScriptedModel(), name)
+
+
+async def test_the_running_turn_is_active_while_it_runs(store: EventStore) -> None:
+    rt, sid = await sample_story(store)
+    gate = Gate()
+    rt.models[SCRIPTED.spec] = gate  # type: ignore[assignment]
+    playing = asyncio.ensure_future(play_turn(rt, sid, "灯塔有多少级台阶？", parent_route=SCRIPTED))
+    await asyncio.wait_for(gate.asked.wait(), 30)
+    during = await live_turns(rt, sid)
+    last = during["turns"][-1]
+    assert during["running"] and last["outcome"] == "open" and last["active"] and not last["orphan"]
+    assert during["activeTurnId"] == last["turnId"] and await lease_taken(store, sid)
+    gate.go.set()
+    await playing
+    after = await live_turns(rt, sid)
+    assert not after["running"] and after["activeTurnId"] is None and after["turns"][-1]["outcome"] == "uncommitted"
+    assert not any(t["active"] for t in after["turns"]) and not await lease_taken(store, sid)
     await rt.aclose()
 
 

@@ -11,7 +11,7 @@ import signal
 import pytest
 
 from roleplay.errors import ConflictError, NotFoundError
-from roleplay.harness.leases import held_lease, run_lease, session_lease
+from roleplay.harness.leases import held_lease, lease_taken, run_lease, session_lease
 from roleplay.harness.store import EventStore, open_store
 
 pytestmark = pytest.mark.anyio
@@ -51,6 +51,33 @@ async def test_lease_held_in_another_process_refuses_and_is_released(store: Even
         await asyncio.get_running_loop().run_in_executor(None, proc.join, 30)
         async with run_lease(store, sid):
             pass  # free again once the holder let go
+    finally:
+        release.set()
+        proc.join(5)
+
+
+async def test_lease_taken_asks_without_taking(store: EventStore, store_url: str) -> None:
+    sid, other = (await store.create_session(preset="chat")).id, (await store.create_session(preset="chat")).id
+    assert not await lease_taken(store, sid)
+    async with run_lease(store, sid):  # this process holds it
+        assert await lease_taken(store, sid) and not await lease_taken(store, other)
+    assert not await lease_taken(store, sid)
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_hold, args=(store_url, sid, ready, release))
+    proc.start()
+    try:
+        await _wait(ready)
+        for _ in range(3):  # asking again and again never takes it: the holder keeps it throughout
+            assert await lease_taken(store, sid) and not await lease_taken(store, other)
+        with pytest.raises(ConflictError):
+            async with run_lease(store, sid):
+                pass
+        release.set()
+        await asyncio.get_running_loop().run_in_executor(None, proc.join, 30)
+        assert not await lease_taken(store, sid)
+        async with run_lease(store, sid):  # and asking never left it taken
+            pass
     finally:
         release.set()
         proc.join(5)

@@ -25,6 +25,7 @@ from .regenerate import regenerate
 from .run import RunResult
 from .session_route import resolve_session_route
 from .swipes import swipe
+from .turn_surface import live_turns
 
 
 @click.command("messages")
@@ -34,11 +35,16 @@ from .swipes import swipe
 @click.pass_context
 @run
 async def messages_command(ctx: click.Context, session_id: str, as_json: bool) -> None:
-    """List the visible messages of SESSION_ID with their numbers and ids."""
+    """List the visible messages of SESSION_ID with their numbers and ids (and whether a run is
+    writing one of their turns now)."""
     async with runtime(ctx) as rt:
         listed = await visible_messages(rt, session_id)
+        live = await live_turns(rt, session_id)
+    for item in listed:
+        if "turnId" in item:  # live, not logged: the turn a run is writing now
+            item["active"] = item["turnId"] == live["activeTurnId"]
     if as_json:
-        echo_json({"sessionId": session_id, "messages": listed})
+        echo_json({"sessionId": session_id, "running": live["running"], "activeTurnId": live["activeTurnId"], "messages": listed})
         return
     for item in listed:
         click.echo(terminal_safe(message_line(item)))

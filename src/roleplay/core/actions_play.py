@@ -38,6 +38,8 @@ def message_line(item: dict[str, Any]) -> str:
         notes.append("edited")
     if item.get("failure"):
         notes.append(f"failed: {item['failure']['code']}")
+    if item.get("active"):
+        notes.append("a run is writing this turn now")
     suffix = f"  ({', '.join(notes)})" if notes else ""
     return f"[{item['number']}] {who}: {item['text']}{suffix}"
 

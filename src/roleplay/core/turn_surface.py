@@ -35,18 +35,28 @@ Rules, each from the spec:
   place in the group. Derived from the log only, so a replay folds the same groups.
 
 The state is plain JSON (snapshot-safe) and grows with the number of messages and turns.
+
+**Active** (the spec's marker for the running turn) is not in the fold: whether a run holds the
+session's lease now is live, not logged. :func:`live_turns` overlays it on the folded view: the last
+open turn is ``active`` while the lease is held (asked without taking it), and every other open
+turn, that one too when nothing holds the lease, is an orphan (the fold's own ``orphan`` only knows
+that a later open turn exists).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roleplay.harness.events import Event, is_empty_assistant, message_text
+from roleplay.harness.leases import lease_taken
 from roleplay.harness.projections import Projection
 from roleplay.names import ASSET_WRITE_KIND, CONTINUE_SOURCE, MESSAGE_ACTION_SOURCE, RUN_CONTEXT_SOURCE, TURN_COMMIT_KIND
 from roleplay.harness.names import ASSISTANT_MESSAGE, COMPACTION_CHECKPOINT, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE
 
 from .action_meta import parse_action
+
+if TYPE_CHECKING:
+    from .runtime import RoleplayRuntime
 
 TURN_SURFACE = "rp-turn-surface"
 VERSION = 1
@@ -387,3 +397,27 @@ def turns_view(state: dict[str, Any]) -> list[dict[str, Any]]:
     live = [state["turns"][t] for t in state["order"] if turn_is_live(state, state["turns"][t])]
     open_ids = tuple(t["turnId"] for t in live if t["endSeq"] is None)
     return [turn_view(state, t, last=i == len(live) - 1, open_ids=open_ids) for i, t in enumerate(live)]
+
+
+def running_turn(views: list[dict[str, Any]], running: bool) -> str | None:
+    """The active turn of ``turns_view``'s list: the last open one, while a run holds the lease."""
+    open_ids = [v["turnId"] for v in views if v["outcome"] == "open"]
+    return open_ids[-1] if running and open_ids else None
+
+
+def mark_active(views: list[dict[str, Any]], running: bool) -> list[dict[str, Any]]:
+    """``views`` with the live overlay: ``active`` on every turn, ``orphan`` on every open one."""
+    active = running_turn(views, running)
+    for view in views:
+        view["active"] = view["turnId"] == active
+        if view["outcome"] == "open":
+            view["orphan"] = not view["active"]
+    return views
+
+
+async def live_turns(rt: RoleplayRuntime, session_id: str) -> dict[str, Any]:
+    """``{"running", "activeTurnId", "turns"}``: the folded turns with the live ``active`` overlay."""
+    state = (await rt.service.projection(session_id, turn_surface_projection)).state
+    running = await lease_taken(rt.store, session_id)  # after the read: a turn started since is not in it
+    views = mark_active(turns_view(state), running)
+    return {"running": running, "activeTurnId": running_turn(views, running), "turns": views}

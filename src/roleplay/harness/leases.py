@@ -23,6 +23,10 @@ before another writer finished. Work that belongs to the holder (a tool of the r
 asset) reuses its lease through :func:`session_lease`: the holder is recorded in a context
 variable, which asyncio copies into the tasks the holder starts. :func:`run_lease` itself stays
 strict: a second acquisition, even in the same task, is ``run.busy``.
+
+:func:`lease_taken` asks whether anyone (this process or another) holds a session's lease without
+taking it (``F_GETLK`` / ``pg_locks``), so a view that shows "a run is active" never makes a run
+that starts at that moment fail with ``run.busy``.
 """
 
 from __future__ import annotations
@@ -139,6 +143,15 @@ class _LeaseFile:
                 raise
             self.held.add(offset)
 
+    def taken(self, offset: int) -> bool:
+        """Whether this process or another holds ``offset`` (asked, never taken)."""
+        with self.lock:
+            if offset in self.held:
+                return True
+            self._open()
+            assert self.fd is not None
+            return _locked_elsewhere(self.fd, offset)
+
     def release(self, offset: int) -> None:
         import fcntl
 
@@ -157,6 +170,32 @@ class _LeaseFile:
             self.fd = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
+
+def _locked_elsewhere(fd: int, offset: int) -> bool:
+    """``F_GETLK`` on one byte: another process's record lock there (a process never sees its own)."""
+    import fcntl
+    import struct
+    import sys
+
+    # struct flock: Linux (64-bit) {short type, whence; off_t start, len; pid_t pid}; the BSDs and
+    # macOS {off_t start, len; pid_t pid; short type, whence}.
+    if sys.platform.startswith("linux") and struct.calcsize("P") == 8:
+        layout, fields = "@hhqqi4x", (fcntl.F_WRLCK, os.SEEK_SET, offset, 1, 0)
+    elif sys.platform == "darwin" or "bsd" in sys.platform:
+        layout, fields = "@qqihh", (offset, 1, 0, fcntl.F_WRLCK, os.SEEK_SET)
+    else:  # no known layout: take it and give it back at once (a start racing this may see run.busy)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset, os.SEEK_SET)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EAGAIN):
+                return True
+            raise
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset, os.SEEK_SET)
+        return False
+    answer = struct.unpack(layout, fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(layout, *fields)))
+    kind = answer[0] if layout.startswith("@hh") else answer[3]
+    return bool(kind != fcntl.F_UNLCK)
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -205,6 +244,24 @@ class _file_lease:
         if self.acquired:
             self.file.release(self.offset)
             self.acquired = False
+
+
+async def lease_taken(store: EventStore, session_id: str) -> bool:
+    """Whether a run (or a message action) holds the session's lease now, in any process. Asked
+    without taking it; the answer may be stale by the time it is read."""
+    if store.dialect == "postgresql":
+        row = await getattr(store, "_fetchone")(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks l, (SELECT hashtextextended(current_schema() || ':run:' || %s, 0) AS k) h"
+            " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND l.classid::bigint = ((h.k >> 32) & 4294967295) AND l.objid::bigint = (h.k & 4294967295))",
+            (session_id,),
+        )
+        return bool(row and row[0])
+    path = (Path(getattr(store, "path")).parent / "locks" / LEASE_FILE).absolute()
+    with _FILES_LOCK:
+        entry = _FILES.setdefault(path, _LeaseFile(path))
+    return entry.taken(lease_offset(session_id))
 
 
 @asynccontextmanager
