@@ -165,3 +165,19 @@ async def test_converted_messages_are_kept_across_turns_by_session_node_and_seq(
     assert converted.convert(sid, view) == once and converted.convert(sid, view)[0] is once[0]  # a tuple: converted once
     assert converted.convert(other, view)[0] is not once[0]
     assert converted.convert(sid, list(view))[0] is not once[0]  # a list may have changed since: converted again
+
+
+def test_counts_remembered_by_object_answer_only_for_that_object() -> None:
+    import copy
+
+    from roleplay.harness.history import remember_tokens
+
+    message = ChatMessage("user", LINE * 3)
+    exact = message_tokens(message)
+    remember_tokens(message, exact)
+    assert message_tokens(message) == exact
+    twin = copy.deepcopy(message)
+    twin.content = "short"  # another object: counted, never taken from the memo
+    assert message_tokens(twin) == message_tokens(ChatMessage("user", "short")) != exact
+    del message  # gone: its id may be reused, the weak reference tells
+    assert message_tokens(ChatMessage("user", LINE * 3)) == exact

@@ -51,7 +51,7 @@ from roleplay.harness.names import (
 )
 
 from .events import Event, EventDraft
-from .history import HistoryFit, fit_history, message_tokens, reply_reserve, request_fixed_tokens
+from .history import HistoryFit, fit_history, message_tokens, remember_tokens, reply_reserve, request_fixed_tokens
 from .leases import Lease, run_lease
 from .models.types import (
     ChatMessage,
@@ -557,6 +557,7 @@ class ConvertedMessages:
             if hit is None:
                 message = nodes_to_messages([node])[0]
                 hit = (message, message_tokens(message))
+                remember_tokens(message, hit[1])  # never changed: shared by every step and turn
                 # A one-off long message (a Writer child's whole prompt) is not kept: a long story
                 # has a thousand of them, and each is converted by one request only.
                 if len(message.text()) <= LONG_MESSAGE_CHARS:
