@@ -81,6 +81,13 @@ def child(url: str, port: int, stats_path: str) -> None:
         rt = await open_runtime(store, entry_points=False)
         await ensure_seeds(rt.assets)
         monitor = asyncio.create_task(watch_loop(lags))
+        if os.environ.get("RP_BENCH_SLOW_CALLBACKS"):  # asyncio names each step that held the loop
+            import logging
+
+            logging.basicConfig(level=logging.WARNING)
+            loop = asyncio.get_running_loop()
+            loop.set_debug(True)
+            loop.slow_callback_duration = float(os.environ["RP_BENCH_SLOW_CALLBACKS"])
         try:
             yield rt
         finally:

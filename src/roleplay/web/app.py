@@ -13,6 +13,7 @@ connections): open event streams end, running turns are aborted and awaited, so 
 from __future__ import annotations
 
 import asyncio
+import importlib
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, AsyncIterator, Callable
@@ -67,6 +68,16 @@ class WebState:
             run.abort.set()
 
 
+# Imported by the first turn on a real provider otherwise: the openai SDK alone holds the event
+# loop for about a second (bench/serve.py saw every stream stall behind it). Done before serving.
+WARM_MODULES = ("roleplay.harness.models.openai_compat",)
+
+
+def warm_up() -> None:
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+
+
 def web(request: Request) -> WebState:
     state: WebState = request.app.state.web
     return state
@@ -86,6 +97,7 @@ def create_app(runtime: RoleplayRuntime | None, config: WebConfig, *, opener: Op
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(warm_up)
         if opener is not None:
             async with opener() as rt:
                 state = install(rt)
