@@ -92,3 +92,18 @@ async def test_prompt_preview_writes_nothing(api: tuple[httpx.AsyncClient, Any])
     assert view["parent"]["system"] and view["participation"] == "adaptive" and view["writer"]["sections"]
     assert len((await client.get(f"{API}/sessions/{sid}/log")).json()) == head
     assert (await client.get(f"{API}/sessions/ses_nope/prompt")).status_code == 404
+
+
+async def test_state_and_reply_options_are_404_while_their_feature_is_off(db_url: str) -> None:
+    from web.web_support import api_client
+
+    async with api_client(db_url) as (client, _):
+        sid = await played(client)
+        assert (await client.post(f"{API}/features/rp-state/disable")).status_code == 200
+        assert (await client.post(f"{API}/features/rp-reply-options/disable")).status_code == 200
+    async with api_client(db_url) as (client, _):  # a server started after the change runs without them
+        off = await client.get(f"{API}/sessions/{sid}/state")
+        assert off.status_code == 404 and off.json()["code"] == "feature.off" and off.json()["details"]["feature"] == "rp-state"
+        options = await client.get(f"{API}/sessions/{sid}/reply-options")
+        assert options.status_code == 404 and options.json()["details"]["feature"] == "rp-reply-options"
+        assert (await client.get(f"{API}/sessions/{sid}/messages")).status_code == 200
