@@ -92,3 +92,24 @@ async def test_fork_branch_tree_and_log(api: tuple[httpx.AsyncClient, Any]) -> N
     assert past.status_code == 422 and past.json()["code"] == "session.fork_out_of_range" and past.json()["pointer"] == "/atSeq"
     subs = (await client.get(f"{API}/sessions/{sid}/subagents")).json()
     assert subs and all(s["parentId"] == sid for s in subs)
+
+
+async def test_profile_changes_go_through_the_revision(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    sid = await new_story(client)
+    read = await client.get(f"{API}/sessions/{sid}/profile")
+    revision = read.json()["revision"]
+    assert read.headers["etag"] == f'"{revision}"' and read.json()["profile"]["participation"] == "adaptive"
+    changed = await client.patch(
+        f"{API}/sessions/{sid}/profile", json={"patch": {"participation": "director"}}, headers={"If-Match": f'"{revision}"'}
+    )
+    assert changed.status_code == 200 and changed.json()["profile"]["participation"] == "director"
+    assert changed.json()["revision"] == revision + 1 and changed.headers["etag"] == f'"{revision + 1}"'
+    stale = await client.patch(f"{API}/sessions/{sid}/profile", json={"patch": {"participation": "actor"}, "revision": revision})
+    assert stale.status_code == 409 and stale.json()["code"] == "profile.revision_conflict"
+    blind = await client.patch(f"{API}/sessions/{sid}/profile", json={"patch": {"participation": "actor"}})
+    assert blind.status_code == 422 and blind.json()["code"] == "profile.revision_required"
+    invalid = await client.patch(f"{API}/sessions/{sid}/profile", json={"patch": {"participation": "ghost"}, "revision": revision + 1})
+    assert invalid.status_code == 422 and invalid.json()["code"].startswith("profile.")
+    assert (await client.get(f"{API}/sessions/{sid}/profile")).json()["profile"]["participation"] == "director"
+    assert (await client.get(f"{API}/sessions/ses_nope/profile")).status_code == 404

@@ -80,6 +80,11 @@ class SessionCreated(Out):
     session: SessionOut
 
 
+class ProfilePatch(Body):
+    patch: dict[str, Any] = Field(description="JSON merge patch of the profile (null removes a field)")
+    revision: int | None = Field(None, description="the profile revision read (or send If-Match)")
+
+
 class ForkBody(Body):
     at_seq: int = Field(description="keep events 1..atSeq (snapped back to the last closed turn)")
     title: str | None = None

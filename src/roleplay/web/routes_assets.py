@@ -36,20 +36,25 @@ def etag(revision: int) -> str:
     return f'"{revision}"'
 
 
-def expected_revision(if_match: str | None, field: int | None, *, required: bool) -> int | None:
-    """The revision the client's change is based on: ``If-Match`` or the explicit field."""
+def expected_revision(if_match: str | None, field: int | None, *, required: bool, prefix: str = "asset") -> int | None:
+    """The revision the client's change is based on: ``If-Match`` or the explicit field.
+    ``prefix`` starts the error codes (``asset.revision_required``, ``profile.…``)."""
     from_header: int | None = None
     if if_match is not None and if_match.strip() != "*":
         text = if_match.strip().removeprefix("W/").strip('"')
         if not text.isdecimal():
-            raise ValidationError("asset.invalid_if_match", f"If-Match must be an asset's ETag (got {if_match!r})", pointer="/If-Match")
+            raise ValidationError(
+                f"{prefix}.invalid_if_match", f"If-Match must be an ETag read here (got {if_match!r})", pointer="/If-Match"
+            )
         from_header = int(text)
     if from_header is not None and field is not None and from_header != field:
-        raise ValidationError("asset.revision_mismatch", "If-Match and revision name different revisions", pointer="/revision")
+        raise ValidationError(f"{prefix}.revision_mismatch", "If-Match and revision name different revisions", pointer="/revision")
     found = from_header if from_header is not None else field
     if found is None and required:
         raise ValidationError(
-            "asset.revision_required", "say which revision this change is based on: If-Match: ETAG or a revision field", pointer="/revision"
+            f"{prefix}.revision_required",
+            "say which revision this change is based on: If-Match: ETAG or a revision field",
+            pointer="/revision",
         )
     return found
 

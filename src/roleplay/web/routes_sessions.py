@@ -9,18 +9,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import JSONResponse
 
 from roleplay.core.branch import branch, branch_tree
 from roleplay.core.message_actions import message_by_number
-from roleplay.core.profile import profile_of, session_projection
+from roleplay.core.profile import apply_profile, profile_of, session_projection
 from roleplay.core.session_create import StoryRequest, create_story, rechoose_opening
+from roleplay.core.sources import StoreAssetReader
+from roleplay.errors import ConflictError, ValidationError
 from roleplay.harness.models.routes import resolve_route
 from roleplay.harness.store.base import SessionFilter, SessionRecord
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 
 from .app import Web
-from .models import BranchBody, ForkBody, OpeningChoice, SessionCreate, SessionCreated, SessionOut
+from .routes_assets import etag, expected_revision
+from .models import BranchBody, ProfilePatch, ForkBody, OpeningChoice, SessionCreate, SessionCreated, SessionOut
 
 router = APIRouter(tags=["sessions"])
 
@@ -62,6 +66,38 @@ async def choose_opening(w: Web, session_id: str, body: OpeningChoice) -> dict[s
     """Choose another opening before the first turn (replaces the opening message and the State bootstrap)."""
     m = await rechoose_opening(w.rt, session_id, body.opening, index=body.opening_index, text=body.opening_text)
     return {"sessionId": session_id, "opening": m.opening_message_text, "diagnostics": m.diagnostics}
+
+
+@router.get("/sessions/{session_id}/profile")
+async def get_profile(w: Web, session_id: str) -> JSONResponse:
+    """The story's profile (bound assets, scene, runtime, context build); ``ETag`` is its revision."""
+    await w.rt.store.get_session(session_id)
+    state = (await w.rt.service.projection(session_id, session_projection)).state
+    body = {"sessionId": session_id, "revision": state["revision"], "profile": profile_of(state).to_json_dict()}
+    return JSONResponse(body, headers={"ETag": etag(state["revision"])})
+
+
+@router.patch("/sessions/{session_id}/profile")
+async def patch_profile(w: Web, session_id: str, body: ProfilePatch, if_match: Annotated[str | None, Header()] = None) -> JSONResponse:
+    """Change the profile with a JSON merge patch (``rp-session-apply``), if it is still at the
+    revision the client read (``If-Match`` or ``revision``: required). Refused while a turn runs."""
+    revision = expected_revision(if_match, body.revision, required=True, prefix="profile")
+    await w.rt.store.get_session(session_id)
+    applied = await apply_profile(
+        w.rt.service, session_id, {"patch": body.patch, "expectedRevision": revision}, StoreAssetReader(w.rt.assets)
+    )
+    if not applied.outcome.ok:
+        error = applied.outcome.error or {}
+        code = str(error.get("code", "profile.rejected"))
+        kind = ConflictError if code.endswith("conflict") else ValidationError
+        raise kind(
+            code, str(error.get("message", "the change was refused")), pointer=error.get("pointer"), details=error.get("details") or {}
+        )
+    if not applied.applied:
+        raise ConflictError("profile.revision_conflict", "another profile change took effect first; re-read and retry")
+    state = applied.state
+    out = {"sessionId": session_id, "revision": state["revision"], "profile": profile_of(state).to_json_dict()}
+    return JSONResponse(out, headers={"ETag": etag(state["revision"])})
 
 
 @router.get("/sessions", response_model=list[SessionOut])

@@ -47,7 +47,7 @@ async def get_setting(w: Web, key: str) -> dict[str, Any]:
 @router.put("/settings/{key}")
 async def set_setting(w: Web, key: str, body: SettingUpdate, if_match: Annotated[str | None, Header()] = None) -> dict[str, Any]:
     """Set a setting (validated); ``revision`` or ``If-Match`` makes it a compare-and-swap."""
-    revision = expected_revision(if_match, body.revision, required=False)
+    revision = expected_revision(if_match, body.revision, required=False, prefix="settings")
     return (await SettingsStore(w.rt.store).set(key, body.value, expected_revision=revision)).to_dict()
 
 
