@@ -206,10 +206,10 @@ class AgentLoop:
         sessions started since (a run killed inside its Writer leaves the Writer's turn open too).
         The caller holds the session's lease. Returns the closed turn ids of this session."""
         self._head = await self.store.head(session_id)
-        closed, since = await close_open_turns(self.service, session_id, self._append)
+        closed, since = await close_open_turns(self.service, session_id, self._append, head=self._head)
         if closed:
             await close_orphaned_children(self.service, session_id, since)
-        self._head = await self.store.head(session_id)
+            self._head = await self.store.head(session_id)
         return closed
 
     # -- the turn --------------------------------------------------------------------------------
@@ -305,28 +305,29 @@ class AgentLoop:
             raise
         response = await self.spec.hooks.on_response(session_id, turn_id, step_id, response)
         message = _assistant_payload(self.ids("msg_"), turn_id, step_id, response, self.route)
-        await self._append(session_id, [EventDraft(ASSISTANT_MESSAGE, message)])
         for key, value in (response.usage.to_dict() if response.usage else {}).items():
             result.usage[key] = result.usage.get(key, 0) + value
         step_end: dict[str, Any] = {"turnId": turn_id, "stepId": step_id, "finishReason": response.finish_reason}
         if response.usage is not None:
             step_end["usage"] = response.usage.to_dict()
+        # Events that follow one another with nothing in between are appended together (one round
+        # trip on PostgreSQL): the message with the step's end or its first call, each result with
+        # the next call or the step's end. Every call is still logged before its tool runs.
         if not response.tool_calls:
             result.text = response.text
-            await self._append(session_id, [EventDraft(STEP_END, step_end)])
+            await self._append(session_id, [EventDraft(ASSISTANT_MESSAGE, message), EventDraft(STEP_END, step_end)])
             return True
+
+        def call_draft(call: ToolCall) -> EventDraft:
+            return EventDraft(
+                TOOL_CALL, {"callId": call.id, "name": call.name, "arguments": call.arguments, "turnId": turn_id, "stepId": step_id}
+            )
+
+        await self._append(session_id, [EventDraft(ASSISTANT_MESSAGE, message), call_draft(response.tool_calls[0])])
         step_results: list[ToolResultData] = []
+        ended = False
         try:
             for n, call in enumerate(response.tool_calls):
-                await self._append(
-                    session_id,
-                    [
-                        EventDraft(
-                            TOOL_CALL,
-                            {"callId": call.id, "name": call.name, "arguments": call.arguments, "turnId": turn_id, "stepId": step_id},
-                        )
-                    ],
-                )
                 ctx = ToolContext(session_id, turn_id, step_id, call.id, self.spec.depth, abort, self.spec.deps)
                 try:
                     outcome = await self._race(self.spec.tools.execute(call, ctx, visible=callable_now), abort)
@@ -341,10 +342,14 @@ class AgentLoop:
                 result.tool_results.append(outcome)
                 step_results.append(outcome)
                 payload = {**outcome.payload(), "turnId": turn_id, "stepId": step_id}
-                await self._append(session_id, [EventDraft(TOOL_RESULT, payload)])
+                last = n + 1 == len(response.tool_calls)
+                following = EventDraft(STEP_END, step_end) if last else call_draft(response.tool_calls[n + 1])
+                await self._append(session_id, [EventDraft(TOOL_RESULT, payload), following])
+                ended = last
                 called.append(call.name)
         finally:
-            await self._append(session_id, [EventDraft(STEP_END, step_end)])
+            if not ended:
+                await self._append(session_id, [EventDraft(STEP_END, step_end)])
         if self.spec.hooks.finished(step_results):
             result.text = response.text
             return True
@@ -469,11 +474,19 @@ def _unanswered(call: ToolCall | dict[str, Any], code: str, message: str, turn_i
 
 
 async def close_open_turns(
-    service: SessionService, session_id: str, append: Callable[[str, list[EventDraft]], Awaitable[list[Event]]] | None = None
+    service: SessionService,
+    session_id: str,
+    append: Callable[[str, list[EventDraft]], Awaitable[list[Event]]] | None = None,
+    *,
+    head: int | None = None,
 ) -> tuple[list[str], str | None]:
     """Answer the dangling tool calls and end every open turn of the session as ``interrupted``.
-    Returns the closed turn ids and the time the oldest of them started (None when none was open)."""
-    state = (await service.projection(session_id, turns_projection)).state
+    Returns the closed turn ids and the time the oldest of them started (None when none was open).
+    ``head``: the session's head, when the caller has just read it."""
+    turns = await (
+        service.projection(session_id, turns_projection) if head is None else service.projection_at(session_id, turns_projection, head)
+    )
+    state = turns.state
     open_turns = sorted(state["open"].items(), key=lambda kv: kv[1])
     if not open_turns:
         return [], None

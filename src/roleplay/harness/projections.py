@@ -104,8 +104,7 @@ async def load(
         if snap is not None and (until_seq is None or snap.upto_seq <= until_seq):
             state, start = snap.state, snap.upto_seq
     if state is None:
-        await store.get_session(session_id)  # a clear not-found before folding nothing
-        state = projection.initial()
+        state = projection.initial()  # (the read below says session.not_found for a missing session)
     folded = 0
     upto = start
     async for event in store.iter_events(session_id, after_seq=start):
