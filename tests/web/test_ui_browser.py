@@ -168,8 +168,19 @@ def test_newcomer_path_import_setup_play_regenerate_swipe_edit_reload_branch_del
         page.wait_for_function("() => document.querySelectorAll('#messages article:not(.pending)').length >= 9"
                                " && document.querySelector('#chat').dataset.busy === 'false'")  # fmt: skip
         assert option in page.locator("#messages article.user >> nth=-1").inner_text()
-    page.click("#state-details summary")
-    assert page.locator("#state-panel").inner_text().strip()
+    # Metrics on demand.
+    page.locator("#messages article >> nth=-1").locator("[data-action=metrics]").click()
+    page.wait_for_selector("#messages article:last-of-type .metrics:not([hidden])")
+    assert "tokens in" in page.locator("#messages article >> nth=-1").locator(".metrics").inner_text()
+
+    # Save and regenerate: your last message edited, and the reply to it written again.
+    count = page.locator("#messages article").count()
+    page.locator("#messages article[data-last-user] [data-action=edit]").click()
+    page.fill(".edit-box textarea", "I stand up instead.")
+    page.click(".edit-box >> text=Save and regenerate")
+    page.wait_for_selector("#messages article[data-last-user] .msg-body:has-text('I stand up instead.')")
+    page.wait_for_function("() => document.querySelector('#chat').dataset.busy === 'false'")
+    assert page.locator("#messages article").count() == count
 
     # Branch from the second message: a new story opens.
     page.locator("#m2 [data-action=branch]").click()
@@ -246,4 +257,10 @@ def test_a_fresh_install_starts_the_sample_story_from_the_start_page(page: Any) 
     page.click("text=Start the sample story")
     page.wait_for_selector("#chat[data-ready]")
     assert page.locator("#messages article").count() == 1
+    send(page, "I knock on the door.")
+    # The state view: this turn's changes (before, after, why) beside the current state.
+    page.click("#state-details summary")
+    assert page.locator("#state-panel .state-current").inner_text().strip()
+    assert page.locator("#state-panel .state-changes tbody tr").count() >= 1
+    shoot(page, "chat-state")
     assert page.problems == []

@@ -119,7 +119,7 @@ async def test_the_chat_page_shows_turns_actions_and_the_resume_point(api: tuple
     assert html.count('data-action="branch"') >= 2
     state = (await client.get(f"/api/v1/sessions/{sid}/state")).json()["values"]
     for namespace in state:
-        assert f"<h3>{namespace}</h3>" in html
+        assert f"<h4>{namespace}</h4>" in html
     from roleplay.reply_options.projection import PROJECTION, live_entries
 
     entries = live_entries((await rt.service.projection(sid, PROJECTION)).state)

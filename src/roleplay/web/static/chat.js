@@ -272,7 +272,16 @@ function beginEdit(article) {
   const cancel = document.createElement("button");
   cancel.type = "button";
   cancel.textContent = "Cancel";
-  box.append(label, save, cancel);
+  box.append(label, save);
+  let saveRegen = null;
+  if (article.dataset.lastUser) {
+    // Your last message: save it and write the reply to it again, in one step.
+    saveRegen = document.createElement("button");
+    saveRegen.type = "button";
+    saveRegen.textContent = "Save and regenerate";
+    box.append(saveRegen);
+  }
+  box.append(cancel);
   body.hidden = true;
   body.after(box);
   editing = article;
@@ -302,6 +311,33 @@ function beginEdit(article) {
     finish();
     await act(() => api("PUT", `/sessions/${encodeURIComponent(sid)}/messages/${article.dataset.number}`, { text }));
   });
+  saveRegen?.addEventListener("click", async () => {
+    const text = area.value;
+    finish();
+    await start("/regenerate", { saveEdit: text });
+  });
+}
+
+async function showMetrics(article, button) {
+  const box = article.querySelector(".metrics");
+  if (!box.hidden) {
+    box.hidden = true;
+    button.setAttribute("aria-expanded", "false");
+    return;
+  }
+  try {
+    const report = await api("GET", `/sessions/${encodeURIComponent(sid)}/metrics`);
+    const reply = (report.replies || []).find((r) => r.turnId === article.dataset.turnId);
+    box.textContent = reply
+      ? `${reply.route} · ${reply.tokensIn} tokens in, ${reply.tokensOut} out · ${reply.latencyMs} ms` +
+        (reply.firstTokenMs != null ? ` (first token ${reply.firstTokenMs} ms)` : "") +
+        (reply.cost != null ? ` · cost ${reply.cost}` : "") + ` · ${reply.calls.length} model call${reply.calls.length === 1 ? "" : "s"}`
+      : "No metrics for this message.";
+  } catch (err) {
+    box.textContent = err.message;
+  }
+  box.hidden = false;
+  button.setAttribute("aria-expanded", "true");
 }
 
 log.addEventListener("click", async (e) => {
@@ -333,6 +369,9 @@ log.addEventListener("click", async (e) => {
     case "swipe-right":
       await act(() => api("POST", `${base}/swipe`, { direction: button.dataset.action === "swipe-left" ? "left" : "right" }));
       document.querySelector(`#m${n} [data-action="${button.dataset.action}"]:not(:disabled)`)?.focus();
+      break;
+    case "metrics":
+      await showMetrics(article, button);
       break;
     case "regenerate":
       await start("/regenerate", {});

@@ -9,17 +9,58 @@ function item(text, cls) {
   return li;
 }
 
-function describe(result) {
-  if (result.error) return [`${result.file || "file"}: not imported: ${result.error.message}`, "failed"];
-  const parts = [`${result.file || "file"}: imported as ${result.kind} “${result.name || result.assetId}”`];
-  for (const key of ["carried", "carriedOver", "imported"]) if (Array.isArray(result[key]) && result[key].length) parts.push(`carried over: ${result[key].join(", ")}`);
-  for (const key of ["dropped", "notCarried", "unsupported"]) if (Array.isArray(result[key]) && result[key].length) parts.push(`not carried over: ${result[key].join(", ")}`);
-  if (Array.isArray(result.warnings) && result.warnings.length) {
-    parts.push(`warnings: ${result.warnings.map((w) => (typeof w === "string" ? w : w.message || w.code)).join("; ")}`);
+function problemText(p) {
+  return typeof p === "string" ? p : `${p.message || p.code}${p.pointer ? ` (at ${p.pointer})` : ""}`;
+}
+
+// One file's line in the import report: what was created (carried over), what was not, and the
+// card's own prompts that stay isolated until trusted (with the button that trusts them).
+function reportItem(result) {
+  const li = document.createElement("li");
+  const file = result.file || result.filename || "file";
+  if (result.error) {
+    li.className = "failed";
+    li.textContent = `${file}: not imported: ${problemText(result.error)}`;
+    return li;
   }
-  if (result.isolatedPrompts && !result.trusted) parts.push("the card has its own system prompt; it is kept isolated until you trust it");
-  if (result.trusted) parts.push("its own prompts are trusted");
-  return [parts.join(" · "), "ok"];
+  li.className = "ok";
+  const main = (result.assets && result.assets[0]) || { name: result.assetId, kind: result.kind };
+  const head = document.createElement("p");
+  head.textContent = `${file}: ${result.duplicate ? "already in the library as" : "imported as"} ${result.kind} “${main.name}”`;
+  li.append(head);
+  const details = document.createElement("ul");
+  const created = (result.assets || []).slice(1);
+  if (created.length) details.append(item(`carried over with it: ${created.map((a) => `${a.kind} “${a.name}”`).join(", ")}`));
+  if (result.report) {
+    const migrated = result.report.migrated || [];
+    const notMigrated = result.report.notMigrated || [];
+    details.append(item(`carried over: ${migrated.length} prompt${migrated.length === 1 ? "" : "s"}`));
+    if (notMigrated.length) details.append(item(`not carried over: ${notMigrated.map(problemText).join("; ")}`, "failed"));
+  }
+  for (const w of result.warnings || []) details.append(item(`not carried over or changed: ${problemText(w)}`));
+  if (result.isolatedPrompts && !result.trusted) {
+    const li2 = item(`The card brings its own ${result.isolatedPrompts.join(", ")}; they stay out of the prompt until you trust them. `);
+    const trust = document.createElement("button");
+    trust.type = "button";
+    trust.textContent = "Trust these prompts";
+    trust.addEventListener("click", async () => {
+      try {
+        await api("POST", `/assets/${encodeURIComponent(result.assetId)}/trust`, { trusted: true });
+        trust.replaceWith("Trusted.");
+      } catch (err) {
+        toast(err.message);
+      }
+    });
+    li2.append(trust);
+    details.append(li2);
+  }
+  if (result.trusted) details.append(item("its own prompts are trusted"));
+  if (details.children.length) li.append(details);
+  const a = document.createElement("a");
+  a.href = `/library/asset/${encodeURIComponent(result.assetId)}`;
+  a.textContent = `Open ${main.name}`;
+  li.append(a);
+  return li;
 }
 
 async function importFiles(files) {
@@ -38,18 +79,11 @@ async function importFiles(files) {
     list.replaceChildren(item(`Not imported: ${err.message}`, "failed"));
     return;
   }
-  list.replaceChildren();
-  for (const r of results) {
-    const [text, cls] = describe(r);
-    const li = item(text, cls);
-    if (r.assetId) {
-      const a = document.createElement("a");
-      a.href = `/library/asset/${encodeURIComponent(r.assetId)}`;
-      a.textContent = "Open";
-      li.append(" ", a);
-    }
-    list.append(li);
-  }
+  list.replaceChildren(...results.map(reportItem));
+  // The list below shows what was just imported (the report stays).
+  const fresh = new DOMParser().parseFromString(await (await fetch(window.location.href)).text(), "text/html");
+  const listed = fresh.getElementById("asset-list");
+  if (listed) document.getElementById("asset-list")?.replaceWith(document.adoptNode(listed));
   report.dataset.done = "true";
   report.focus?.();
 }

@@ -151,15 +151,20 @@ async def setup_step2(
 # -- chat ------------------------------------------------------------------------------------------
 
 
-async def _state_values(w: WebState, session_id: str) -> dict[str, Any] | None:
-    from roleplay.state.events import state_document
+async def _state(w: WebState, session_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The current value of each namespace, and this turn's changes (namespace, path, before, after, reason)."""
+    from roleplay.state.events import activity_document, state_document
 
     try:
         tracker = (await w.rt.service.projection(session_id, STATE_PROJECTION)).state
     except RpError:
-        return None  # rp-state is off on this server
+        return None, []  # rp-state is off on this server
     doc = state_document(tracker)
-    return {name: ns["value"] for name, ns in doc.get("namespaces", {}).items()}
+    values = {name: ns["value"] for name, ns in doc.get("namespaces", {}).items()}
+    changes = [
+        {"namespace": name, **change} for name, listed in (activity_document(tracker).get("namespaces") or {}).items() for change in listed
+    ]
+    return values, changes
 
 
 async def _reply_options(w: WebState, session_id: str, message_id: str | None) -> list[str]:
@@ -185,6 +190,7 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
     avatars = {"assistant": card if await has_avatar(w, card) else None, "user": persona if await has_avatar(w, persona) else None}
     last_reply = next((m for m in reversed(listed) if m.get("role", "assistant") == "assistant"), None)
     last = listed[-1] if listed else None
+    last_user = listed[-2] if len(listed) >= 2 and listed[-2].get("role") == "user" and last is last_reply else None
     messages = []
     for m in listed[-show:] if show else listed:
         role = m.get("role") or ("user" if m.get("speaker") == "user" else "assistant")
@@ -196,10 +202,12 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
                 "avatar": avatars[role],
                 "html": render_markdown(m.get("text") or ""),
                 "isLast": m is last,
+                "isLastUser": m is last_user,
                 "isLastReply": m is last_reply and m is last and role == "assistant" and m.get("turnId") is not None and len(listed) > 1,
             }
         )
     run = w.runs.active.get(session_id)
+    state, changes = await _state(w, session_id)
     return {
         "session": record,
         "head": head,
@@ -207,7 +215,8 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
         "hidden": max(0, len(listed) - len(messages)),
         "total": len(listed),
         "replyOptions": await _reply_options(w, session_id, last["messageId"] if last and last.get("role") == "assistant" else None),
-        "state": await _state_values(w, session_id),
+        "state": state,
+        "changes": changes,
         "running": run.turn_id if run else None,
         "mode": profile.execution_mode if profile is not None else "chat",
         "cardName": names["assistant"],
