@@ -7,6 +7,11 @@ reply is followed by its number, and by ``i/n`` when it has alternatives to swip
 whose regenerate was recorded but never delivered (the process stopped in between), the replay is
 sent first (spec: 启动恢复会补投已记录但尚未进入 Inbox 的 replay).
 
+**Choices follow the last reply.** After a played turn the play loop shows that turn's choices
+(reply options). When play opens a story, or ``/undo``, ``/delete``, ``/swipe`` or ``/branch``
+leaves another reply the last one, :func:`show_last_choices` shows that reply's choices
+(``RoleplayRuntime.reply_choices``), so a typed number sends one of the options on screen.
+
 :func:`register` adds the commands and hooks to the play loop's tables (``core.play_loop``).
 """
 
@@ -44,6 +49,30 @@ def message_line(item: dict[str, Any]) -> str:
     return f"[{item['number']}] {who}: {item['text']}{suffix}"
 
 
+async def last_reply_choices(rt: Any, session_id: str) -> list[str]:
+    """The choices of the reply that is last on the conversation now (none after your own message,
+    a failed turn, or a reply that committed nothing)."""
+    listed = await visible_messages(rt, session_id)
+    last = listed[-1] if listed else None
+    if last is None or last["speaker"] == "user" or last.get("outcome") != "committed" or last.get("failure"):
+        return []
+    return [choice for provider in getattr(rt, "reply_choices", ()) for choice in await provider(rt, session_id, last["turnId"])]
+
+
+async def show_last_choices(play: Any) -> None:
+    """Replace the numbered choices with the last reply's, and show them."""
+    play.choices[:] = await last_reply_choices(play.rt, play.session_id)
+    for i, option in enumerate(play.choices, 1):
+        click.echo(terminal_safe(f"  [{i}] {option}", one_line=True))
+    if play.choices:
+        click.echo("(type a number to send that reply)", err=True)
+
+
+async def _resume_choices(play: Any) -> None:
+    if not play.choices:  # a delivered replay has shown its own already
+        await show_last_choices(play)
+
+
 async def _messages(play: Any, argument: str) -> None:
     for item in await visible_messages(play.rt, play.session_id):
         click.echo(terminal_safe(message_line(item)))
@@ -77,8 +106,8 @@ async def _delete(play: Any, argument: str) -> None:
         raise RpError("cli.play.delete_usage", "/delete N: delete message N and everything after it (/messages shows the numbers)")
     message_id = await message_by_number(play.rt, play.session_id, argument)
     masked = await delete_from(play.rt, play.session_id, message_id)
-    play.choices.clear()
     click.echo(f"(deleted {len(masked)} message{'s' if len(masked) != 1 else ''} from [{argument.strip()}] on)", err=True)
+    await show_last_choices(play)
 
 
 async def _regen(play: Any, argument: str) -> None:
@@ -90,11 +119,11 @@ async def _swipe(play: Any, argument: str) -> None:
     word = argument.strip() or "left"
     direction: Any = int(word) - 1 if word.isdecimal() else word
     moved = await swipe(play.rt, play.session_id, direction)
-    play.choices.clear()
     listed = await visible_messages(play.rt, play.session_id)
     if listed:
         click.echo(terminal_safe(listed[-1]["text"]))
     click.echo(f"(alternative {moved['index'] + 1} of {moved['count']})", err=True)
+    await show_last_choices(play)  # the alternative's own options
 
 
 async def _branch(play: Any, argument: str) -> None:
@@ -104,7 +133,7 @@ async def _branch(play: Any, argument: str) -> None:
         terminal_safe(f"(now playing branch {made.record.id}; the story {play.session_id} stays as it was)", one_line=True), err=True
     )
     play.session_id = made.record.id
-    play.choices.clear()
+    await show_last_choices(play)  # the branch's last reply keeps its options
 
 
 async def _number_reply(play: Any, result: Any) -> None:
@@ -145,4 +174,5 @@ def register(commands: dict[str, Any], on_start: dict[str, Any], after_reply: di
     """Add the actions to the play loop's tables (idempotent: names are replaced in place)."""
     commands.update(COMMANDS)
     on_start["message-actions:deliver-replay"] = _deliver_replay
+    on_start["message-actions:choices"] = _resume_choices
     after_reply["message-actions:number"] = _number_reply

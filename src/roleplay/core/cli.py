@@ -343,7 +343,17 @@ def _result_json(result: RunResult) -> dict[str, Any]:
         else {"childSessionId": result.writer.child_session_id, "promptHash": result.writer.prompt_hash, "route": result.writer.route},
         "tools": [{"name": r.name, "ok": r.ok, "error": (r.error or {}).get("code")} for r in turn.tool_results],
         "diagnostics": result.diagnostics,
+        # The commit's own (e.g. reply options that failed: ``artifact.failed``), kept on its result.
+        "commitDiagnostics": commit_diagnostics(result),
     }
+
+
+def commit_diagnostics(result: RunResult) -> list[dict[str, Any]]:
+    """The diagnostics the turn's successful commit recorded (``meta.diagnostics``), or []."""
+    for r in result.turn.tool_results:
+        if r.ok and r.name == COMMIT_TURN_TOOL and isinstance(r.meta, dict):
+            return [d for d in r.meta.get("diagnostics") or [] if isinstance(d, dict)]
+    return []
 
 
 @click.command("continue")

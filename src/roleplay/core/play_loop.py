@@ -214,8 +214,8 @@ async def _state(play: PlaySession, argument: str) -> None:
 async def _undo(play: PlaySession, argument: str) -> None:
     before = await play.entries()
     await undo_last_turn(play.rt, play.session_id)
-    play.choices.clear()  # the undone reply's options went with it
     click.echo(undone_note(before, await play.entries()), err=True)
+    await show_last_choices(play)  # the undone reply's options went with it; the reply now last offers its own
 
 
 async def _continue(play: PlaySession, argument: str) -> None:
@@ -355,7 +355,7 @@ class Quiet:
 
 # The message actions (/messages, /edit, /delete, /regen, /swipe, /branch), the reply numbers
 # after each reply and start-up replay delivery (``core.actions_play``).
-from .actions_play import register as _register_message_actions  # noqa: E402
+from .actions_play import register as _register_message_actions, show_last_choices  # noqa: E402
 
 _register_message_actions(PLAY_COMMANDS, ON_START, AFTER_REPLY)
 

@@ -73,6 +73,10 @@ class RoleplayRuntime:
     # Choices features offer after a played turn (reply options): ``async (rt, RunResult) ->
     # list[str]``. ``rp play`` numbers them and a typed number sends that one; ``rp say`` lists them.
     turn_choices: list[Any] = field(default_factory=list)
+    # The same choices for a reply already on the conversation: ``async (rt, session_id, turn_id)
+    # -> list[str]``. ``rp play`` shows them again when resuming, an undo, delete, swipe or branch
+    # leaves that reply the last one.
+    reply_choices: list[Any] = field(default_factory=list)
     lore_cache: LoreCache = field(default_factory=LoreCache)
     asset_cache: AssetViewCache = field(default_factory=AssetViewCache)
 

@@ -24,7 +24,7 @@ from roleplay.hookspecs import hookimpl
 
 from . import demo
 from .generator import reply_options_generator
-from .play import options_after_turn, session_options
+from .play import options_after_turn, options_of_reply, session_options
 from .projection import EXTENSION_KEY, PROJECTION, reply_options_projection
 
 FEATURE = "rp-reply-options"
@@ -47,9 +47,12 @@ def register_demo_policies(register: Any) -> None:
 
 @hookimpl
 def runtime_ready(runtime: Any) -> None:
-    """``rp play`` numbers these after a reply; ``rp say`` lists them."""
+    """``rp play`` numbers these after a reply (and again when that reply becomes the last one);
+    ``rp say`` lists them."""
     if options_after_turn not in runtime.turn_choices:
         runtime.turn_choices.append(options_after_turn)
+    if options_of_reply not in runtime.reply_choices:
+        runtime.reply_choices.append(options_of_reply)
 
 
 __all__ = [
@@ -57,6 +60,7 @@ __all__ = [
     "FEATURE",
     "PROJECTION",
     "options_after_turn",
+    "options_of_reply",
     "register_artifact_generators",
     "register_demo_policies",
     "register_projections",
