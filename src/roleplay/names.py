@@ -22,6 +22,8 @@ STATE_READ_TOOL: Final = "rp_state_read"
 STATE_CONFIGURE_TOOL: Final = "rp_state"  # Agent mode only
 RUN_SUBAGENT_TOOL: Final = "rp_run_subagent"  # Agent mode only: a task sub-agent of the catalog
 GUIDE_TOOL: Final = "rp_guide"  # Agent mode only: load an enabled feature's guide
+WORKSPACE_SHELL_TOOL: Final = "bash"  # Agent mode, sandbox setting on: the persistent workspace shell
+WORKSPACE_EDITOR_TOOL: Final = "str_replace_editor"  # Agent mode, sandbox setting on: workspace files
 
 # -- harness commands ---------------------------------------------------------------------------
 SESSION_APPLY_COMMAND: Final = "rp-session-apply"  # profile changes (bindings, runtime, context build)
@@ -115,5 +117,7 @@ __all__ = [
     "SUBAGENT_RESULT_KIND",
     "TURN_COMMIT_KIND",
     "WRITER_RESULT_KIND",
+    "WORKSPACE_EDITOR_TOOL",
+    "WORKSPACE_SHELL_TOOL",
     "WRITE_TURN_TOOL",
 ]

@@ -62,6 +62,7 @@ from .sources import StoreAssetReader, collect_sources
 from .subagent_catalog import SubagentItem
 from .subagent_tools import subagent_tool
 from .types import Diagnostic, FrozenBuild, Slot
+from .workspace_tools import PersistentShell, workspace_tools
 from .writer import write_turn_tool
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class AgentPolicy:
         self.refreshes: list[dict[str, Any]] = []
         self.body = ""  # the body of the latest commit attempt
         self.streamed = ""
+        self.shell: PersistentShell | None = None  # the workspace shell, when the sandbox setting is on
         self.registry = self._registry()
         self.visible = [t.name for t in self.registry.visible()]
 
@@ -109,6 +111,9 @@ class AgentPolicy:
                 tool = _guarded(tool, self._check_open)
             elif name in REFRESHING_TOOLS:
                 tool = replace(tool, handler=self._refreshing(tool))
+            registry.register(tool)
+        tools, self.shell = workspace_tools(self.p.workspace_root, self.p.session_id)
+        for tool in tools:
             registry.register(tool)
         guide = guide_tool(rt.store, rt.features, self.p.input_text)
         if guide is not None:
@@ -281,7 +286,10 @@ class AgentPolicy:
             hooks=run,
         )
 
-    def diagnostics(self) -> list[Diagnostic]:
+    async def finish(self) -> list[Diagnostic]:
+        """The run is over: stop its workspace shell; the notes on its context refreshes."""
+        if self.shell is not None:
+            await self.shell.close()
         return [
             Diagnostic(
                 "run.context_refreshed", f"the context was rebuilt mid-run (epoch {r['previousEpoch'][:12]} → {r['epoch'][:12]})", details=r

@@ -146,6 +146,7 @@ class PreparedRun:
     history: Sequence[Any] = ()
     budget: Any = None
     lore_timed_before: dict[str, Any] | None = None
+    workspace_root: str | None = None  # Agent mode's sandboxed workspace tools: off while None
 
 
 @dataclass
@@ -252,6 +253,7 @@ async def prepare_run(
         history=entries,
         budget=budget,
         lore_timed_before=timed,
+        workspace_root=settings.value("agent.workspaceRoot") if mode == "agent" else None,
     )
 
 
@@ -486,11 +488,13 @@ async def play_turn(
             turn = await loop.run_turn(session_id, content, abort=abort, turn_id=prepared.turn_id, lease=lease)
         except BaseException:
             await watch.cancel()  # no summary task outlives its turn
+            if run.agent is not None:
+                await run.agent.finish()  # nor its workspace shell
             raise
         run.diagnostics.extend(await watch.finish(turn))
     committed = any(r.ok and r.name == COMMIT_TURN_TOOL for r in turn.tool_results)
     if run.agent is not None:
-        run.diagnostics.extend(run.agent.diagnostics())
+        run.diagnostics.extend(await run.agent.finish())
     flag = uncommitted_note(turn)
     if flag is not None:
         run.diagnostics.append(flag)

@@ -47,6 +47,7 @@ from roleplay.errors import ConflictError, Problem, RpError, ValidationError
 from roleplay.harness.models.routes import Route, parse_route_spec
 from roleplay.harness.store.base import EventStore
 
+from .workspace_tools import SETTING_KEY as _WORKSPACE_KEY, check_root as _check_workspace_root
 from .subagent_catalog import CATALOG_KEY as _CATALOG_KEY, CatalogValue as _CatalogValue, check_catalog as _check_catalog
 
 # Optional features the feature manager will switch (spec: plugin table). The infrastructure
@@ -287,6 +288,15 @@ DEFS: dict[str, SettingDef] = {
             "the task sub-agent catalog [{name, usageContract, instructions, enabled, tools, route}] of Agent mode;"
             " created with the built-in seeds on first use (rp subagents manages it)",
             normalize=_check_catalog,
+        ),
+        SettingDef(
+            _WORKSPACE_KEY,
+            Annotated[str, StringConstraints(strict=True, strip_whitespace=True, min_length=1, max_length=4096)] | None,
+            None,
+            "Agent mode's sandboxed workspace tools (a shell and a file editor): the folder under which each story gets"
+            " its own workspace; null (default) turns them off",
+            text=True,
+            normalize=_check_workspace_root,
         ),
     )
 }
