@@ -97,10 +97,19 @@ def child(url: str, port: int, stats_path: str) -> None:
 
     app = create_app(None, WebConfig(default_route=resolve_route("openai/fake")), opener=opener)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", backlog=2048))
+    profile = os.environ.get("RP_BENCH_PROFILE")  # a file: cProfile of the whole server run
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         server.run()
     except KeyboardInterrupt:
         pass  # uvicorn re-raises the SIGINT it stopped on
+    if profile:
+        profiler.disable()
+        profiler.dump_stats(profile)
     Path(stats_path).write_text(json.dumps({"lags": lags}))
 
 
@@ -196,7 +205,7 @@ def start_fake(delay: float) -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"http://127.0.0.1:{port}/v1"
 
 
-def wait_port(port: int, timeout: float = 60) -> None:
+def wait_port(port: int, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
