@@ -71,6 +71,7 @@ def child(url: str, port: int, stats_path: str) -> None:
     from roleplay.harness.models.routes import resolve_route
     from roleplay.harness.store import open_store
     from roleplay.web.app import WebConfig, create_app
+    from roleplay.web.serve import KEEP_ALIVE
 
     lags: list[float] = []
 
@@ -96,7 +97,9 @@ def child(url: str, port: int, stats_path: str) -> None:
             await store.close()
 
     app = create_app(None, WebConfig(default_route=resolve_route("openai/fake")), opener=opener)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", backlog=2048))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", backlog=2048, timeout_keep_alive=KEEP_ALIVE)
+    )
     profile = os.environ.get("RP_BENCH_PROFILE")  # a file: cProfile of the whole server run
     if profile:
         import cProfile

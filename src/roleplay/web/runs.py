@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from roleplay.errors import NotFoundError, RpError
+from roleplay.redact import redact_urls
 from roleplay.harness.store.base import EventStore
 from roleplay.harness.names import TURN_START
 
@@ -95,7 +96,7 @@ class TurnRunner:
 
 def _log_failure(task: "asyncio.Task[Any]") -> None:
     if not task.cancelled() and task.exception() is not None:
-        log.warning("a background turn failed after it began: %s", task.exception())
+        log.warning("a background turn failed after it began: %s", redact_urls(str(task.exception())))
 
 
 async def _first_turn_id(sub: Any, task: "asyncio.Task[Any]") -> str:

@@ -29,6 +29,9 @@ from roleplay.cli_context import fail, home_option, json_option, state_of
 from roleplay.errors import RpError
 
 MiB = 1024 * 1024
+# Seconds an idle keep-alive connection stays open. uvicorn's 5 s made a client that reused one just
+# as the server closed it see "server disconnected" (bench/serve.py, 200 sessions); proxies keep 60+.
+KEEP_ALIVE = 75
 
 
 def is_loopback(host: str) -> bool:
@@ -102,7 +105,11 @@ def serve_command(
 
     app = create_app(None, config, opener=opener)
     server = _Server(
-        uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=10), app, as_json=as_json
+        uvicorn.Config(
+            app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE
+        ),
+        app,
+        as_json=as_json,
     )
     try:
         server.run()
