@@ -71,6 +71,8 @@ def test_regenerate_swipe_branch_metrics(tmp_path: Path) -> None:
     moved = ok(tmp_path, "swipe", sid, "1")
     assert (moved["index"], moved["count"]) == (0, 3) and "我帮她擦铜镜。" in moved["reply"]["text"]
     assert ok(tmp_path, "state", "show", sid) == first
+    listed = invoke(tmp_path, "messages", sid).stdout.splitlines()
+    assert listed[-1].startswith("[5] story ‹1/3›: ") and "‹" not in "".join(listed[:-1])  # the swipe counter
     plain = invoke(tmp_path, "swipe", sid, "left")
     assert plain.exit_code == 1 and "message.no_alternative" in plain.stderr
     assert invoke(tmp_path, "swipe", sid, "up").exit_code == 1

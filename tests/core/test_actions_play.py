@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from roleplay.core import play_loop as loop
-from roleplay.core.actions_play import register
+from roleplay.core.actions_play import message_line, register
 from roleplay.core.line_editor import LineReader
 from roleplay.core.message_actions import visible_messages
 from roleplay.core.play_loop import PlaySession, play_loop
@@ -47,6 +47,7 @@ async def test_actions_in_play(store: EventStore, tables: None, capsys: pytest.C
     assert "([3])" in out.err and "([5] · 2/2 (/swipe))" in out.err  # reply numbers after each reply
     assert "(alternative 1 of 2)" in out.err and "(edited [3])" in out.err
     assert "[3] story: （改写）门开了。  (edited)" in out.out
+    assert "[5] story ‹1/2›: " in out.out  # /messages: the swiped reply's counter
     source = await visible_messages(rt, sid)
     assert [m["text"] for m in source][2] == "（改写）门开了。" and "第2稿" in source[-1]["text"]  # swiped back to draft 2
     assert session.session_id != sid  # /branch moved play to the branch; /delete 2 acted there
@@ -114,3 +115,12 @@ def test_rp_play_end_to_end_through_the_fake_server(tmp_path: Any) -> None:
         assert len(branched) == 7 and branched[5]["text"] == "我在分支里点亮了灯。"
         shown = json.loads(run("state", "show", sid, "--json").stdout)
         assert shown["namespaces"]["story"]["revision"] >= 1
+
+
+def test_message_line_shows_the_swipe_counter_and_notes() -> None:
+    item = {"number": 5, "speaker": "writing", "text": "门开了。", "alternatives": {"index": 1, "count": 3}, "edited": True}
+    assert message_line(item) == "[5] story ‹2/3›: 门开了。  (edited)"
+    failed = {"number": 4, "speaker": "user", "text": "我敲门。", "alternatives": {"index": None, "count": 2}}
+    failed["failure"] = {"code": "model.server_error"}
+    assert message_line(failed) == "[4] you: 我敲门。  (/swipe left for the reply before (2), failed: model.server_error)"
+    assert message_line({"number": 2, "speaker": "user", "text": "我敲门。", "active": True}).endswith("(a run is writing this turn now)")

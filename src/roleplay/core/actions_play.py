@@ -31,12 +31,13 @@ from .swipes import swipe
 
 
 def message_line(item: dict[str, Any]) -> str:
-    """One visible message as ``rp messages`` and ``rp play`` number it."""
+    """One visible message as ``rp messages`` and ``rp play`` number it; a reply with alternatives
+    carries a swipe counter after its speaker (``‹2/3›``: the second of three), as SillyTavern shows."""
     who = {"user": "you", "writing": "story", "non-writing": "reply"}.get(item["speaker"], item["speaker"])
     notes = []
     alts = item.get("alternatives")
     if alts and alts["index"] is not None:
-        notes.append(f"{alts['index'] + 1}/{alts['count']}")
+        who += f" ‹{alts['index'] + 1}/{alts['count']}›"
     elif alts:
         notes.append(f"/swipe left for the reply before ({alts['count']})")
     if item.get("edited"):
