@@ -137,3 +137,15 @@ def test_binding_beyond_loopback_generates_a_token_and_requires_it(tmp_path: Pat
         if proc.poll() is None:
             proc.kill()
     assert "chosen-token" not in err  # a chosen token is never printed
+
+
+def test_rp_help_lists_serve_without_importing_the_web_stack(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*RP, "--home", str(tmp_path), "--help"],
+        capture_output=True,
+        env={**os.environ, **CLEAN, "PYTHONPROFILEIMPORTTIME": "1"},
+        timeout=60,
+    )
+    assert proc.returncode == 0 and "serve" in proc.stdout.decode()
+    imported = proc.stderr.decode()
+    assert "fastapi" not in imported and "uvicorn" not in imported and "roleplay.web" not in imported
