@@ -264,3 +264,70 @@ def test_a_fresh_install_starts_the_sample_story_from_the_start_page(page: Any) 
     assert page.locator("#state-panel .state-changes tbody tr").count() >= 1
     shoot(page, "chat-state")
     assert page.problems == []
+
+
+def test_editors_save_cards_presets_and_lorebooks_by_revision(page: Any) -> None:
+    assert page.request.post("/api/v1/sessions", data={"sample": True}).ok
+    assets = page.request.get("/api/v1/assets").json()
+    card = next(a["id"] for a in assets if a["kind"] == "card")
+    preset = next(a["id"] for a in assets if a["kind"] == "preset")
+    book = next(a["id"] for a in assets if a["kind"] == "lorebook")
+
+    # Card: a field and a new alternate greeting.
+    page.goto(f"/library/asset/{card}")
+    page.click("text=Edit")
+    page.fill("[data-key=description]", "A keeper of the *lighthouse*.")
+    page.click("text=Add a greeting")
+    page.keyboard.type("The fog lifts for a moment.")
+    shoot(page, "editor-card")
+    page.click("#editor button[type=submit]")
+    page.wait_for_url(f"**/library/asset/{card}")
+    assert "A keeper of the lighthouse." in page.inner_text(".asset-detail")
+    assert "The fog lifts for a moment." in page.inner_text(".asset-detail")
+    stored = page.request.get(f"/api/v1/assets/{card}").json()
+    assert stored["revision"] == 2 and stored["data"]["alternate_greetings"][-1] == "The fog lifts for a moment."
+    assert stored["data"]["extensions"] is not None  # fields the editor does not show are kept
+
+    # Preset: the second field moved up by keyboard, a sampler set.
+    before = [f["id"] for f in page.request.get(f"/api/v1/assets/{preset}").json()["data"]["fields"]]
+    page.goto(f"/library/asset/{preset}/edit")
+    page.focus("[data-list=fields] .row >> nth=1 >> [data-move=up]")
+    page.keyboard.press("Enter")
+    page.fill("[data-sampler=temperature]", "0.7")
+    shoot(page, "editor-preset")
+    page.click("#editor button[type=submit]")
+    page.wait_for_url(f"**/library/asset/{preset}")
+    data = page.request.get(f"/api/v1/assets/{preset}").json()["data"]
+    assert [f["id"] for f in data["fields"]] == [before[1], before[0], *before[2:]]
+    assert data["sampling"]["temperature"] == 0.7
+
+    # Lorebook: a new entry, saved once, then the activation test says why it fires.
+    page.goto(f"/library/asset/{book}/edit")
+    count = page.locator("[data-list=entries] .rows > .row").count()
+    page.click("text=Add an entry")
+    row = page.locator("[data-list=entries] .rows > .row >> nth=-1")
+    row.locator("[data-f=comment]").fill("The bell")
+    row.locator("[data-f=keys]").fill("bellwether")
+    row.locator("[data-f=content]").fill("A bell rings under the sea.")
+    page.click("#editor button[type=submit]")
+    page.wait_for_url(f"**/library/asset/{book}")
+    entries = page.request.get(f"/api/v1/assets/{book}").json()["data"]["book"]["entries"]
+    assert len(entries) == count + 1 and len({e["id"] for e in entries}) == count + 1
+    page.goto(f"/library/asset/{book}/edit")
+    page.fill("#lore-test-text", "I hear the bellwether.")
+    page.click("#lore-test-run")
+    page.wait_for_selector("#lore-test-result li")
+    assert "The bell" in page.inner_text("#lore-test-result")
+    shoot(page, "editor-lorebook")
+
+    # A change made elsewhere meanwhile: the save is refused, nothing is overwritten.
+    page.goto(f"/library/asset/{card}/edit")
+    current = page.request.get(f"/api/v1/assets/{card}").json()
+    other = {**current["data"], "creator": "someone else"}
+    assert page.request.put(f"/api/v1/assets/{card}", data={"data": other, "revision": current["revision"]}).ok
+    page.fill("[data-key=description]", "Mine.")
+    page.click("#editor button[type=submit]")
+    page.wait_for_selector("#editor-error:not([hidden])")
+    assert "changed elsewhere" in page.inner_text("#editor-error")
+    assert page.request.get(f"/api/v1/assets/{card}").json()["data"]["creator"] == "someone else"
+    assert page.problems == []

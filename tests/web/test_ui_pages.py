@@ -64,7 +64,9 @@ async def test_every_page_renders_with_the_csp_and_no_inline_script(api: tuple[h
                  f"/s/{sid}/fragment", "/library", *(f"/library/{k}" for k in ("card", "lorebook", "persona", "preset", "writing-style")),
                  f"/library/asset/{card}"]:  # fmt: skip
         assert_safe_page(await client.get(path))
-    for name in ("app.css", "api.js", "chat.js", "dialogue.js", "library.js", "setup.js", "start.js"):
+    for asset in (await client.get("/api/v1/assets")).json():
+        assert_safe_page(await client.get(f"/library/asset/{asset['id']}/edit"))
+    for name in ("app.css", "api.js", "chat.js", "dialogue.js", "editor.js", "library.js", "setup.js", "start.js"):
         r = await client.get(f"/static/{name}")
         assert r.status_code == 200 and len(r.text) > 100
 
@@ -94,7 +96,7 @@ async def test_a_hostile_card_renders_inert_everywhere(api: tuple[httpx.AsyncCli
     opening = assert_safe_page(await client.get(f"/new/opening?card={card}"))
     assert "&lt;script&gt;" in opening and "<script>alert" not in opening
     sid = await new_story(client, card=card, sample=False)
-    for path in (f"/s/{sid}", f"/s/{sid}/fragment", f"/library/asset/{card}", "/", "/library/card"):
+    for path in (f"/s/{sid}", f"/s/{sid}/fragment", f"/library/asset/{card}", f"/library/asset/{card}/edit", "/", "/library/card"):
         html = assert_safe_page(await client.get(path))
         assert "<script>alert" not in html and "<b>card</b>" not in html
     chat = (await client.get(f"/s/{sid}")).text

@@ -104,3 +104,50 @@ async def asset_page(request: Request, w: Web, asset_id: str) -> HTMLResponse:
 
 
 __all__ = ["router", "LABELS"]
+
+
+# -- editors ---------------------------------------------------------------------------------------
+
+# The text fields each editor shows (label, data key, multi-line); everything else in the stored
+# data (extensions, sources, unknown keys) is carried through a save untouched.
+EDIT_FIELDS: dict[str, list[tuple[str, str, bool]]] = {
+    CARD: [
+        ("Name", "name", False), ("Nickname", "nickname", False), ("Description", "description", True),
+        ("Personality", "personality", True), ("Scenario", "scenario", True), ("First message", "first_mes", True),
+        ("Example messages", "mes_example", True), ("Creator notes", "creator_notes", True), ("Creator", "creator", False),
+        ("Version", "character_version", False),
+    ],
+    PERSONA: [("Name", "name", False), ("Description", "description", True)],
+    WRITING_STYLE: [("Name", "name", False), ("Usage note", "applicability", True), ("Requirements", "requirements", True)],
+    PRESET: [("Name", "name", False), ("Description", "description", True)],
+    LOREBOOK: [("Name", "name", False)],
+}  # fmt: skip
+SAMPLERS = [("Temperature", "temperature", "0.01"), ("Top P", "topP", "0.01"), ("Frequency penalty", "frequencyPenalty", "0.01"),
+            ("Presence penalty", "presencePenalty", "0.01"), ("Max tokens", "maxTokens", "1"), ("Context size", "contextSize", "1")]  # fmt: skip
+
+
+@router.get("/library/asset/{asset_id}/edit", response_class=HTMLResponse)
+async def editor_page(request: Request, w: Web, asset_id: str) -> HTMLResponse:
+    record = await w.assets.store.get(asset_id)
+    data: dict[str, Any] = record.data if isinstance(record.data, dict) else {}
+    fields = [
+        {"label": label, "key": key, "multiline": multi, "value": data.get(key) or ""} for label, key, multi in EDIT_FIELDS[record.kind]
+    ]
+    book = data.get("book") if record.kind == LOREBOOK else None
+    return page(
+        request,
+        "editor.html",
+        {
+            "nav": "library",
+            "kind": record.kind,
+            "labels": LABELS,
+            "asset": record,
+            "data": data,
+            "fields": fields,
+            "samplers": [
+                {"label": label, "key": key, "step": step, "value": (data.get("sampling") or {}).get(key)} for label, key, step in SAMPLERS
+            ],
+            "entries": (book or {}).get("entries") or [],
+            "hasAvatar": record.kind in (CARD, PERSONA),
+        },
+    )
