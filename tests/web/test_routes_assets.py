@@ -124,3 +124,20 @@ async def test_uploads_over_the_limit_are_413(db_url: str) -> None:
         assert body.status_code == 413 and body.json()["code"] == "http.too_large"
         small = await import_files(client, ("world.json", json.dumps(WORLD).encode()))
         assert small.status_code == 200
+
+
+async def test_a_decompression_bomb_is_refused_as_too_large(api: tuple[httpx.AsyncClient, Any]) -> None:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    # 17 KB on the wire, a 32 MiB text value once inflated
+    bomb = zlib.compress(b"A" * (32 * 1024 * 1024), 9)
+    image = png()
+    body = image[:33] + chunk(b"zTXt", b"chara\x00\x00" + bomb) + image[33:]
+    client, _ = api
+    r = await import_files(client, ("bomb.png", body))
+    assert len(body) < 100_000 and r.status_code == 413 and "too_large" in r.json()["code"]
+    assert (await client.get(f"{API}/assets", params={"kind": "card"})).json() == []
