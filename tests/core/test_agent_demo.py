@@ -118,3 +118,12 @@ async def test_an_agent_turn_through_the_fake_server(store: EventStore) -> None:
     assert {t["function"]["name"] for t in parent_bodies[0]["tools"]} >= {"rp_run_subagent", "rp_write_turn", "rp_asset", "rp_state"}
     # Only the final body streamed to subscribers (the Writer's draft is the parent's material).
     assert "".join(c["text"] for c in chunks) == result.reply  # type: ignore[index]
+
+
+async def test_a_tool_free_route_in_agent_mode_commits_the_writers_draft(store: EventStore) -> None:
+    rt, sid = await sample_story(store)
+    await set_mode(rt, sid, "agent")
+    result = await play_turn(rt, sid, "我推开铁门。", parent_route=Route("demo", "demo", tools=False))
+    assert result.committed and tools_called(result) == ["rp_write_turn", "rp_commit_turn"]
+    assert result.reply == result.writer.text and "run.tool_free" in [d["code"] for d in result.diagnostics]  # type: ignore[union-attr]
+    await rt.aclose()

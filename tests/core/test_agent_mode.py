@@ -459,3 +459,22 @@ async def test_a_catalog_change_mid_run_applies_from_the_next_run(store: EventSt
     prepared = await prepare_run(rt, sid, "我点灯。", parent_route=ROUTE)
     assert [i.name for i in prepared.catalog] == ["Polishing"]
     await rt.aclose()
+
+
+async def test_a_specialist_gets_this_turns_images_after_its_task_input(store: EventStore) -> None:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (2, 2), (200, 30, 30)).save(buf, format="PNG")
+    image = {"type": "image", "mediaType": "image/png", "data": base64.b64encode(buf.getvalue()).decode("ascii")}
+    script = Script([call("rp_run_subagent", {"name": "Planning", "task": "Describe the photo.", "input": {}}), "好的。"])  # type: ignore[list-item]
+    rt, sid, _ = await agent_story(store, script)
+    result = await play_turn(rt, sid, "你看这张照片。", parent_route=ROUTE, images=[image])
+    [run] = results_of(result, "rp_run_subagent")
+    assert run.ok, run.error
+    [message] = [e for e in await rt.service.events(run.meta["childSessionId"]) if e.type == "user/message"]  # type: ignore[index]
+    assert [b["type"] for b in message.payload["content"]] == ["text", "image"]
+    await rt.aclose()

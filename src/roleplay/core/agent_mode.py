@@ -61,6 +61,7 @@ from .run_context import RpRunDeps
 from .sources import StoreAssetReader, collect_sources
 from .subagent_catalog import SubagentItem
 from .subagent_tools import subagent_tool
+from .toolfree import RUNTIME_CALL_WARNING
 from .types import Diagnostic, FrozenBuild, Slot
 from .workspace_tools import PersistentShell, workspace_tools
 from .writer import write_turn_tool
@@ -255,6 +256,9 @@ class AgentPolicy:
             text = expand(response.text, self.p.macros).strip() if response.text else ""
             # A repair call (retry patches, no text) carries the body of the attempt it repairs.
             body = sent if sent is not None else (text or self.body)
+            artifact = self.run.writer.artifact
+            if not body and artifact is not None and RUNTIME_CALL_WARNING in response.warnings:
+                body = artifact.text  # a tool-free route: the runtime commits the Writer's draft as it is
             self.body = body
             commit.note_response(step_id, names, body)
             if body:
