@@ -331,3 +331,65 @@ def test_editors_save_cards_presets_and_lorebooks_by_revision(page: Any) -> None
     assert "changed elsewhere" in page.inner_text("#editor-error")
     assert page.request.get(f"/api/v1/assets/{card}").json()["data"]["creator"] == "someone else"
     assert page.problems == []
+
+
+def test_session_wiki_rebind_workbench_preview_and_mode_switch(page: Any) -> None:
+    made = page.request.post("/api/v1/sessions", data={"sample": True}).json()
+    sid = made["sessionId"]
+    # A persona of its own, deleted later: the wiki then offers to select and bind another.
+    persona = page.request.post(
+        "/api/v1/assets", data={"kind": "persona", "data": {"name": "Wanderer", "description": "A traveller."}}
+    ).json()
+    current = page.request.get(f"/api/v1/sessions/{sid}/profile").json()
+    assert page.request.patch(
+        f"/api/v1/sessions/{sid}/profile", data={"patch": {"resources": {"persona": persona["id"]}}, "revision": current["revision"]}
+    ).ok
+    page.goto(f"/s/{sid}")
+    page.wait_for_selector("#chat[data-ready]")
+    send(page, "I look at the lamp.")
+
+    page.click("#open-wiki")
+    page.wait_for_selector("#wiki-body")
+    assert "林汐" in page.inner_text("#view-card")
+    page.focus("#tab-card")
+    page.keyboard.press("End")  # the tabs follow the arrow keys, Home and End
+    assert page.get_attribute("#tab-state", "aria-selected") == "true"
+    assert page.locator("#view-state .state-changes tbody tr").count() >= 1
+    shoot(page, "session-wiki-state")
+    page.click("#tab-persona")
+    assert "Wanderer" in page.inner_text("#view-persona")
+    page.click("#close-wiki")
+
+    assert page.request.delete(f"/api/v1/assets/{persona['id']}?force=true").ok
+    page.click("#open-wiki")
+    page.wait_for_selector("#wiki-body")
+    page.click("#tab-persona")
+    assert "Bound but missing" in page.inner_text("#view-persona")
+    page.click("#view-persona form.bind button[type=submit]")
+    page.wait_for_selector("#view-persona article.bound")
+    assert page.request.get(f"/api/v1/sessions/{sid}/profile").json()["profile"]["resources"]["persona"] != persona["id"]
+    page.click("#close-wiki")
+
+    # Mode: Agent, then back to Chat; only while idle.
+    page.click("[data-mode=agent]")
+    page.wait_for_selector("[data-mode=agent][aria-pressed=true]")
+    assert page.request.get(f"/api/v1/sessions/{sid}/profile").json()["profile"]["runtime"]["executionMode"] == "agent"
+    page.click("[data-mode=chat]")
+    page.wait_for_selector("[data-mode=chat][aria-pressed=true]")
+
+    # Workbench: move a slot up, save, and the Writer preview follows.
+    page.click("text=Prompt workbench")
+    page.wait_for_selector("#slots")
+    before = page.inner_text("#preview-text")
+    second = page.locator("#slots .slot >> nth=1 >> .slot-name").inner_text()
+    page.focus("#slots .slot >> nth=1 >> [data-move=up]")
+    page.keyboard.press("Enter")
+    assert page.locator("#slots .slot >> nth=0 >> .slot-name").inner_text() == second
+    page.click("#save-layout")
+    page.wait_for_function("b => document.getElementById('preview-text').textContent !== b", arg=before)
+    after = page.inner_text("#preview-text")
+    assert after != before
+    shoot(page, "workbench")
+    page.reload()
+    assert page.locator("#slots .slot >> nth=0 >> .slot-name").inner_text() == second
+    assert page.problems == []

@@ -3,6 +3,7 @@
 // module only shows the live draft as plain text and re-fetches the painted list afterwards.
 import { api, isSendKey, toast } from "./api.js";
 import { highlightDialogue } from "./dialogue.js";
+import { wireWiki } from "./wiki.js";
 
 const chat = document.getElementById("chat");
 const sid = chat.dataset.session;
@@ -55,6 +56,7 @@ function setBusy(turnId) {
   stopButton.hidden = !busy;
   writing.hidden = !busy;
   for (const b of log.querySelectorAll(".msg-actions button, .reply-option")) b.disabled = busy || Boolean(editing);
+  for (const b of document.querySelectorAll("[data-mode]")) b.disabled = busy; // the mode changes only while idle
   clearInterval(timer);
   if (busy) {
     startedAt = performance.now();
@@ -409,6 +411,26 @@ document.addEventListener("keydown", (e) => {
     button.click();
   }
 });
+
+// -- header: Chat/Agent mode (idle only), the Session Wiki -----------------------------------------
+for (const button of document.querySelectorAll("[data-mode]")) {
+  button.addEventListener("click", async () => {
+    if (button.getAttribute("aria-pressed") === "true" || runningTurn) return;
+    showError("");
+    try {
+      const current = await api("GET", `/sessions/${encodeURIComponent(sid)}/profile`);
+      await api("PATCH", `/sessions/${encodeURIComponent(sid)}/profile`, {
+        patch: { runtime: { executionMode: button.dataset.mode } },
+        revision: current.revision,
+      });
+      for (const b of document.querySelectorAll("[data-mode]")) b.setAttribute("aria-pressed", String(b === button));
+      toast(`${button.textContent} mode from the next turn`);
+    } catch (err) {
+      showError(err.message);
+    }
+  });
+}
+wireWiki(sid);
 
 highlightDialogue(document.getElementById("messages"));
 setBusy(runningTurn);

@@ -219,9 +219,19 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
         "changes": changes,
         "running": run.turn_id if run else None,
         "mode": profile.execution_mode if profile is not None else "chat",
+        "writerRoute": _writer_route_text(profile),
         "cardName": names["assistant"],
         "show": show,
     }
+
+
+def _writer_route_text(profile: Any) -> str:
+    route = profile.runtime.writer_route if profile is not None else None
+    if route is None:
+        return "the global default"
+    if route.follow_conversation:
+        return "follows the conversation's route"
+    return "/".join(p for p in (route.provider, route.model, route.reasoning_effort) if p)
 
 
 @router.get("/s/{session_id}", response_class=HTMLResponse)
