@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import json
+import copy
 import random
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -121,8 +121,9 @@ class SessionService:
             ids = self.folds.fold(SURFACE_IDS, session_id, loaded, _SurfaceIds).ids
             drafts = self._stamp_surface_ops(surface, expected_seq, drafts, ids)
         events = await self.store.append(session_id, expected_seq, drafts)
-        # What the cache would read back next: the same rows, as fresh copies of the payloads.
-        copies = [Event(e.session_id, e.seq, e.type, json.loads(json.dumps(e.payload)), e.created_at, e.version) for e in events]
+        # What the cache would read back next: the same rows, as fresh copies of the payloads (a
+        # deep copy costs per object, not per character: a Writer's whole prompt is one string).
+        copies = [Event(e.session_id, e.seq, e.type, copy.deepcopy(e.payload), e.created_at, e.version) for e in events]
         self.cache.advance(session_id, expected_seq, copies)
         return events
 
