@@ -100,3 +100,18 @@ def test_writer_route_global_and_per_session(tmp_path: Path) -> None:
     assert back["writerRoute"] is None
     bad = invoke(tmp_path, "writer-route", sid, "nosuch/model", "--json")
     assert bad.exit_code == 1 and json.loads(bad.stdout)["error"]["code"] == "model.unknown_provider"
+
+
+def test_prompt_previews_the_agent_parent_with_its_tools(tmp_path: Path) -> None:
+    sid = new_story(tmp_path)
+    chat = ok_json(tmp_path, "prompt", sid, "--model", "demo")
+    assert chat["parent"]["mode"] == "chat" and "## rp_run_subagent" not in chat["parent"]["system"]
+    assert "agent mode" in chat["parent"]["system"]  # the Chat parent points asset and state requests there
+    ok_json(tmp_path, "mode", sid, "agent")
+    agent = ok_json(tmp_path, "prompt", sid, "--model", "demo")
+    assert agent["parent"]["mode"] == "agent" and agent["parent"]["runContext"].startswith('<roleplay_request mode="agent">')
+    system = agent["parent"]["system"]
+    assert [system.index(h) for h in ("# Roleplay", "# Agent workflow", "## rp_write_turn", "## rp_guide", "## rp_run_subagent")] == sorted(
+        system.index(h) for h in ("# Roleplay", "# Agent workflow", "## rp_write_turn", "## rp_guide", "## rp_run_subagent")
+    )
+    assert ok_json(tmp_path, "prompt", sid, "--model", "demo") == agent  # byte-identical previews

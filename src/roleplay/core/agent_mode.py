@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ from roleplay.canonical import sha256_hex
 from roleplay.errors import RpError
 from roleplay.harness.loop import AgentSpec, StepView
 from roleplay.harness.models.types import ModelResponse
-from roleplay.harness.prompts import PromptAssembly
+from roleplay.harness.prompts import PromptAssembly, PromptContext, tool_sections
 from roleplay.harness.tools import Tool, ToolContext, ToolOutput, ToolRegistry
 from roleplay.names import (
     ASSET_WRITE_TOOL,
@@ -68,6 +69,7 @@ from .writer import write_turn_tool
 
 if TYPE_CHECKING:
     from .run import PreparedRun, RpRun
+    from .runtime import RoleplayRuntime
 
 AGENT_STEP_LIMIT = 20
 CHUNK = 48
@@ -102,35 +104,9 @@ class AgentPolicy:
 
     # -- tools --------------------------------------------------------------------------------------
     def _registry(self) -> ToolRegistry:
-        rt = self.rt
-        registry = ToolRegistry()
-        for name in _in_order(rt.tools):
-            tool = rt.tools.get(name)
-            if name == WRITE_TURN_TOOL:
-                tool = _guarded(write_turn_tool(rt.service, agent_mode=True), self._check_open)
-            elif name == COMMIT_TURN_TOOL:
-                tool = _guarded(tool, self._check_open)
-            elif name in REFRESHING_TOOLS:
-                tool = replace(tool, handler=self._refreshing(tool))
-            registry.register(tool)
-        tools, self.shell = workspace_tools(self.p.workspace_root, self.p.session_id)
-        for tool in tools:
-            registry.register(tool)
-        guide = guide_tool(rt.store, rt.features, self.p.input_text)
-        if guide is not None:
-            registry.register(guide)
-        if self.catalog:
-            identity = self.p.parent_system_sections[0].text
-            registry.register(
-                subagent_tool(
-                    rt,
-                    self.catalog,
-                    conversation_route=self.p.parent_route or self.p.writer_route,
-                    identity=identity if isinstance(identity, str) else "",
-                    images=self.p.images,
-                    on_outcome=self._subagent_outcome,
-                )
-            )
+        registry, self.shell = agent_registry(
+            self.rt, self.p, check_open=self._check_open, refreshing=self._refreshing, on_outcome=self._subagent_outcome
+        )
         return registry
 
     def _subagent_outcome(self, name: str, error: dict[str, Any] | None) -> None:
@@ -313,6 +289,57 @@ class AgentPolicy:
         self.streamed = text
 
 
+def agent_registry(
+    rt: RoleplayRuntime,
+    p: PreparedRun,
+    *,
+    check_open: Callable[[str], None],
+    refreshing: Callable[[Tool], Any],
+    on_outcome: Callable[[str, dict[str, Any] | None], None],
+) -> tuple[ToolRegistry, PersistentShell | None]:
+    """The Agent parent's tools for one prepared run (see the module docstring)."""
+    registry = ToolRegistry()
+    for name in _in_order(rt.tools):
+        tool = rt.tools.get(name)
+        if name == WRITE_TURN_TOOL:
+            tool = _guarded(write_turn_tool(rt.service, agent_mode=True), check_open)
+        elif name == COMMIT_TURN_TOOL:
+            tool = _guarded(tool, check_open)
+        elif name in REFRESHING_TOOLS:
+            tool = replace(tool, handler=refreshing(tool))
+        registry.register(tool)
+    tools, shell = workspace_tools(p.workspace_root, p.session_id)
+    for tool in tools:
+        registry.register(tool)
+    guide = guide_tool(rt.store, rt.features, p.input_text)
+    if guide is not None:
+        registry.register(guide)
+    if p.catalog:
+        identity = p.parent_system_sections[0].text
+        registry.register(
+            subagent_tool(
+                rt,
+                p.catalog,
+                conversation_route=p.parent_route or p.writer_route,
+                identity=identity if isinstance(identity, str) else "",
+                images=p.images,
+                on_outcome=on_outcome,
+            )
+        )
+    return registry, shell
+
+
+def parent_system_preview(rt: RoleplayRuntime, p: PreparedRun) -> str:
+    """The Agent parent's system prompt exactly as the run assembles it (``rp prompt``): the
+    roleplay sections and the guidance of every tool the Agent is offered. Starts nothing."""
+    registry, _ = agent_registry(rt, p, check_open=lambda _: None, refreshing=lambda t: t.handler, on_outcome=lambda *_: None)
+    tools = registry.visible()
+    assembly = PromptAssembly(p.parent_system_sections)
+    for section in tool_sections(tools):
+        assembly.add(section)
+    return assembly.assemble(PromptContext(p.session_id, frozenset(t.name for t in tools))).text
+
+
 def _in_order(registry: ToolRegistry) -> list[str]:
     """The registry's tools in registration order (``visible()`` keeps it)."""
     return [t.name for t in registry.visible()]
@@ -346,4 +373,4 @@ def _body_argument(response: ModelResponse, tool: str) -> str | None:
     return None
 
 
-__all__ = ["AGENT_STEP_LIMIT", "AgentPolicy", "Refresh"]
+__all__ = ["AGENT_STEP_LIMIT", "AgentPolicy", "Refresh", "agent_registry", "parent_system_preview"]

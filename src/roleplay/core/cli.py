@@ -46,6 +46,7 @@ from .conversation import Entry
 from .impersonate import impersonate
 from .line_editor import LineReader
 from .play_loop import PLAY_COMMANDS, PlaySession, Quiet, play_loop, stream_run, turn_choices, warn_turn
+from .agent_mode import parent_system_preview
 from .run import RunResult, play_turn, prepare_run
 from .runtime import RoleplayRuntime
 from .session_create import StoryRequest, create_story
@@ -271,13 +272,17 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
         p = await prepare_run(rt, session_id, text, parent_route=route)
         pending = await pending_note(rt, session_id)  # a summary that lands when the next turn starts
     notes = [*p.build.diagnostics, *([pending] if pending is not None else [])]
-    parent_system = PromptAssembly(p.parent_system_sections).assemble(
-        PromptContext(session_id, frozenset({WRITE_TURN_TOOL, COMMIT_TURN_TOOL, ASSET_READ_TOOL, STATE_READ_TOOL}))
+    parent_system = (
+        PromptAssembly(p.parent_system_sections)
+        .assemble(PromptContext(session_id, frozenset({WRITE_TURN_TOOL, COMMIT_TURN_TOOL, ASSET_READ_TOOL, STATE_READ_TOOL})))
+        .text
     )
+    if p.mode == "agent":
+        parent_system = parent_system_preview(rt, p)  # with every Agent tool's guidance
     view = {
         "writer": {"route": p.writer_route.spec, "system": p.writer_system, "user": p.build.writer_prompt,
                    "sections": [s.slot_id for s in p.build.sections]},
-        "parent": {"route": route.spec, "system": parent_system.text, "runContext": p.run_context},
+        "parent": {"route": route.spec, "mode": p.mode, "system": parent_system, "runContext": p.run_context},
         "participation": p.profile.participation,
         "epoch": p.build.epoch,
         "diagnostics": [d.to_dict() for d in notes],
@@ -290,7 +295,7 @@ async def prompt_command(ctx: click.Context, session_id: str, text: str, model_s
         (f"WRITER SYSTEM ({p.writer_route.spec})", p.writer_system),
         ("WRITER PROMPT", p.build.writer_prompt),
         ("WRITER WINDOW", window_summary(p.build.window)),
-        ("PARENT SYSTEM", parent_system.text),
+        ("PARENT SYSTEM", parent_system),
         ("PARENT RUN CONTEXT", p.run_context),
     ):
         click.echo(terminal_safe(f"===== {title} =====\n{body}\n"))
