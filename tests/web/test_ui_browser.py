@@ -393,3 +393,57 @@ def test_session_wiki_rebind_workbench_preview_and_mode_switch(page: Any) -> Non
     page.reload()
     assert page.locator("#slots .slot >> nth=0 >> .slot-name").inner_text() == second
     assert page.problems == []
+
+
+@pytest.fixture
+def slow_page(browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A live server whose default model is an OpenAI-compatible fake taking 50 ms a frame."""
+    from roleplay.harness.models.routes import resolve_route
+    from roleplay.testing.fake_openai import serve_fake_openai
+
+    with serve_fake_openai(flavor="openai", chunk_delay=0.05) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        with start_live_server(f"sqlite:///{tmp_path / 'rp.db'}", default_route=resolve_route("openai/fake")) as live:
+            context = browser.new_context(base_url=live.base, viewport={"width": 1280, "height": 900})
+            pg = context.new_page()
+            pg.set_default_timeout(30_000)
+            problems: list[str] = []
+            pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            pg.problems = problems
+            try:
+                yield pg
+            finally:
+                context.close()
+
+
+def test_streaming_is_visible_before_completion_survives_a_reload_and_stop_leaves_an_interrupted_turn(slow_page: Any) -> None:
+    page = slow_page
+    sid = page.request.post("/api/v1/sessions", data={"sample": True}).json()["sessionId"]
+    page.goto(f"/s/{sid}")
+    page.wait_for_selector("#chat[data-ready]")
+    page.fill("#draft", "I knock on the door.")
+    page.press("#draft", "Enter")
+    # Streaming: text in the live reply while the turn still runs, Stop in Send's place.
+    page.wait_for_selector("#messages article.streaming .live-text:not(:empty)")
+    assert page.is_visible("#stop") and not page.is_visible("#send") and page.is_visible("#writing")
+    shoot(page, "chat-streaming")
+    # A reload mid-reply: the page shows the running turn and picks the reply up when it is done.
+    page.reload()
+    page.wait_for_selector("#chat[data-ready]")
+    page.wait_for_function("() => document.querySelector('#chat').dataset.busy === 'false'")
+    page.wait_for_function("() => document.querySelectorAll('#messages article:not(.streaming)').length === 3")
+    assert "I knock on the door." in page.inner_text("#m2")
+
+    # Stop: the turn ends interrupted, shown with Retry and Delete.
+    page.fill("#draft", "I wait in the rain.")
+    page.press("#draft", "Enter")
+    page.wait_for_selector("#messages article.streaming .live-text:not(:empty)")
+    page.click("#stop")
+    page.wait_for_function("() => document.querySelector('#chat').dataset.busy === 'false'")
+    page.wait_for_selector("#messages article [data-action=delete-turn]")
+    assert page.locator("#messages [data-action=regenerate]").count() == 1  # Retry
+    page.click("#messages [data-action=delete-turn]")
+    page.click("#confirm button[value=ok]")
+    page.wait_for_function("() => !document.querySelector('#messages [data-action=delete-turn]')")
+    assert page.problems == []
