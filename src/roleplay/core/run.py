@@ -375,7 +375,8 @@ class RpRun(LoopHooks):
     async def history_view(self, session_id: str, surface: Loaded, split: int) -> Sequence[dict[str, Any]]:
         """``history`` of the surface's first ``split`` nodes from the session's story fold, which
         each turn feeds only the nodes added since the last (issue 12)."""
-        writing = (await self.rt.service.projection(session_id, replies_projection)).state["writing"]
+        # The writing replies as of the same seq (no read when the cache is there).
+        writing = (await self.rt.service.projection_at(session_id, replies_projection, surface.upto_seq)).state["writing"]
         return history_story(self.rt.service.folds, session_id, surface, writing, split)
 
     async def history(self, session_id: str, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
