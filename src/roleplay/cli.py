@@ -265,6 +265,12 @@ async def _asset_users(store: Any, asset_ids: Any) -> Any:
     return await sessions_using(store, asset_ids)
 
 
+async def _owned_migrations(store: Any) -> Any:
+    from roleplay.features import migrate_features
+
+    return await migrate_features(store)
+
+
 @click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="rp")
 @click.option(
@@ -284,6 +290,8 @@ def cli(ctx: click.Context, home: str | None) -> None:
         state.runtime_factory = _build_runtime
     if state.asset_users is None:
         state.asset_users = _asset_users
+    if state.owned_migrations is None:
+        state.owned_migrations = _owned_migrations
     _load_third_party_providers()
 
 

@@ -43,6 +43,9 @@ class CliState:
     # ``async (event_store, asset_ids) -> [user]``: the stories that bind any of the assets (each
     # user has ``to_dict()``). Injected like ``runtime_factory``; None skips the in-use check.
     asset_users: Any = None
+    # ``async (event_store) -> [(owner, number)]``: the migrations of the tables outside the event
+    # log (assets, settings, features' own), for ``rp db migrate``. Injected like ``runtime_factory``.
+    owned_migrations: Any = None
 
     @property
     def paths(self) -> Paths:

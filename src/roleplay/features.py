@@ -14,7 +14,7 @@ from typing import Any
 
 import pluggy
 
-from roleplay.core.feature_migrations import apply_feature_migrations
+from roleplay.assets.store import AssetStore
 from roleplay.core.feature_set import FeatureManager, closure
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.settings import FEATURES
@@ -44,12 +44,26 @@ def feature_migrations(pm: pluggy.PluginManager) -> dict[str, list[Any]]:
     return plan
 
 
+async def migrate_features(store: EventStore, *, entry_points: bool = True) -> list[tuple[str, int]]:
+    """Every pending migration of the tables outside the event log (``rp db migrate``): the
+    subsystems ``rp-core`` registers (assets, settings) first, then the enabled features' own.
+    Returns the (owner, number) pairs applied now."""
+    applied = await migrate_plugins(store, plugin_manager((), entry_points=False))
+    features = closure(await FeatureManager(store).enabled())
+    return applied + await migrate_plugins(store, plugin_manager(features, entry_points=entry_points))
+
+
+async def migrate_plugins(store: EventStore, pm: pluggy.PluginManager) -> list[tuple[str, int]]:
+    """The pending migrations ``pm``'s plugins register (``assets/schema.py`` applies them)."""
+    return await AssetStore(store).migrate(feature_migrations(pm))
+
+
 async def open_runtime(store: EventStore, *, entry_points: bool = True, **kw: Any) -> RoleplayRuntime:
     """A runtime with the saved enabled set (``rp features``), its plugins' tables migrated."""
     features = closure(await FeatureManager(store).enabled())
     pm = plugin_manager(features, entry_points=entry_points)
-    await apply_feature_migrations(store, feature_migrations(pm))
+    await migrate_plugins(store, pm)
     return RoleplayRuntime.create(store, plugins=pm, features=features, **kw)
 
 
-__all__ = ["build_runtime", "feature_migrations", "open_runtime"]
+__all__ = ["build_runtime", "feature_migrations", "migrate_features", "migrate_plugins", "open_runtime"]

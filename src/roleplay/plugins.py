@@ -32,7 +32,17 @@ CORE = "rp-core"
 
 
 class CorePlugin:
-    """``rp-core``'s process-wide part: the roleplay policy of the offline ``demo`` model."""
+    """``rp-core``'s process-wide part: the roleplay policy of the offline ``demo`` model, and the
+    tables every home has whatever is enabled (the asset library, the settings), each owned by
+    its subsystem (``assets/migrations.py``, ``core/settings_migrations.py``)."""
+
+    @hookimpl
+    def register_migrations(self, register: Any) -> None:
+        from roleplay.assets.migrations import ASSET_MIGRATIONS, OWNER as ASSETS
+        from roleplay.core.settings_migrations import OWNER as SETTINGS, SETTINGS_MIGRATIONS
+
+        register(ASSETS, ASSET_MIGRATIONS)
+        register(SETTINGS, SETTINGS_MIGRATIONS)
 
     @hookimpl
     def register_demo_policies(self, register: Any) -> None:

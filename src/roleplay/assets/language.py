@@ -16,6 +16,8 @@ import json
 import os
 from typing import Literal, Mapping, get_args
 
+from .schema import table_columns
+
 Language = Literal["en", "zh"]
 LANGUAGES: tuple[str, ...] = get_args(Language)
 SETTING_KEY = "language"
@@ -37,6 +39,8 @@ def parse_language(value: object) -> Language | None:
 
 async def stored_language(tx) -> Language | None:  # type: ignore[no-untyped-def]
     """The ``language`` setting's stored value inside an asset-store transaction, or None."""
+    if not await table_columns(tx, "settings"):
+        return None  # the settings store makes its table on first use: nothing was ever set
     row = await tx.conn.fetchone("SELECT value FROM settings WHERE key=?", (SETTING_KEY,))
     if row is None or row[0] is None:
         return None

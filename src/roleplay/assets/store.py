@@ -1,5 +1,5 @@
 """The shared asset store: cards, lorebooks, personas, presets and writing styles, in the same
-database as the event log (migration 3).
+database as the event log, in tables of its own (``assets/migrations.py``).
 
 One commit path. Every write (create, CAS update, delete, blob put, default change, seeding,
 imports) is one transaction run through :meth:`AssetStore.write`:
@@ -19,7 +19,7 @@ awaited normally. This keeps the two backends from drifting apart.
 
 Revisions start at 1 and grow by one with every change to an asset (data, blobs, trust flag).
 ``update`` and ``delete`` take ``expected_revision``; a stale one raises
-``asset.revision_conflict`` and writes nothing. Deletes are hard deletes (see migration 3).
+``asset.revision_conflict`` and writes nothing. Deletes are hard deletes (see ``assets/migrations.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import hashlib
 import json
 import re
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,6 +37,8 @@ from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationErr
 from roleplay.harness.store import EventStore
 
 from .kinds import DEFAULT_KINDS, check_kind, validate_asset_data
+from .migrations import ASSET_MIGRATIONS, OWNER
+from .schema import apply_pending, check_sequence, is_ready, mark_ready
 from .seeding import SeedMarker, content_hash
 
 T = TypeVar("T")
@@ -422,12 +424,42 @@ Body = Callable[[AssetTx], Awaitable[T]]
 
 
 class AssetStore:
-    """Async CRUD over the asset tables of an opened (and migrated) event store."""
+    """Async CRUD over the asset tables of an opened event store. The tables are the asset
+    store's own (``assets/migrations.py``): the first read or write through a store applies them
+    if needed (``assets/schema.py``), so a harness-migrated store is enough."""
 
     def __init__(self, events: EventStore) -> None:
         if events.dialect not in ("sqlite", "postgresql"):
             raise RpError("asset.unsupported_store", f"assets need a SQLite or PostgreSQL store, not {events.dialect!r}")
         self.events = events
+
+    # -- owned tables -----------------------------------------------------------------------------
+    async def migrate(self, plan: Mapping[str, Sequence[Any]]) -> list[tuple[str, int]]:
+        """Apply every pending migration of ``plan`` (owner → its migrations, see
+        ``assets/schema.py``); return the (owner, number) pairs applied now, in order."""
+        for owner, migrations in plan.items():
+            check_sequence(owner, migrations)
+        applied: list[tuple[str, int]] = []
+        for owner, migrations in plan.items():
+            if not migrations or is_ready(self.events, owner, migrations):
+                continue
+
+            async def body(tx: AssetTx, owner: str = owner, migrations: Sequence[Any] = migrations) -> list[int]:
+                return await apply_pending(tx, owner, migrations)
+
+            numbers = await self._run_write(body, retry_on_unique=True)
+            mark_ready(self.events, owner, migrations)
+            applied += [(owner, n) for n in numbers]
+        return applied
+
+    async def ensure(self, owner: str, migrations: Sequence[Any]) -> None:
+        """``owner``'s tables exist on this store (one read per store and owner, then nothing)."""
+        if not is_ready(self.events, owner, migrations):
+            await self.migrate({owner: migrations})
+
+    async def _own_tables(self) -> None:
+        if not is_ready(self.events, OWNER, ASSET_MIGRATIONS):
+            await self.migrate({OWNER: ASSET_MIGRATIONS})
 
     def new_id(self) -> str:
         return self.events.ids(ID_PREFIX)
@@ -436,6 +468,10 @@ class AssetStore:
     async def write(self, body: Body[T], *, retry_on_unique: bool = False) -> T:
         """Run ``body`` in one write transaction. With ``retry_on_unique`` a body that lost a race
         on a unique index is run again (it must re-read and find the winner's rows)."""
+        await self._own_tables()
+        return await self._run_write(body, retry_on_unique=retry_on_unique)
+
+    async def _run_write(self, body: Body[T], *, retry_on_unique: bool = False) -> T:
         attempts = 3 if retry_on_unique else 1
         for attempt in range(attempts):
             try:
@@ -465,6 +501,7 @@ class AssetStore:
                 return await body(AssetTx(_PgConn(conn), now, "postgresql"))
 
     async def read(self, body: Body[T]) -> T:
+        await self._own_tables()
         now = self.events.now()
         if self.events.dialect == "sqlite":
             return await self.events.execute_read(  # type: ignore[attr-defined,no-any-return]

@@ -1,4 +1,4 @@
-"""Global settings: one table beside sessions and assets (migration 4), one row per key.
+"""Global settings: one table beside sessions and assets (``core/settings_migrations.py``), one row per key.
 
 DESIGN.md §3.4 puts the enabled features, the Writer's default route, quick replies and prompt
 overrides in one settings table with revision CAS. Every key has a typed value (a pydantic type
@@ -47,6 +47,7 @@ from roleplay.errors import ConflictError, Problem, RpError, ValidationError
 from roleplay.harness.models.routes import Route, parse_route_spec
 from roleplay.harness.store.base import EventStore
 
+from .settings_migrations import OWNER as SETTINGS_OWNER, SETTINGS_MIGRATIONS
 from .workspace_tools import SETTING_KEY as _WORKSPACE_KEY, check_root as _check_workspace_root
 from .subagent_catalog import CATALOG_KEY as _CATALOG_KEY, CatalogValue as _CatalogValue, check_catalog as _check_catalog
 
@@ -461,21 +462,30 @@ def _record(key: str, row: tuple[Any, ...] | None) -> SettingRecord:
 
 
 class SettingsStore:
-    """Typed, revision-checked access to the settings table of an opened (migrated) store."""
+    """Typed, revision-checked access to the settings table of an opened store. The table is the
+    settings' own (``core/settings_migrations.py``), made on first use when missing."""
 
     def __init__(self, events: EventStore) -> None:
         self._runner = AssetStore(events)
 
+    async def _read(self, body: Any) -> Any:
+        await self._runner.ensure(SETTINGS_OWNER, SETTINGS_MIGRATIONS)
+        return await self._runner.read(body)
+
+    async def _write_tx(self, body: Any) -> Any:
+        await self._runner.ensure(SETTINGS_OWNER, SETTINGS_MIGRATIONS)
+        return await self._runner.write(body)
+
     async def get(self, key: str) -> SettingRecord:
         setting_def(key)
-        row = await self._runner.read(lambda tx: tx.conn.fetchone("SELECT value, revision, updated_at FROM settings WHERE key=?", (key,)))
+        row = await self._read(lambda tx: tx.conn.fetchone("SELECT value, revision, updated_at FROM settings WHERE key=?", (key,)))
         return _record(key, row)
 
     async def snapshot(self) -> SettingsSnapshot:
         async def body(tx: AssetTx) -> list[tuple[Any, ...]]:
             return await tx.conn.fetchall("SELECT key, value, revision, updated_at FROM settings")
 
-        return SettingsSnapshot({r[0]: tuple(r[1:]) for r in await self._runner.read(body)})
+        return SettingsSnapshot({r[0]: tuple(r[1:]) for r in await self._read(body)})
 
     async def set(self, key: str, value: Any, *, expected_revision: int | None = None) -> SettingRecord:
         """Store ``value`` (validated first; nothing is written on any error). ``None`` on a key
@@ -511,15 +521,13 @@ class SettingsStore:
             )
             return (text, current + 1, tx.now)
 
-        return _record(key, await self._runner.write(body))
+        return _record(key, await self._write_tx(body))
 
     async def dump(self) -> list[tuple[Any, ...]]:
         """Every row, raw and in key order (byte-identity tests)."""
         return [
             tuple(r)
-            for r in await self._runner.read(
-                lambda tx: tx.conn.fetchall("SELECT key, value, revision, updated_at FROM settings ORDER BY key")
-            )
+            for r in await self._read(lambda tx: tx.conn.fetchall("SELECT key, value, revision, updated_at FROM settings ORDER BY key"))
         ]
 
 

@@ -41,16 +41,26 @@ def db() -> None:
 @click.pass_context
 @run
 async def db_migrate(ctx: click.Context, as_json: bool) -> None:
-    """Apply pending schema migrations."""
+    """Apply pending schema migrations: the event log's, then those of the tables outside it
+    (assets, settings and each enabled feature's own, numbered per owner)."""
     state = state_of(ctx)
     async with state.open_store(migrate=False) as store:
         applied = await store.migrate()
         version = await store.schema_version()
+        owned = await state.owned_migrations(store) if state.owned_migrations is not None else []
     if as_json:
-        echo_json({"database": _safe_url(state.paths.database_url), "applied": applied, "schemaVersion": version})
+        echo_json(
+            {
+                "database": _safe_url(state.paths.database_url),
+                "applied": applied,
+                "schemaVersion": version,
+                "owned": [{"owner": owner, "number": number} for owner, number in owned],
+            }
+        )
     else:
         what = ", ".join(map(str, applied)) if applied else "nothing (up to date)"
-        click.echo(f"{_safe_url(state.paths.database_url)}: applied {what}; schema version {version}")
+        also = "; " + ", ".join(f"{owner} {number}" for owner, number in owned) if owned else ""
+        click.echo(f"{_safe_url(state.paths.database_url)}: applied {what}; schema version {version}{also}")
 
 
 @click.group()

@@ -4,8 +4,9 @@ Never edit or reorder a migration that has shipped: add a new number. Each migra
 statements for both dialects so that the two backends cannot drift apart silently; the shared
 conformance suite checks that both reach the same ``schema_version``.
 
-Feature tables (assets, settings) are added by later numbers in this same list, because every
-store in every process must agree on one linear history.
+The harness owns no roleplay table: the tables outside the event log (assets, settings, a
+feature's own) each belong to one owner with its own numbered list (``Migration`` with
+``expects``), recorded per owner in ``feature_migrations`` (``roleplay.assets.schema``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ class Migration:
     name: str
     sqlite: tuple[str, ...]
     postgres: tuple[str, ...]
+    # An owner's migration (``roleplay.assets.schema``) that creates tables only when missing
+    # names them here with the columns an existing one must have: how a subsystem adopts the
+    # tables an older release created, without rewriting a row.
+    expects: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -113,127 +118,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
-    # Shared assets (roleplay/assets/store.py). Deletes are hard: a deleted asset is gone and every
-    # session reference to it reads as unbound (spec); the only memory kept is the seed marker,
-    # which must outlive its asset so a deleted built-in is never recreated. Blobs and default
-    # rows cascade with their asset. ``source_character_id`` is a weak link (no foreign key): a
-    # lorebook survives the deletion of the card it came from. ``UNIQUE(kind, import_hash)`` makes
-    # importing the same file twice (in any number of processes) yield one asset.
-    Migration(
-        3,
-        "assets",
-        sqlite=(
-            """CREATE TABLE assets (
-                id                  TEXT PRIMARY KEY,
-                kind                TEXT NOT NULL CHECK (kind IN ('card','lorebook','persona','preset','writing-style')),
-                revision            INTEGER NOT NULL CHECK (revision >= 1),
-                name                TEXT NOT NULL,
-                data                TEXT NOT NULL CHECK (json_valid(data)),
-                content_hash        TEXT NOT NULL,
-                import_hash         TEXT,
-                source_character_id TEXT,
-                seed_key            TEXT,
-                created_at          TEXT NOT NULL,
-                updated_at          TEXT NOT NULL
-            )""",
-            "CREATE INDEX assets_listing ON assets(kind, created_at, id)",
-            "CREATE UNIQUE INDEX assets_import ON assets(kind, import_hash)",
-            "CREATE UNIQUE INDEX assets_seed ON assets(seed_key)",
-            "CREATE INDEX assets_source_character ON assets(source_character_id)",
-            """CREATE TABLE asset_blobs (
-                asset_id   TEXT NOT NULL REFERENCES assets(id) ON DELETE CASCADE,
-                role       TEXT NOT NULL,
-                media_type TEXT NOT NULL,
-                sha256     TEXT NOT NULL,
-                size       INTEGER NOT NULL,
-                bytes      BLOB NOT NULL,
-                created_at TEXT NOT NULL,
-                PRIMARY KEY (asset_id, role)
-            )""",
-            """CREATE TABLE asset_seed_markers (
-                seed_key     TEXT PRIMARY KEY,
-                kind         TEXT NOT NULL,
-                version      INTEGER NOT NULL,
-                content_hash TEXT,
-                asset_id     TEXT,
-                deleted      INTEGER NOT NULL DEFAULT 0,
-                updated_at   TEXT NOT NULL
-            )""",
-            """CREATE TABLE asset_defaults (
-                kind       TEXT PRIMARY KEY CHECK (kind IN ('persona','preset','writing-style')),
-                asset_id   TEXT NOT NULL REFERENCES assets(id) ON DELETE CASCADE,
-                updated_at TEXT NOT NULL
-            )""",
-        ),
-        postgres=(
-            # text, not json: the stored data stays byte-for-byte what was written, as on SQLite.
-            """CREATE TABLE assets (
-                id                  text PRIMARY KEY,
-                kind                text NOT NULL CHECK (kind IN ('card','lorebook','persona','preset','writing-style')),
-                revision            bigint NOT NULL CHECK (revision >= 1),
-                name                text NOT NULL,
-                data                text NOT NULL,
-                content_hash        text NOT NULL,
-                import_hash         text,
-                source_character_id text,
-                seed_key            text,
-                created_at          text NOT NULL,
-                updated_at          text NOT NULL
-            )""",
-            "CREATE INDEX assets_listing ON assets(kind, created_at, id)",
-            "CREATE UNIQUE INDEX assets_import ON assets(kind, import_hash)",
-            "CREATE UNIQUE INDEX assets_seed ON assets(seed_key)",
-            "CREATE INDEX assets_source_character ON assets(source_character_id)",
-            """CREATE TABLE asset_blobs (
-                asset_id   text NOT NULL REFERENCES assets(id) ON DELETE CASCADE,
-                role       text NOT NULL,
-                media_type text NOT NULL,
-                sha256     text NOT NULL,
-                size       bigint NOT NULL,
-                bytes      bytea NOT NULL,
-                created_at text NOT NULL,
-                PRIMARY KEY (asset_id, role)
-            )""",
-            """CREATE TABLE asset_seed_markers (
-                seed_key     text PRIMARY KEY,
-                kind         text NOT NULL,
-                version      integer NOT NULL,
-                content_hash text,
-                asset_id     text,
-                deleted      boolean NOT NULL DEFAULT false,
-                updated_at   text NOT NULL
-            )""",
-            """CREATE TABLE asset_defaults (
-                kind       text PRIMARY KEY CHECK (kind IN ('persona','preset','writing-style')),
-                asset_id   text NOT NULL REFERENCES assets(id) ON DELETE CASCADE,
-                updated_at text NOT NULL
-            )""",
-        ),
-    ),
-    # Global settings (roleplay/core/settings.py): one row per key, revision CAS per key. A NULL
-    # value means "the default" (a reset); the row stays so the revision never goes back and a
-    # stale writer that read an older revision is still refused.
-    Migration(
-        4,
-        "settings",
-        sqlite=(
-            """CREATE TABLE settings (
-                key        TEXT PRIMARY KEY,
-                value      TEXT CHECK (value IS NULL OR json_valid(value)),
-                revision   INTEGER NOT NULL CHECK (revision >= 0),
-                updated_at TEXT NOT NULL
-            )""",
-        ),
-        postgres=(
-            # text, not json: the stored value stays byte-for-byte what was written, as on SQLite.
-            """CREATE TABLE settings (
-                key        text PRIMARY KEY,
-                value      text,
-                revision   bigint NOT NULL CHECK (revision >= 0),
-                updated_at text NOT NULL
-            )""",
-        ),
-    ),
+    # 3 and 4 created the roleplay tables (assets, settings) before those moved to the subsystems
+    # that own them: ``roleplay/assets/migrations.py`` and ``roleplay/core/settings_migrations.py``,
+    # applied through the per-owner ``feature_migrations`` record. The history is append-only, so
+    # the numbers and names stay and every home records 1..LATEST alike; a home that applied them
+    # before keeps its tables, which the owners' first migrations adopt (``CREATE … IF NOT
+    # EXISTS`` and a check of the columns), and a new home gets no roleplay table from here.
+    Migration(3, "assets", sqlite=(), postgres=()),
+    Migration(4, "settings", sqlite=(), postgres=()),
     # Large event text stored once (harness/store/texts.py): content-addressed, deduplicated,
     # zlib-compressed parts, referenced in order by the ``texts`` column of an event or a snapshot
     # (a surface snapshot holds the same message texts as the events). Parts are append-only. Rows written before this migration keep ``texts`` NULL and their

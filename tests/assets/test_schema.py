@@ -1,4 +1,4 @@
-"""A feature's own tables: numbered per feature, applied once, all or nothing, both backends."""
+"""Tables outside the event log: numbered per owner, applied once, all or nothing, both backends."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from roleplay.assets.migrations import ASSET_MIGRATIONS
 from roleplay.assets.store import AssetStore
-from roleplay.core.feature_migrations import apply_feature_migrations
+from roleplay.core.settings_migrations import SETTINGS_MIGRATIONS
 from roleplay.errors import ValidationError
 from roleplay.features import feature_migrations, open_runtime
 from roleplay.harness.store import EventStore
@@ -26,6 +27,10 @@ LOG = Migration(
 WIND = Migration(2, "wind", ("ALTER TABLE weather_log ADD COLUMN wind TEXT",), ("ALTER TABLE weather_log ADD COLUMN wind text",))
 
 
+async def apply_feature_migrations(store: EventStore, plan: dict[str, list[Migration]]) -> list[tuple[str, int]]:
+    return await AssetStore(store).migrate(plan)
+
+
 async def rows(store: EventStore, sql: str) -> list[tuple[Any, ...]]:
     return await AssetStore(store).read(lambda tx: tx.conn.fetchall(sql))
 
@@ -36,7 +41,7 @@ async def test_pending_migrations_apply_once_in_order(store: EventStore) -> None
     assert await apply_feature_migrations(store, {"weather": [LOG, WIND]}) == []
     await AssetStore(store).write(lambda tx: tx.conn.execute("INSERT INTO weather_log(day, sky, wind) VALUES ('d1', 'fog', 'east')"))
     assert await rows(store, "SELECT day, sky, wind FROM weather_log") == [("d1", "fog", "east")]
-    assert await rows(store, "SELECT feature, number, name FROM feature_migrations ORDER BY number") == [
+    assert await rows(store, "SELECT feature, number, name FROM feature_migrations WHERE feature = 'weather' ORDER BY number") == [
         ("weather", 1, "weather log"),
         ("weather", 2, "wind"),
     ]
@@ -66,7 +71,11 @@ async def test_a_plugins_migrations_run_when_a_runtime_opens(store: EventStore, 
         pm.register(Weather(), name="weather")
         return pm
 
-    assert feature_migrations(with_weather(None, entry_points=False)) == {"weather": [LOG, WIND]}
+    assert feature_migrations(with_weather(None, entry_points=False)) == {
+        "rp-assets": list(ASSET_MIGRATIONS),
+        "rp-settings": list(SETTINGS_MIGRATIONS),
+        "weather": [LOG, WIND],
+    }
     monkeypatch.setattr("roleplay.features.plugin_manager", with_weather)
     rt = await open_runtime(store, entry_points=False)
     assert await rows(store, "SELECT count(*) FROM weather_log") == [(0,)]
