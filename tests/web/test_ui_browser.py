@@ -447,3 +447,45 @@ def test_streaming_is_visible_before_completion_survives_a_reload_and_stop_leave
     page.click("#confirm button[value=ok]")
     page.wait_for_function("() => !document.querySelector('#messages [data-action=delete-turn]')")
     assert page.problems == []
+
+
+def test_settings_features_values_quick_replies_and_model_test(page: Any) -> None:
+    page.goto("/settings")
+    shoot(page, "settings")
+    # A feature off turns off what needs it; back on.
+    page.uncheck("[data-feature=rp-state]")
+    page.wait_for_load_state("load")
+    page.wait_for_selector("[data-feature=rp-state]:not(:checked)")
+    assert not page.is_checked("[data-feature=rp-compat-mvu]")  # it needs rp-state
+    page.check("[data-feature=rp-compat-mvu]")
+    page.wait_for_selector("[data-feature=rp-compat-mvu]:checked")
+    assert page.is_checked("[data-feature=rp-state]")  # and what it needs comes back
+
+    # A setting changed is marked, and Reset brings the default back.
+    form = page.locator("form.setting[data-key='replyOptions.count']")
+    form.locator("input").fill("2")
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector("form.setting[data-key='replyOptions.count'] .badge")
+    assert page.request.get("/api/v1/settings/replyOptions.count").json()["value"] == 2
+    page.click("form.setting[data-key='replyOptions.count'] [data-reset]")
+    page.wait_for_selector("form.setting[data-key='replyOptions.count']:not(:has(.badge))")
+
+    # A quick reply, inserted into the draft at the cursor from the chat.
+    page.fill("#add-quick [name=label]", "Nod")
+    page.fill("#add-quick [name=text]", "*nods slowly*")
+    page.click("#add-quick button")
+    page.wait_for_selector(".quick-list >> text=Nod")
+    sid = page.request.post("/api/v1/sessions", data={"sample": True}).json()["sessionId"]
+    page.goto(f"/s/{sid}")
+    page.wait_for_selector("#chat[data-ready]")
+    page.fill("#draft", "I agree. ")
+    page.click(".quick-reply >> text=Nod")
+    assert page.input_value("#draft") == "I agree. *nods slowly*"
+    assert page.locator("#messages article").count() == 1  # inserting never sends
+
+    # The model test answers on the demo.
+    page.goto("/settings")
+    page.fill("#model-test [name=model]", "demo")
+    page.click("#model-test button")
+    page.wait_for_selector("#model-result:has-text('answered')")
+    assert page.problems == []

@@ -62,7 +62,7 @@ async def test_every_page_renders_with_the_csp_and_no_inline_script(api: tuple[h
     card = cards[0]["id"]
     for path in ["/", "/?archived=true", "/new", f"/new?card={card}", f"/new/opening?card={card}", f"/s/{sid}",
                  f"/s/{sid}/fragment", "/library", *(f"/library/{k}" for k in ("card", "lorebook", "persona", "preset", "writing-style")),
-                 f"/library/asset/{card}", f"/s/{sid}/wiki", f"/s/{sid}/workbench", f"/s/{sid}/workbench/preview"]:  # fmt: skip
+                 f"/library/asset/{card}", f"/s/{sid}/wiki", f"/s/{sid}/workbench", f"/s/{sid}/workbench/preview", "/settings"]:  # fmt: skip
         assert_safe_page(await client.get(path))
     for asset in (await client.get("/api/v1/assets")).json():
         assert_safe_page(await client.get(f"/library/asset/{asset['id']}/edit"))

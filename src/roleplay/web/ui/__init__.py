@@ -40,12 +40,13 @@ def page(request: Request, template: str, context: dict[str, Any], *, status_cod
 
 
 def install(app: FastAPI) -> None:
-    from . import library, pages, story
+    from . import library, pages, settings, story
 
     app.mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static")
     app.include_router(pages.router)
     app.include_router(library.router)
     app.include_router(story.router)
+    app.include_router(settings.router)
 
 
 __all__ = ["CSP", "PAGE_HEADERS", "install", "page"]
