@@ -10,7 +10,7 @@ import pytest
 from tests_support import sample_story
 
 from roleplay.core.agent_cli import set_mode
-from roleplay.core.agent_demo import DEMO_PLAN, agent_demo_policy
+from roleplay.core.agent_demo import DEMO_PLAN, agent_demo_policy, tidy
 from roleplay.core.demo import roleplay_demo_policy
 from roleplay.core.run import RunResult, play_turn
 from roleplay.core.runtime import RoleplayRuntime
@@ -44,7 +44,7 @@ async def check_agent_turn(rt: RoleplayRuntime, result: RunResult) -> None:
     assert plan["name"] == "Planning" and polish["name"] == "Polishing"
     assert write["brief"].startswith(DEMO_PLAN) and polish["input"]["draft"] == result.writer.text  # type: ignore[union-attr]
     [commit] = [r for r in result.turn.tool_results if r.name == "rp_commit_turn"]
-    assert commit.meta["mode"] == "agent" and result.reply == " ".join(result.writer.text.split())  # type: ignore[index, union-attr]
+    assert commit.meta["mode"] == "agent" and result.reply == tidy(result.writer.text)  # type: ignore[index, union-attr]
 
 
 async def test_the_demo_plays_three_agent_turns(store: EventStore) -> None:
@@ -127,3 +127,7 @@ async def test_a_tool_free_route_in_agent_mode_commits_the_writers_draft(store: 
     assert result.committed and tools_called(result) == ["rp_write_turn", "rp_commit_turn"]
     assert result.reply == result.writer.text and "run.tool_free" in [d["code"] for d in result.diagnostics]  # type: ignore[union-attr]
     await rt.aclose()
+
+
+def test_the_demo_polish_keeps_paragraphs() -> None:
+    assert tidy("  One  two.\n\n\n  Three   four. \n") == "One two.\n\nThree four."

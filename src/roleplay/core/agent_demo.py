@@ -11,7 +11,7 @@ Like the Chat demo (``core.demo``) it follows the real protocol, derived only fr
   plain reply that says so (the Writer is blocked); a failed commit is repaired with one patch
   call. Items the demo does not know are left alone (it cannot read a free-text contract).
 - As a **task specialist** (a ``<task_input>``): planning answers a three-point outline of the
-  request, polishing returns the draft it was given with its whitespace tidied.
+  request, polishing returns the draft it was given with its whitespace tidied (paragraphs kept).
 """
 
 from __future__ import annotations
@@ -51,9 +51,15 @@ def specialist(request: ModelRequest, task: dict[str, Any]) -> str:
     value: dict[str, Any] = given if isinstance(given, dict) else {}
     draft = value.get("draft")
     if isinstance(draft, str) and draft.strip() and _role_in(system) == "polish":
-        return " ".join(draft.split())
+        return tidy(draft)
     said = " ".join(str(value.get("request") or task.get("task") or "").split())[:120]
     return f"{DEMO_PLAN} 1. Take in “{said}”. 2. Let the scene answer it. 3. Leave a thread open for the next move."
+
+
+def tidy(draft: str) -> str:
+    """The demo's polish: the same text, runs of spaces and blank lines folded, paragraphs kept."""
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", draft.strip())]
+    return "\n\n".join(p for p in paragraphs if p)
 
 
 def parent_step(request: ModelRequest, start: int) -> dict[str, Any]:
@@ -152,4 +158,4 @@ def _current_input(context: str) -> str:
     return " ".join((found.group(1) if found else "").split())[:300]
 
 
-__all__ = ["agent_demo_policy"]
+__all__ = ["agent_demo_policy", "tidy"]
