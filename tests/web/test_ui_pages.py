@@ -75,6 +75,7 @@ async def test_every_page_renders_with_the_csp_and_no_inline_script(api: tuple[h
         "library.js",
         "setup.js",
         "start.js",
+        "settings.js",
         "wiki.js",
         "workbench.js",
     ):
