@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
 # context sources and plugs into the runtime's hooks. (Dotted module → layer; the longest match wins.)
 MODULE_LAYERS: dict[str, int] = {
     "state.feature": 4,
+    "state.effect": 4,  # the state.update commit capability (core's effect types)
     "assets.cards.feature": 4,
     "assets.lorebook.feature": 4,
     "assets.personas.feature": 4,

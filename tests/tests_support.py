@@ -84,3 +84,11 @@ async def sample_story(store, model=None, *, plus_features=(), **request):  # ty
     card = (await AssetService(store).import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id
     record, _ = await create_story(rt, StoryRequest(card=card, **request))
     return rt, record.id
+
+
+def state_effect_registry():  # type: ignore[no-untyped-def]
+    """The commit's effect registry with ``state.update`` (what the ``rp-state`` plugin registers)."""
+    from roleplay.core.effects import EffectRegistry
+    from roleplay.state.effect import state_update_capability
+
+    return EffectRegistry([state_update_capability()])

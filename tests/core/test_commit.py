@@ -26,7 +26,6 @@ from roleplay.core.effects import (
     EffectCheck,
     ExtensionCapability,
     ExtensionRegistry,
-    default_effect_registry,
 )
 from roleplay.core.types import CommitContext, WriterArtifact
 from roleplay.errors import Problem, RpError
@@ -35,6 +34,7 @@ from roleplay.harness.models.types import ToolCall
 from roleplay.harness.tools import ToolContext, ToolRegistry, ToolResultData
 from roleplay.state import apply_bootstrap, bootstrap_payload, empty_projection
 from roleplay.state.events import apply_event, initial_tracker, state_document
+from tests_support import state_effect_registry
 
 pytestmark = pytest.mark.anyio
 
@@ -132,7 +132,7 @@ class Run:
             live_revisions=live_revisions or {},
         )
         self.session = CommitSession(self.ctx, secret=b"run-secret", live_revisions_check=live)
-        self.effects = effects or default_effect_registry()
+        self.effects = effects or state_effect_registry()
         self.registry = registry([commit_tool(self.effects, extensions, artifacts, declaration=declaration)])  # type: ignore[arg-type]
         self.n = 0
 
@@ -652,7 +652,7 @@ def test_check_draft_is_pure() -> None:
     draft = wrong_commit()
     frozen = copy.deepcopy(draft)
     state_before = canonical_json(ctx.state)
-    check = check_draft(draft, ctx, default_effect_registry())
+    check = check_draft(draft, ctx, state_effect_registry())
     assert {p.code for p in check.problems} == {"state.update.by_out_of_bounds", "state.update.rule_unknown"}
     assert draft == frozen and canonical_json(ctx.state) == state_before
 

@@ -23,7 +23,6 @@ from roleplay.core.effects import (
     EffectRegistry,
     ExtensionCapability,
     ExtensionRegistry,
-    default_effect_registry,
 )
 from roleplay.core.commit import commit_tool
 from roleplay.harness.models.deepseek import DEEPSEEK_CAPABILITIES
@@ -33,6 +32,7 @@ from roleplay.harness.models.wire import tools_to_wire
 from roleplay.harness.tools import Tool, ToolRegistry
 from roleplay.state import state_update_tool_schema
 from roleplay.testing.fake_openai import declaration_error, serve_fake_openai
+from tests_support import state_effect_registry
 
 STATE_EFFECT = {
     "kind": "state.update",
@@ -59,7 +59,7 @@ def valid(schema: dict[str, Any], instance: Any) -> bool:
 
 
 def test_the_union_is_derived_from_the_registered_capabilities() -> None:
-    registry = default_effect_registry()
+    registry = state_effect_registry()
     before = commit_schema(registry)
     assert before["oneOf"][0]["properties"]["effects"]["items"]["oneOf"] == [state_update_tool_schema()]
     assert not valid(before, {**FULL, "effects": [{"kind": "inventory.add", "item": "剑"}]})
@@ -76,7 +76,7 @@ def test_the_union_is_derived_from_the_registered_capabilities() -> None:
 
 
 def test_full_and_retry_are_mutually_exclusive() -> None:
-    schema = commit_schema(default_effect_registry())
+    schema = commit_schema(state_effect_registry())
     assert valid(schema, FULL)
     assert valid(schema, RETRY)
     assert not valid(schema, {**FULL, **RETRY})
@@ -97,7 +97,7 @@ def test_every_object_is_closed() -> None:
             for i, value in enumerate(node):
                 walk(value, f"{where}/{i}")
 
-    registry = default_effect_registry()
+    registry = state_effect_registry()
     registry.register(inventory())
     walk(commit_schema(registry), "")
 
@@ -118,16 +118,16 @@ def test_without_capabilities_no_effect_is_accepted_and_the_schema_stays_valid()
 
 
 def test_extensions_are_declared_only_while_registered() -> None:
-    assert "extensions" not in commit_schema(default_effect_registry(), ExtensionRegistry())["oneOf"][0]["properties"]
+    assert "extensions" not in commit_schema(state_effect_registry(), ExtensionRegistry())["oneOf"][0]["properties"]
     ext = ExtensionRegistry([ExtensionCapability("rp.tag", {"type": "string", "maxLength": 5}, lambda v, c, p: EffectCheck())])
-    schema = commit_schema(default_effect_registry(), ext)
+    schema = commit_schema(state_effect_registry(), ext)
     assert valid(schema, {**FULL, "extensions": {"rp.tag": "晴"}})
     assert not valid(schema, {**FULL, "extensions": {"rp.tag": "too long"}})
     assert not valid(schema, {**FULL, "extensions": {"rp.other": 1}})
 
 
 def test_the_schema_is_a_valid_tool_declaration() -> None:
-    schema = commit_schema(default_effect_registry())
+    schema = commit_schema(state_effect_registry())
     registry = ToolRegistry([Tool("rp_commit_turn", "commit", schema, lambda args, ctx: "ok")])
     assert registry.get("rp_commit_turn").spec().parameters is schema
 
@@ -155,14 +155,14 @@ def test_the_schema_is_a_valid_tool_declaration() -> None:
     ],
 )
 def test_schema_problems_point_into_the_branch_the_instance_names(instance: Any, expected: set[str]) -> None:
-    full = commit_schema(default_effect_registry())["oneOf"][0]
+    full = commit_schema(state_effect_registry())["oneOf"][0]
     problems = schema_problems(full, instance)
     assert {p.pointer for p in problems} == expected
     assert all(p.code == "commit.invalid_arguments" for p in problems)
 
 
 def test_every_extra_property_gets_its_own_pointer_and_keys_are_escaped() -> None:
-    full = commit_schema(default_effect_registry())["oneOf"][0]
+    full = commit_schema(state_effect_registry())["oneOf"][0]
     problems = schema_problems(full, {**FULL, "a/b": 1, "c~d": 2})
     assert sorted(p.pointer for p in problems) == ["/a~1b", "/c~0d"]
 
@@ -199,7 +199,7 @@ SAMPLES: list[Any] = [
 
 
 def test_the_conditional_form_accepts_exactly_what_the_one_of_form_accepts() -> None:
-    registry = default_effect_registry()
+    registry = state_effect_registry()
     registry.register(inventory())
     ext = ExtensionRegistry([ExtensionCapability("rp.tag", {"type": "string", "maxLength": 5}, lambda v, c, p: EffectCheck())])
     one_of, conditional = commit_schema(registry, ext), conditional_schema(registry, ext)
@@ -214,7 +214,7 @@ def test_the_conditional_form_accepts_exactly_what_the_one_of_form_accepts() -> 
 
 
 def test_the_raw_union_is_refused_by_openai_style_providers_and_the_wire_form_is_not() -> None:
-    registry = default_effect_registry()
+    registry = state_effect_registry()
     registry.register(inventory())
     tool = commit_tool(registry)
     raw = tools_to_wire([tool.spec()], Capabilities(accepts_root_combinators=True))
@@ -232,7 +232,7 @@ def test_the_raw_union_is_refused_by_openai_style_providers_and_the_wire_form_is
 
 
 def test_the_commit_tool_goes_through_the_real_provider_path_to_an_openai_style_server() -> None:
-    tool = commit_tool(default_effect_registry())
+    tool = commit_tool(state_effect_registry())
     request = ModelRequest([ChatMessage("user", "继续")], tools=[tool.spec()])
 
     async def send(base_url: str) -> str:

@@ -1,8 +1,8 @@
-"""Effect and extension capability registries, and the built-in ``state.update`` capability."""
+"""Effect and extension capability registries (core defines no capability: ``state.update`` is the
+state domain's, ``tests/state/test_effect.py``)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -10,14 +10,11 @@ import pytest
 from roleplay.core.effects import (
     EffectCapability,
     EffectCheck,
-    EffectItem,
     EffectRegistry,
     ExtensionCapability,
     ExtensionRegistry,
-    default_effect_registry,
-    state_update_capability,
-    validate_state_updates,
 )
+from roleplay.state.effect import state_update_capability
 from roleplay.core.types import CommitContext
 from roleplay.errors import ValidationError
 from roleplay.state import (
@@ -67,8 +64,8 @@ def noop_capability(kind: str = "inventory.add", **schema_over: Any) -> EffectCa
 # -- registries -----------------------------------------------------------------------------------
 
 
-def test_the_default_registry_holds_state_update_with_the_state_schema() -> None:
-    registry = default_effect_registry()
+def test_a_registry_holds_state_update_with_the_state_schema() -> None:
+    registry = EffectRegistry([state_update_capability()])
     assert registry.kinds() == ["state.update"]
     assert registry.get("state.update").schema == state_update_tool_schema()  # type: ignore[union-attr]
     assert "state.update" in registry and "x" not in registry
@@ -104,7 +101,7 @@ def test_the_default_registry_holds_state_update_with_the_state_schema() -> None
     ],
 )
 def test_registration_is_checked(cap: EffectCapability, code: str, pointer: str) -> None:
-    registry = default_effect_registry()
+    registry = EffectRegistry([state_update_capability()])
     revision = registry.revision
     with pytest.raises(ValidationError) as caught:
         registry.register(cap)
@@ -130,63 +127,3 @@ def test_extension_registry_rules() -> None:
             ext.register(cap)
         assert caught.value.code == code
     assert ext.keys() == ["rp.tag"]
-
-
-# -- state.update ---------------------------------------------------------------------------------
-
-
-def test_state_problems_point_at_each_effect_where_it_sits_in_the_commit() -> None:
-    items = [EffectItem("/effects/1", update(by=5)), EffectItem("/effects/3", update(namespace="ghost"))]
-    check = validate_state_updates(items, context())
-    assert {(p.code, p.pointer) for p in check.problems} == {
-        ("state.update.by_out_of_bounds", "/effects/1/payload/changes/0/by"),
-        ("state.update.namespace_unknown", "/effects/3/namespace"),
-    }
-
-
-def test_one_effect_per_namespace_spans_effects() -> None:
-    items = [EffectItem("/effects/0", update()), EffectItem("/effects/2", update(rule="nope"))]
-    check = validate_state_updates(items, context())
-    assert [(p.code, p.pointer) for p in check.problems] == [("state.update.namespace_duplicate", "/effects/2/namespace")]
-
-
-def test_dynamic_failures_are_reported_after_static_checks_pass() -> None:
-    # +2 is within the rule, but a=9+2 breaks the schema maximum: found only by running it.
-    state = apply_bootstrap(empty_projection(), bootstrap_payload(DEFINITION, {"a": 9}))
-    check = validate_state_updates([EffectItem("/effects/0", update(by=2))], context(state))
-    assert [(p.code, p.pointer) for p in check.problems] == [("state.update.schema_violation", "/effects/0/payload/changes/0/by")]
-
-
-def test_a_list_level_problem_is_blamed_on_the_first_state_effect() -> None:
-    items = [EffectItem(f"/effects/{i + 2}", update()) for i in range(40)]
-    check = validate_state_updates(items, context())
-    assert [(p.code, p.pointer) for p in check.problems] == [("state.update.effects_invalid", "/effects/2")]
-
-
-def test_valid_updates_come_back_as_independent_copies() -> None:
-    effect = update(by=2)
-    check = validate_state_updates([EffectItem("/effects/0", effect)], context())
-    assert check.problems == [] and check.effects == [effect]
-    check.effects[0]["payload"]["changes"][0]["by"] = 99
-    assert effect["payload"]["changes"][0]["by"] == 2
-
-
-def test_every_turn_rules_yield_diagnostics_even_without_state_effects() -> None:
-    definition = copy.deepcopy(DEFINITION)
-    definition["rules"][0]["cadence"] = "every-turn"
-    check = validate_state_updates([], context(definition=definition))
-    assert check.problems == [] and check.effects == []
-    (diagnostic,) = check.diagnostics
-    assert diagnostic.source_id == "rp.state" and diagnostic.details["namespace"] == "story"
-
-
-def test_a_context_without_state_has_no_namespaces() -> None:
-    check = validate_state_updates([EffectItem("/effects/0", update())], context(state={}))
-    assert [(p.code, p.pointer) for p in check.problems] == [("state.update.namespace_unknown", "/effects/0/namespace")]
-
-
-def test_validation_does_not_touch_the_context_state() -> None:
-    ctx = context()
-    before = copy.deepcopy(ctx.state)
-    validate_state_updates([EffectItem("/effects/0", update(by=2))], ctx)
-    assert ctx.state == before

@@ -7,7 +7,6 @@ import pytest
 
 from roleplay.core.asset_tools import tool_mode
 from roleplay.core.commit import commit_tool
-from roleplay.core.effects import default_effect_registry
 from roleplay.core.run_context import RpRunDeps, require_run_deps, run_deps
 from roleplay.core.writer import write_turn_tool
 from roleplay.errors import RpError
@@ -16,6 +15,7 @@ from roleplay.harness.sessions import SessionService
 from roleplay.harness.store import EventStore
 from roleplay.harness.tools import ToolContext, ToolRegistry
 from roleplay.names import COMMIT_TURN_TOOL, WRITE_TURN_TOOL
+from tests_support import state_effect_registry
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +42,7 @@ def test_the_mode_is_agent_only_for_a_top_level_agent_run() -> None:
 
 
 async def test_run_tools_outside_a_run_fail_with_their_codes(store: EventStore) -> None:
-    registry = ToolRegistry([write_turn_tool(SessionService(store)), commit_tool(default_effect_registry())])
+    registry = ToolRegistry([write_turn_tool(SessionService(store)), commit_tool(state_effect_registry())])
     for name, code, deps in [
         (WRITE_TURN_TOOL, "writer.no_run", None),
         (WRITE_TURN_TOOL, "writer.no_run", RpRunDeps()),  # a run context without a Writer slot

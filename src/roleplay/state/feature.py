@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from roleplay.core.effects import state_update_capability
 from roleplay.core.sources import POSITION_STATE, TITLES, SourceProvider, SourceRun
 from roleplay.core.types import STATE, ContextSource
 from roleplay.errors import RpError
 from roleplay.hookspecs import hookimpl
 from roleplay.state import bootstrap_payload, render_commit_contract, render_writer_view
 from roleplay.state.commands import CONFIGURE, configure_handler
+from roleplay.state.effect import state_update_capability
 from roleplay.state.events import activity_projection, state_projection
 from roleplay.state.tools import read_tool, state_tool
 from roleplay.names import STATE_SOURCE
