@@ -113,12 +113,13 @@ async def list_sessions(
     flag = {"false": False, "true": True, "all": None}[archived]
     if parent is not None:
         await w.rt.store.get_session(parent)
+    # A title filter reads the whole listing first, so the limit counts matches, not rows read.
     rows = await w.rt.store.list_sessions(
-        SessionFilter(archived=flag, parent_id=parent, roots_only=parent is None and not children, limit=limit)
+        SessionFilter(archived=flag, parent_id=parent, roots_only=parent is None and not children, limit=10_000 if q else limit)
     )
     if q:
         needle = q.casefold()
-        rows = [r for r in rows if needle in (r.title or "").casefold()]
+        rows = [r for r in rows if needle in (r.title or "").casefold()][:limit]
     return [session_out(r) for r in rows]
 
 
