@@ -15,7 +15,7 @@ from roleplay.core.demo import roleplay_demo_policy
 from roleplay.core.run import RunResult, play_turn
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.settings import SettingsStore
-from roleplay.core.subagent_catalog import edit_item, load_catalog, save_catalog
+from roleplay.core.subagent_catalog import SUBAGENT_MANAGER, edit_item, load_catalog, save_catalog
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import ChatMessage, ModelRequest, ToolCall, ToolSpec
 from roleplay.harness.store import EventStore
@@ -48,7 +48,7 @@ async def check_agent_turn(rt: RoleplayRuntime, result: RunResult) -> None:
 
 
 async def test_the_demo_plays_three_agent_turns(store: EventStore) -> None:
-    rt, sid = await sample_story(store)
+    rt, sid = await sample_story(store, plus_features=(SUBAGENT_MANAGER,))
     await set_mode(rt, sid, "agent")
     before = await trust(rt, sid)
     for text in ("我推开铁门。", "我问起晨星号。", "我们一起点亮灯。"):
@@ -58,7 +58,7 @@ async def test_the_demo_plays_three_agent_turns(store: EventStore) -> None:
 
 
 async def test_the_demo_without_specialists_writes_and_commits(store: EventStore) -> None:
-    rt, sid = await sample_story(store)
+    rt, sid = await sample_story(store, plus_features=(SUBAGENT_MANAGER,))
     await set_mode(rt, sid, "agent")
     settings = SettingsStore(store)
     for name in ("Planning", "Polishing"):
@@ -94,7 +94,7 @@ def fake_responder(record: Any) -> FakeReply:
 async def test_an_agent_turn_through_the_fake_server(store: EventStore) -> None:
     from roleplay.harness.models.deepseek import deepseek_model
 
-    rt, sid = await sample_story(store)
+    rt, sid = await sample_story(store, plus_features=(SUBAGENT_MANAGER,))
     await set_mode(rt, sid, "agent")
     with serve_fake_openai(flavor="deepseek", strict=True, responder=fake_responder) as fake:
         route = Route("deepseek", "deepseek-flash")
@@ -121,7 +121,7 @@ async def test_an_agent_turn_through_the_fake_server(store: EventStore) -> None:
 
 
 async def test_a_tool_free_route_in_agent_mode_commits_the_writers_draft(store: EventStore) -> None:
-    rt, sid = await sample_story(store)
+    rt, sid = await sample_story(store, plus_features=(SUBAGENT_MANAGER,))
     await set_mode(rt, sid, "agent")
     result = await play_turn(rt, sid, "我推开铁门。", parent_route=Route("demo", "demo", tools=False))
     assert result.committed and tools_called(result) == ["rp_write_turn", "rp_commit_turn"]

@@ -23,7 +23,7 @@ from roleplay.core.profile import profile_of
 from roleplay.core.run import RunResult, play_turn, prepare_run
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.settings import SettingsStore
-from roleplay.core.subagent_catalog import edit_item, load_catalog, save_catalog
+from roleplay.core.subagent_catalog import SUBAGENT_MANAGER, edit_item, load_catalog, save_catalog
 from roleplay.errors import ConflictError, RpError
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.scripted import ScriptedModel
@@ -73,7 +73,7 @@ def tool_text(request: ModelRequest, index: int = -1) -> str:
 
 
 async def agent_story(store: EventStore, script: Script) -> tuple[RoleplayRuntime, str, ScriptedModel]:
-    rt, sid = await sample_story(store)
+    rt, sid = await sample_story(store, plus_features=(SUBAGENT_MANAGER,))
     model = ScriptedModel(responder=script)
     rt.models[ROUTE.spec] = model
     await set_mode(rt, sid, "agent")
@@ -477,4 +477,12 @@ async def test_a_specialist_gets_this_turns_images_after_its_task_input(store: E
     assert run.ok, run.error
     [message] = [e for e in await rt.service.events(run.meta["childSessionId"]) if e.type == "user/message"]  # type: ignore[index]
     assert [b["type"] for b in message.payload["content"]] == ["text", "image"]
+    await rt.aclose()
+
+
+async def test_without_the_subagent_manager_the_agent_has_no_specialists(store: EventStore) -> None:
+    rt, sid = await sample_story(store)  # rp-subagent-manager off
+    await set_mode(rt, sid, "agent")
+    prepared = await prepare_run(rt, sid, "我点灯。", parent_route=ROUTE)
+    assert prepared.catalog == () and '<specialist_catalog format="json">[]</specialist_catalog>' in prepared.run_context
     await rt.aclose()

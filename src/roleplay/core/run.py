@@ -82,7 +82,7 @@ from .replies import replies_projection
 from .run_context import RpRunDeps
 from .runtime import RoleplayRuntime
 from .settings import SettingsStore, context_window_for, read_settings
-from .subagent_catalog import SubagentItem, load_catalog
+from .subagent_catalog import SUBAGENT_MANAGER, SubagentItem, load_catalog
 from .summary import SummaryWatch, land_pending
 from .toolfree import parent_model, uncommitted_note
 from .sources import (
@@ -210,7 +210,9 @@ async def prepare_run(
     # override every prepareRun reads the latest global default; a change applies next turn).
     settings = await read_settings(rt.store)
     # Agent mode freezes the enabled catalog now: a catalog change applies from the next run.
-    catalog = (await load_catalog(SettingsStore(rt.store), settings.language())).enabled() if mode == "agent" else ()
+    # Without the sub-agent manager (rp features) the Agent has no specialists.
+    with_catalog = mode == "agent" and SUBAGENT_MANAGER in rt.features
+    catalog = (await load_catalog(SettingsStore(rt.store), settings.language())).enabled() if with_catalog else ()
     writer_route = resolve_writer_route(rt, profile, parent_route, settings.writer_default_route())
     identity = identity_section(settings.identity())
     writer_prompt = PromptAssembly([identity, *writer_sections()]).assemble(PromptContext(session_id, frozenset()))

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .settings import SettingsStore
 
 CATALOG_KEY = "subagents.catalog"
+SUBAGENT_MANAGER = "rp-subagent-manager"  # the feature that owns the catalog (off: no specialists)
 MAX_ITEMS = 32
 MAX_TOOLS = 32
 CONTRACT_MAX = 4_000
@@ -229,6 +230,7 @@ def delete_item(catalog: Catalog, name: str) -> list[SubagentItem]:
 
 __all__ = [
     "CATALOG_KEY",
+    "SUBAGENT_MANAGER",
     "Catalog",
     "CatalogValue",
     "SubagentItem",
