@@ -486,3 +486,30 @@ async def test_without_the_subagent_manager_the_agent_has_no_specialists(store: 
     prepared = await prepare_run(rt, sid, "我点灯。", parent_route=ROUTE)
     assert prepared.catalog == () and '<specialist_catalog format="json">[]</specialist_catalog>' in prepared.run_context
     await rt.aclose()
+
+
+async def test_a_bound_asset_updated_mid_run_moves_the_commit_to_its_new_revision(store: EventStore) -> None:
+    update: dict[str, Any] = {}
+    script = Script(
+        [
+            call("rp_write_turn", {"action": "write"}),
+            lambda r: call("rp_asset", update),
+            call("rp_write_turn", {"action": "write"}),
+            lambda r: call("rp_commit_turn", {"references": {"writer": last_ok_call(r, "rp_write_turn")}, "effects": []}, text=DRAFT),
+        ]
+    )
+    rt, sid, _ = await agent_story(store, script)
+    card_id = profile_of((await rt.service.projection(sid, "rp/session")).state).resources.card
+    record = await rt.assets.get(card_id)  # type: ignore[arg-type]
+    data = {**record.data, "description": record.data["description"] + "她养了一只叫阿灰的猫。"}
+    update.update({"action": "update", "id": card_id, "data": data, "expectedRevision": record.revision})
+    result = await play_turn(rt, sid, "我问起那只猫。", parent_route=ROUTE)
+    assert result.committed, [r.error for r in result.turn.tool_results]
+    [write] = results_of(result, "rp_asset")
+    refresh = write.meta["contextRefresh"]  # type: ignore[index]
+    assert refresh["changed"] and refresh["droppedWriter"] == results_of(result, "rp_write_turn")[0].call_id
+    second = results_of(result, "rp_write_turn")[1]
+    prompt = [e for e in await rt.service.events(second.meta["childSessionId"]) if e.type == "user/message"][0]  # type: ignore[index]
+    assert "阿灰" in prompt.payload["content"][0]["text"]
+    assert result.prepared.sources.live_revisions[card_id] == record.revision + 1  # type: ignore[index]
+    await rt.aclose()
