@@ -22,6 +22,7 @@ from roleplay.names import STATE_PROJECTION
 
 from ..app import Web, WebState
 from . import page
+from .display_scripts import display_scripts
 from .render import render_markdown
 
 router = APIRouter(include_in_schema=False)
@@ -179,6 +180,15 @@ async def _reply_options(w: WebState, session_id: str, message_id: str | None) -
     return [str(o) for o in options_for_message(state, message_id)]
 
 
+async def _card_data(w: WebState, card: str | None) -> Any:
+    if not card:
+        return None
+    try:
+        return (await w.assets.store.get(card)).data
+    except RpError:
+        return None
+
+
 async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any]:
     record = await w.rt.store.get_session(session_id)
     head = await w.rt.store.head(session_id)  # read before the messages: the tail resumes after it
@@ -190,17 +200,21 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
     avatars = {"assistant": card if await has_avatar(w, card) else None, "user": persona if await has_avatar(w, persona) else None}
     last_reply = next((m for m in reversed(listed) if m.get("role", "assistant") == "assistant"), None)
     last = listed[-1] if listed else None
+    scripts = display_scripts(await _card_data(w, card))
     last_user = listed[-2] if len(listed) >= 2 and listed[-2].get("role") == "user" and last is last_reply else None
     messages = []
-    for m in listed[-show:] if show else listed:
+    shown = listed[-show:] if show else listed
+    for depth, m in zip(range(len(shown) - 1, -1, -1), shown):
         role = m.get("role") or ("user" if m.get("speaker") == "user" else "assistant")
+        text = m.get("text") or ""
+        displayed = scripts.apply(text, role, depth) if scripts.scripts else text
         messages.append(
             {
                 **m,
                 "role": role,
                 "name": names[role],
                 "avatar": avatars[role],
-                "html": render_markdown(m.get("text") or ""),
+                "html": render_markdown(displayed, html=displayed != text),
                 "isLast": m is last,
                 "isLastUser": m is last_user,
                 "isLastReply": m is last_reply and m is last and role == "assistant" and m.get("turnId") is not None and len(listed) > 1,
@@ -222,6 +236,7 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
         "writerRoute": _writer_route_text(profile),
         "cardName": names["assistant"],
         "show": show,
+        "scriptNotes": scripts.skipped,
     }
 
 

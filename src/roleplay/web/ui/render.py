@@ -18,10 +18,13 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 _MD = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": False}).enable("strikethrough").enable("table")
+# Only for text a card's display script produced (status panels): its HTML goes through nh3 too.
+_MD_HTML = MarkdownIt("commonmark", {"html": True, "breaks": True, "linkify": False}).enable("strikethrough").enable("table")
 
 ALLOWED_TAGS = frozenset(
     {"p", "br", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li", "hr", "a", "img",
-     "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td"}
+     "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td",
+     "div", "span", "details", "summary", "b", "i", "u", "small", "sub", "sup"}
 )  # fmt: skip
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"}}
 URL_SCHEMES = frozenset({"http", "https", "mailto"})
@@ -39,9 +42,10 @@ def sanitize(html: str) -> str:
     )
 
 
-def render_markdown(text: str) -> Markup:
-    """Markdown to sanitised HTML, safe to put in a page as is."""
-    return Markup(sanitize(_MD.render(text or "")))
+def render_markdown(text: str, *, html: bool = False) -> Markup:
+    """Markdown to sanitised HTML, safe to put in a page as is. ``html`` lets raw HTML through
+    markdown (for a card display script's output); the sanitiser still decides what stays."""
+    return Markup(sanitize((_MD_HTML if html else _MD).render(text or "")))
 
 
 __all__ = ["render_markdown", "sanitize"]
