@@ -97,6 +97,13 @@ def register_text_transformers(register: Any) -> None:
 
 
 @hookspec
+def register_guides(register: Any) -> None:
+    """Guide skills an Agent-mode parent loads on demand (``rp_guide``): ``register(name)`` with a
+    guide shipped in ``roleplay.guides``, or ``register(guide)`` with a ``roleplay.guides.Guide``
+    of the plugin's own. A helper guide (its ``parent`` set) comes with its parent."""
+
+
+@hookspec
 def register_play_commands(register: Any) -> None:
     """``rp play`` slash commands: ``register("/name", handler, help)``; ``handler(runtime,
     argument, draft)`` is async and may only change the draft."""

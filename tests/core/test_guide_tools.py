@@ -10,19 +10,42 @@ from roleplay.core.guide_tools import guide_tool, offered_guides, sillytavern_ma
 from roleplay.core.run import play_turn
 from roleplay.core.settings import SettingsStore
 from roleplay.errors import RpError
+from roleplay.guides import Guide, GuideRegistry
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.scripted import ScriptedModel
 from roleplay.harness.store import EventStore
 from roleplay.harness.tools import ToolContext
+from roleplay.plugins import plugin_manager
 
 pytestmark = pytest.mark.anyio
 CTX = ToolContext("ses", "turn", "step", "call")
 
 
+def guides_of(features: list[str]) -> GuideRegistry:
+    """What a runtime with ``features`` collects through the ``register_guides`` hook."""
+    guides = GuideRegistry()
+    plugin_manager(features, entry_points=False).hook.register_guides(register=guides.register)
+    return guides
+
+
 def test_only_enabled_features_contribute_guides() -> None:
-    assert offered_guides(["rp-state", "rp-preset"]) == ["rp-guide-preset", "rp-guide-state"]
-    assert offered_guides(["rp-preset"]) == ["rp-guide-preset"]
-    assert offered_guides(["rp-lore-book"]) == []
+    assert offered_guides(guides_of(["rp-state", "rp-preset"])) == ["rp-guide-preset", "rp-guide-state"]
+    assert offered_guides(guides_of(["rp-preset"])) == ["rp-guide-preset"]
+    assert guides_of(["rp-preset"]).helpers() == {"rp-guide-preset-sillytavern": "rp-guide-preset"}
+    assert offered_guides(guides_of(["rp-lore-book"])) == []
+
+
+def test_a_plugin_contributes_a_guide_of_its_own() -> None:
+    guides = guides_of(["rp-state"])
+    guides.register(Guide("weather-guide", "Weather", "load before changing the weather", "Rain falls on even turns.\n"))
+    assert guides.offered() == ["rp-guide-state", "weather-guide"]
+    assert guides.load("weather-guide", "zh").body == "Rain falls on even turns.\n"
+    with pytest.raises(RpError) as twice:
+        guides.register("rp-guide-state")
+    assert twice.value.code == "guide.duplicate"
+    with pytest.raises(RpError) as unknown:
+        guides.register("rp-guide-nowhere")
+    assert unknown.value.code == "guide.not_found"
 
 
 def test_sillytavern_material() -> None:
@@ -33,8 +56,8 @@ def test_sillytavern_material() -> None:
 
 
 async def test_the_helper_comes_with_its_parent(store: EventStore) -> None:
-    assert guide_tool(store, ["rp-lore-book"], "") is None
-    plain = guide_tool(store, ["rp-preset", "rp-state"], "make a preset")
+    assert guide_tool(store, guides_of(["rp-lore-book"]), "") is None
+    plain = guide_tool(store, guides_of(["rp-preset", "rp-state"]), "make a preset")
     assert plain is not None and "rp-guide-state:" in (plain.guidance or "") and "sillytavern" not in (plain.guidance or "")
     with pytest.raises(RpError) as early:
         await plain.handler({"name": "rp-guide-preset-sillytavern"}, CTX)  # type: ignore[misc]
@@ -43,7 +66,7 @@ async def test_the_helper_comes_with_its_parent(store: EventStore) -> None:
     assert loaded.meta["guides"] == ["rp-guide-preset"] and "rp-guide-preset-sillytavern (" in loaded.content  # type: ignore[index, union-attr]
     helper = await plain.handler({"name": "rp-guide-preset-sillytavern"}, CTX)  # type: ignore[misc]
     assert helper.meta["guides"] == ["rp-guide-preset-sillytavern"]  # type: ignore[index, union-attr]
-    st = guide_tool(store, ["rp-preset"], '把这个导进来：{"prompts": [], "prompt_order": []}')
+    st = guide_tool(store, guides_of(["rp-preset"]), '把这个导进来：{"prompts": [], "prompt_order": []}')
     both = await st.handler({"name": "rp-guide-preset"}, CTX)  # type: ignore[misc, union-attr]
     assert both.meta["guides"] == ["rp-guide-preset", "rp-guide-preset-sillytavern"]  # type: ignore[index, union-attr]
     with pytest.raises(RpError):

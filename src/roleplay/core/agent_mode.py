@@ -311,7 +311,7 @@ def agent_registry(
     tools, shell = workspace_tools(p.workspace_root, p.session_id)
     for tool in tools:
         registry.register(tool)
-    guide = guide_tool(rt.store, rt.features, p.input_text)
+    guide = guide_tool(rt.store, rt.guides, p.input_text)
     if guide is not None:
         registry.register(guide)
     if p.catalog:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from roleplay.assets.store import AssetStore
 from roleplay.clock import IdGenerator
+from roleplay.guides import GuideRegistry
 from roleplay.harness.models.routes import Route, build_model
 from roleplay.harness.models.types import ChatModel
 from roleplay.harness.sessions import SessionService
@@ -70,6 +71,9 @@ class RoleplayRuntime:
     identity_names: Callable[[dict[str, Any] | None, dict[str, Any] | None], MacroContext] | None = None
     # ``/name`` → (handler, what /help says): play commands features add (quick replies' /qr).
     play_commands: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    # The guide skills the features contributed (``register_guides``): what Agent mode's
+    # ``rp_guide`` offers.
+    guides: GuideRegistry = field(default_factory=GuideRegistry)
     # Choices features offer after a played turn (reply options): ``async (rt, RunResult) ->
     # list[str]``. ``rp play`` numbers them and a typed number sends that one; ``rp say`` lists them.
     turn_choices: list[Any] = field(default_factory=list)
@@ -154,6 +158,7 @@ class RoleplayRuntime:
         hook.register_text_transformers(register=self.text_transformers.append)
         hook.register_context_sources(register=self.source_providers.append)
         hook.register_play_commands(register=play_command)
+        hook.register_guides(register=self.guides.register)
         hook.runtime_ready(runtime=self)
 
     def add_materializer(self, step: Any, order: int = CORE_OPENING_ORDER) -> None:

@@ -101,4 +101,52 @@ def helpers_of(name: str) -> list[str]:
     return [g for g in list_guides() if load_guide(g).parent == name]
 
 
-__all__ = ["Guide", "helpers_of", "list_guides", "load_guide"]
+class GuideRegistry:
+    """The guide skills a runtime's features contributed (hook ``register_guides``), in
+    registration order. ``register(name)`` takes a guide shipped here (both languages are checked
+    now, so a typo fails when the runtime is built); ``register(guide)`` a :class:`Guide` of a
+    plugin's own, served as given in every language. A guide with a ``parent`` is a helper: it is
+    offered only with its parent, and only when the parent is registered too."""
+
+    def __init__(self) -> None:
+        self._guides: dict[str, Guide | None] = {}  # None: shipped here, read per language
+
+    def register(self, guide: str | Guide) -> None:
+        name = guide if isinstance(guide, str) else guide.name
+        if isinstance(guide, str):
+            for language in _SUFFIX:
+                load_guide(guide, language)
+        elif not isinstance(guide, Guide) or not _NAME_RE.match(guide.name):
+            raise ValidationError("guide.invalid", f"not a guide: {guide!r}", pointer="/name")
+        if name in self._guides:
+            raise ValidationError("guide.duplicate", f"guide {name!r} is registered twice", pointer="/name", details={"guide": name})
+        self._guides[name] = None if isinstance(guide, str) else guide
+
+    def load(self, name: str, language: str | None = None) -> Guide:
+        if name not in self._guides:
+            raise NotFoundError("guide.not_found", f"no guide named {name!r} is registered", details={"guide": str(name)})
+        own = self._guides[name]
+        return own if own is not None else load_guide(name, language)
+
+    def names(self) -> list[str]:
+        return list(self._guides)
+
+    def offered(self) -> list[str]:
+        """The guides a parent may load by name from the start: every registered one that is no
+        helper, sorted."""
+        return sorted(n for n in self._guides if self.load(n, "en").parent is None)
+
+    def helpers(self) -> dict[str, str]:
+        """helper → its parent, for the helpers whose parent is registered."""
+        out: dict[str, str] = {}
+        for name in sorted(self._guides):
+            parent = self.load(name, "en").parent
+            if parent is not None and parent in self._guides:
+                out[name] = parent
+        return out
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._guides
+
+
+__all__ = ["Guide", "GuideRegistry", "helpers_of", "list_guides", "load_guide"]

@@ -4,7 +4,8 @@
 - the ``rp-state-configure`` command and the ``rp/state`` and ``rp/state/activity`` projections;
 - the ``state.update`` effect capability of ``rp_commit_turn``;
 - the ``rp.state`` context source (the Writer's compact view; the parent gets the commit contract);
-- the native-state materializer (a card's ``extensions.roleplay.state`` seeds the story).
+- the native-state materializer (a card's ``extensions.roleplay.state`` seeds the story);
+- the ``rp-guide-state`` guide skill Agent mode's ``rp_guide`` offers.
 
 Turned off (spec: 停用后不挂载变量 service、投影注册、上下文来源、读写工具), none of these exist
 in the runtime. The session log keeps every state event, so turning it on again folds the same
@@ -64,6 +65,11 @@ async def native_state(m: Any) -> None:
 def register_tools(register: Any, runtime: Any) -> None:
     register(read_tool(runtime.service))
     register(state_tool(runtime.service))
+
+
+@hookimpl
+def register_guides(register: Any) -> None:
+    register("rp-guide-state")
 
 
 @hookimpl

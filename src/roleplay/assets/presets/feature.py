@@ -1,6 +1,7 @@
 """``rp-preset`` as a plugin: one ``rp.preset:<field-id>`` source per enabled, non-blank field of
 the bound preset, each field's top/bottom position for the default layout, and the preset's
-sampling settings for the Writer request. Off: none of these; the binding stays."""
+sampling settings for the Writer request, and the preset guide skills Agent mode's ``rp_guide``
+offers (with the SillyTavern migration helper). Off: none of these; the binding stays."""
 
 from __future__ import annotations
 
@@ -58,6 +59,12 @@ async def collect_preset(run: SourceRun) -> None:
 @hookimpl
 def register_context_sources(register: Any) -> None:
     register(SourceProvider("rp.preset", collect_preset, STAGE_PRESET))
+
+
+@hookimpl
+def register_guides(register: Any) -> None:
+    register("rp-guide-preset")
+    register("rp-guide-preset-sillytavern")
 
 
 __all__ = ["FEATURE", "collect_preset", "preset_sources"]
