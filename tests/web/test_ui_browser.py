@@ -127,6 +127,9 @@ def test_newcomer_path_import_setup_play_regenerate_swipe_edit_reload_branch_del
     shoot(page, "library-import")
     page.goto("/new")
     shoot(page, "setup-step1")
+    page.click("text=Next: the opening")
+    page.wait_for_url("**/new/opening**")
+    shoot(page, "setup-step2")
     sid = start_story(page)
     shoot(page, "chat-opening")
     assert page.locator("#messages article").count() == 1
@@ -488,4 +491,25 @@ def test_settings_features_values_quick_replies_and_model_test(page: Any) -> Non
     page.fill("#model-test [name=model]", "demo")
     page.click("#model-test button")
     page.wait_for_selector("#model-result:has-text('answered')")
+    assert page.problems == []
+
+
+def test_setup_with_styles_in_order_and_no_opening_shows_the_guide_until_the_first_message(page: Any) -> None:
+    assert page.request.post("/api/v1/sessions", data={"sample": True}).ok  # the sample card in the library
+    style = page.request.post(
+        "/api/v1/assets", data={"kind": "writing-style", "data": {"name": "Terse", "applicability": "short", "requirements": "- Be brief."}}
+    ).json()
+    page.goto("/new")
+    page.check(f"input[name=style][value={style['id']}]")
+    page.locator(".style-row", has=page.locator(f"input[value={style['id']}]")).locator("[data-move=up]").click()
+    page.click("text=Next: the opening")
+    page.check("input[name=opening][value=skip]")
+    page.click("text=Start the story")
+    page.wait_for_selector("#chat[data-ready]")
+    assert page.is_visible(".guide") and page.locator("#messages article").count() == 0
+    sid = page.url.rsplit("/", 1)[-1]
+    styles = page.request.get(f"/api/v1/sessions/{sid}/profile").json()["profile"]["resources"]["writingStyles"]
+    assert styles[0] == style["id"] and len(styles) == 2
+    send(page, "I arrive at the harbour.")
+    assert not page.locator(".guide").count()
     assert page.problems == []

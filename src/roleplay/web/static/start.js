@@ -13,3 +13,15 @@ for (const button of document.querySelectorAll("[data-start-sample]")) {
     }
   });
 }
+
+// Step 1's writing styles apply in the order listed: ↑ ↓ move one (the form submits in DOM order).
+for (const button of document.querySelectorAll(".style-order [data-move]")) {
+  button.addEventListener("click", () => {
+    const row = button.closest("li");
+    const sibling = button.dataset.move === "up" ? row.previousElementSibling : row.nextElementSibling;
+    if (!sibling) return;
+    if (button.dataset.move === "up") sibling.before(row);
+    else sibling.after(row);
+    button.focus();
+  });
+}
