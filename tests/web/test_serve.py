@@ -37,8 +37,8 @@ def start(home: Path, *args: str, env: dict[str, str] | None = None) -> tuple[su
     return proc, json.loads(line)
 
 
-def stop(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
-    proc.send_signal(signal.SIGINT)
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGINT) -> tuple[int, str]:
+    proc.send_signal(sig)
     try:
         _, err = proc.communicate(timeout=30)
     finally:
@@ -149,3 +149,15 @@ def test_rp_help_lists_serve_without_importing_the_web_stack(tmp_path: Path) -> 
     assert proc.returncode == 0 and "serve" in proc.stdout.decode()
     imported = proc.stderr.decode()
     assert "fastapi" not in imported and "uvicorn" not in imported and "roleplay.web" not in imported
+
+
+@pytest.mark.slow
+def test_sigterm_stops_as_cleanly_as_ctrl_c(tmp_path: Path) -> None:
+    proc, started = start(tmp_path, "--port", str(free_port()))
+    try:
+        assert httpx.get(f"{started['url']}api/v1/health").status_code == 200
+        code, err = stop(proc, signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 0 and "rp serve: stopped" in err, err

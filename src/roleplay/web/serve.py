@@ -16,6 +16,7 @@ import ipaddress
 import json
 import os
 import secrets
+import signal
 import socket
 import sys
 from contextlib import asynccontextmanager
@@ -111,13 +112,20 @@ def serve_command(
         app,
         as_json=as_json,
     )
+    # uvicorn re-raises the signal it stopped on once it has shut down cleanly; SIGTERM (systemd,
+    # docker stop) is then a clean stop like Ctrl-C, not a kill with status 143.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.run()
     except KeyboardInterrupt:
-        pass  # uvicorn re-raises the Ctrl-C it captured, once it has shut down cleanly
+        pass
     if not server.started:
         sys.exit(1)
     click.echo("rp serve: stopped", err=True)
+
+
+def _interrupt(sig: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 class _Server(uvicorn.Server):
