@@ -51,7 +51,7 @@ def test_a_short_sqlite_run_prints_checkpoints_and_every_target() -> None:
     assert proc.returncode == 1, proc.stderr  # at least one target fails
     rows = [line.split() for line in proc.stdout.splitlines() if line.strip()[:2] in ("10", "12")]
     assert [r[0] for r in rows] == ["10", "12"]
-    assert all(len(r) == 10 for r in rows)  # turn, p50, p95, tokens ×2, events ×2, DB, RSS, peak
+    assert all(len(r) == 11 for r in rows)  # turn, p50, p95, CPU p50, tokens ×2, events ×2, DB, RSS, peak
     assert "SQLite: 12 turns in" in proc.stdout and "0 not committed" in proc.stdout
     for measure in TARGETS:
         assert verdict_of(proc.stdout, measure) in ("PASS", "FAIL", "n/a"), measure
