@@ -125,9 +125,11 @@ def register_demo_policies(register: Any) -> None:
 
 @hookspec
 def register_migrations(register: Any) -> None:
-    """A feature's own tables: ``register(feature, migrations)`` with ``feature`` a name and
-    ``migrations`` a sequence of ``roleplay.harness.store.migrations.Migration``-shaped objects
-    (``number``, ``name``, ``sqlite``, ``postgres``), numbered from 1 per feature."""
+    """A feature's own tables: ``register(owner, migrations)`` with ``owner`` a name (the feature's)
+    and ``migrations`` a sequence of ``roleplay.harness.store.migrations.Migration`` objects
+    (``number``, ``name``, ``sqlite``, ``postgres``, optionally ``expects``), numbered from 1 per
+    owner, recorded in ``feature_migrations`` (``roleplay.assets.schema``). ``rp-core`` registers
+    the asset store's and the settings' this way; the harness migrates only the event log."""
 
 
 # -- the command line -----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from roleplay.assets.migrations import ASSET_MIGRATIONS
 from roleplay.assets.store import AssetStore
 from roleplay.core.settings_migrations import SETTINGS_MIGRATIONS
 from roleplay.errors import ValidationError
-from roleplay.features import feature_migrations, open_runtime
+from roleplay.features import feature_migrations, migrate_features, open_runtime
 from roleplay.harness.store import EventStore
 from roleplay.harness.store.migrations import Migration
 from roleplay.hookspecs import hookimpl
@@ -80,3 +80,21 @@ async def test_a_plugins_migrations_run_when_a_runtime_opens(store: EventStore, 
     rt = await open_runtime(store, entry_points=False)
     assert await rows(store, "SELECT count(*) FROM weather_log") == [(0,)]
     await rt.aclose()
+
+
+async def test_db_migrate_applies_the_core_tables_then_the_enabled_features(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Weather:
+        @hookimpl
+        def register_migrations(self, register: Any) -> None:
+            register("weather", [LOG, WIND])
+
+    def with_weather(enabled: Any = None, **kw: Any) -> Any:
+        pm = plugin_manager(enabled, **kw)
+        if enabled != ():  # the enabled set's manager, not the core-only one
+            pm.register(Weather(), name="weather")
+        return pm
+
+    monkeypatch.setattr("roleplay.features.plugin_manager", with_weather)
+    assert await migrate_features(store, entry_points=False) == [("rp-assets", 1), ("rp-settings", 1), ("weather", 1), ("weather", 2)]
+    assert await migrate_features(store, entry_points=False) == []
+    assert await rows(store, "SELECT count(*) FROM weather_log") == [(0,)]
