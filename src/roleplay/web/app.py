@@ -88,8 +88,6 @@ Opener = Callable[[], AbstractAsyncContextManager[RoleplayRuntime]]
 
 
 def create_app(runtime: RoleplayRuntime | None, config: WebConfig, *, opener: Opener | None = None) -> FastAPI:
-    holder: dict[str, Any] = {}
-
     def install(rt: RoleplayRuntime) -> WebState:
         state = WebState(rt, config, TurnRunner(rt.store), AssetService(rt.store))
         app.state.web = state
@@ -102,7 +100,6 @@ def create_app(runtime: RoleplayRuntime | None, config: WebConfig, *, opener: Op
             async with opener() as rt:
                 state = install(rt)
                 state.loop = asyncio.get_running_loop()
-                holder["state"] = state
                 try:
                     yield
                 finally:
