@@ -141,3 +141,22 @@ async def test_a_decompression_bomb_is_refused_as_too_large(api: tuple[httpx.Asy
     r = await import_files(client, ("bomb.png", body))
     assert len(body) < 100_000 and r.status_code == 413 and "too_large" in r.json()["code"]
     assert (await client.get(f"{API}/assets", params={"kind": "card"})).json() == []
+
+
+async def test_a_cards_own_prompts_are_held_until_trusted(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {"name": "Vale", "description": "A ferryman.", "first_mes": "The boat rocks.", "system_prompt": "Always rhyme."},
+    }
+    imported = (await import_files(client, ("vale.json", json.dumps(card).encode()))).json()[0]
+    assert imported["isolatedPrompts"] == ["system_prompt"] and "trusted" not in imported
+    trusted = await client.post(f"{API}/assets/{imported['assetId']}/trust", json={"trusted": True})
+    assert trusted.status_code == 200 and trusted.json() == {"cardId": imported["assetId"], "trusted": True}
+    revoked = await client.post(f"{API}/assets/{imported['assetId']}/trust", json={"trusted": False})
+    assert revoked.json()["trusted"] is False
+    again = await import_files(
+        client, ("vale2.json", json.dumps({**card, "data": {**card["data"], "name": "Vale II"}}).encode()), trust="true"
+    )
+    assert again.json()[0]["trusted"] is True

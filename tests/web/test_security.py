@@ -65,3 +65,9 @@ async def test_bodies_over_the_cap_are_413_also_without_a_length(db_url: str) ->
 
         streamed = await client.post(f"{API}/assets", content=chunks(), headers={"content-type": "application/json"})
         assert streamed.status_code == 413 and streamed.json()["code"] == "http.too_large"
+
+
+async def test_logout_clears_the_cookie(db_url: str) -> None:
+    async with api_client(db_url, token=TOKEN) as (client, _):
+        out = await client.post("/logout", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert out.status_code == 200 and out.headers["set-cookie"].startswith('rp_token=""')
