@@ -225,6 +225,17 @@ def test_a_hostile_card_runs_nothing(page: Any, server: LiveServer) -> None:
     assert (
         page.evaluate("() => document.querySelectorAll('#messages script, #messages [onerror], #messages a[href^=javascript]').length") == 0
     )
+    # And were one to get in, the CSP would refuse to run it: an inline script added to the page does nothing.
+    blocked = page.evaluate(
+        """() => new Promise((resolve) => {
+            document.addEventListener("securitypolicyviolation", (e) => resolve(e.violatedDirective), { once: true });
+            const s = document.createElement("script");
+            s.textContent = "window.__pwned = 1";
+            document.body.append(s);
+            setTimeout(() => resolve(window.__pwned === 1 ? "ran" : "silent"), 500);
+        })"""
+    )
+    assert blocked.startswith("script-src")
 
 
 def test_keyboard_only_setup_send_regenerate(page: Any, tmp_path: Path) -> None:
