@@ -189,24 +189,30 @@ async def test_a_writer_route_without_image_support_fails_the_writer_not_the_run
     assert not result.committed and result.writer is None
 
 
-# -- Agent mode is refused before anything is written -------------------------------------------------
+# -- a story created in Agent mode plays Agent turns (issue 15 lifted run.mode_unsupported) -----------
 
 
-async def test_agent_mode_is_refused_with_run_mode_unsupported_and_writes_nothing(store: EventStore) -> None:
+async def test_a_story_created_in_agent_mode_plays_agent_turns_and_switches_back(store: EventStore) -> None:
     from roleplay.core.profile import apply_profile
     from roleplay.core.sources import StoreAssetReader
 
     rt, sid, model = await sample_story(store, mode="agent")
-    head = await rt.store.head(sid)
-    with pytest.raises(RpError) as exc:
-        await play_turn(rt, sid, "我推开门。", parent_route=SCRIPTED)
-    assert exc.value.code == "run.mode_unsupported" and "chat" in exc.value.message
-    assert await rt.store.head(sid) == head and model.requests == []
-    # Switching the session back to Chat makes it playable.
+    base = director([DRAFT])
+
+    def agent(request: ModelRequest) -> Any:
+        reply = base(request)
+        commits = isinstance(reply, dict) and any(c["name"] == "rp_commit_turn" for c in reply.get("tool_calls", []))
+        return {**reply, "text": DRAFT} if commits else reply  # Agent mode: the parent writes the body
+
+    model._responder = agent  # type: ignore[attr-defined]
+    result = await play_turn(rt, sid, "我推开门。", parent_route=SCRIPTED)
+    assert result.prepared.mode == "agent" and result.committed and commit_of(result.turn.tool_results)["mode"] == "agent"
+    # Switching the session back to Chat plays Chat turns.
     switched = await apply_profile(rt.service, sid, {"patch": {"runtime": {"executionMode": "chat"}}}, StoreAssetReader(rt.assets))
     assert switched.applied
     model._responder = director([DRAFT])  # type: ignore[attr-defined]
-    assert (await play_turn(rt, sid, "我推开门。", parent_route=SCRIPTED)).committed
+    result = await play_turn(rt, sid, "我推开门。", parent_route=SCRIPTED)
+    assert result.prepared.mode == "chat" and result.committed
 
 
 # -- lore timed effects follow the surface: undo retracts them, a branch restores them ----------------
