@@ -1,14 +1,16 @@
-"""Two ``rp serve`` processes on one PostgreSQL database: a turn started through A streams to an
+"""Several ``rp serve`` processes on one PostgreSQL database (side by side, or ``--workers`` on one port): a turn started through A streams to an
 SSE client attached to B (LISTEN/NOTIFY) and completes there; a second turn on the same session
 through B is 409 ``run.busy`` (the lease holds across processes)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -83,3 +85,56 @@ def test_a_turn_through_a_streams_to_b_and_b_refuses_a_second_one(tmp_path: Path
         finally:
             errors = [stop(a), stop(b)]
     assert all("Traceback" not in e for e in errors), errors
+
+
+def test_workers_share_one_port_and_stop_cleanly(tmp_path: Path) -> None:
+    port = free_port()
+    with fresh_pg_schema() as url, serve_fake_openai(flavor="openai", chunk_delay=0.05) as fake:
+        env = {"RP_DATABASE_URL": url, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test"}
+        proc = subprocess.Popen(
+            [RP, "serve", "--home", str(tmp_path), "--port", str(port), "--workers", "2", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **CLEAN, **env},
+        )
+        try:
+            assert proc.stdout is not None
+            assert json.loads(proc.stdout.readline())["workers"] == 2
+            base = f"http://127.0.0.1:{port}"
+            with httpx.Client(base_url=base, timeout=60) as client:
+                for _ in range(300):  # the workers start after the line is printed
+                    try:
+                        if client.get(f"{API}/health").status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        pass
+                    time.sleep(0.1)
+                sid = client.post(f"{API}/sessions", json={"sample": True, "model": "openai/fake"}).json()["sessionId"]
+                with client.stream("GET", f"{API}/sessions/{sid}/events") as stream:
+                    turn_id = client.post(f"{API}/sessions/{sid}/turns", json={"text": "Hello."}).json()["turnId"]
+                    ended = None
+                    event = None
+                    for line in stream.iter_lines():  # whichever worker holds the stream sees the turn
+                        if line.startswith("event: "):
+                            event = line[7:]
+                        if line.startswith("data: ") and event == "turn/end":
+                            ended = json.loads(line[6:])["payload"]
+                            break
+                assert ended is not None and ended["turnId"] == turn_id and ended["outcome"] == "completed"
+                running = client.post(f"{API}/sessions/{sid}/turns", json={"text": "Go on for a long time."}).json()["turnId"]
+                err = stop(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0 and "rp serve: stopped" in err and "Traceback" not in err, err
+
+        async def outcome() -> list[str]:
+            from roleplay.harness.store import open_store
+
+            store = open_store(url)
+            try:
+                return [e.payload["outcome"] for e in await store.read(sid) if e.type == "turn/end" and e.payload["turnId"] == running]
+            finally:
+                await store.close()
+
+        assert asyncio.run(outcome()) == ["aborted"]

@@ -161,3 +161,10 @@ def test_sigterm_stops_as_cleanly_as_ctrl_c(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert code == 0 and "rp serve: stopped" in err, err
+
+
+def test_workers_are_refused_on_sqlite(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*RP, "serve", "--home", str(tmp_path), "--workers", "2", "--json"], capture_output=True, env={**os.environ, **CLEAN}, timeout=60
+    )
+    assert proc.returncode == 1 and json.loads(proc.stdout)["error"]["code"] == "serve.workers_need_postgres"

@@ -87,7 +87,15 @@ Web = Annotated[WebState, Depends(web)]  # a route's handle on the shared server
 Opener = Callable[[], AbstractAsyncContextManager[RoleplayRuntime]]
 
 
-def create_app(runtime: RoleplayRuntime | None, config: WebConfig, *, opener: Opener | None = None) -> FastAPI:
+def create_app(
+    runtime: RoleplayRuntime | None,
+    config: WebConfig,
+    *,
+    opener: Opener | None = None,
+    on_started: Callable[[WebState], None] | None = None,
+) -> FastAPI:
+    """``on_started(state)`` runs in the server's loop once the runtime is open, before serving."""
+
     def install(rt: RoleplayRuntime) -> WebState:
         state = WebState(rt, config, TurnRunner(rt.store), AssetService(rt.store))
         app.state.web = state
@@ -100,6 +108,8 @@ def create_app(runtime: RoleplayRuntime | None, config: WebConfig, *, opener: Op
             async with opener() as rt:
                 state = install(rt)
                 state.loop = asyncio.get_running_loop()
+                if on_started is not None:
+                    on_started(state)
                 try:
                     yield
                 finally:

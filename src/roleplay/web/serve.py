@@ -26,7 +26,7 @@ from typing import Any, AsyncIterator
 import click
 import uvicorn
 
-from roleplay.cli_context import fail, home_option, json_option, state_of
+from roleplay.cli_context import CliState, fail, home_option, json_option, state_of
 from roleplay.errors import RpError
 
 MiB = 1024 * 1024
@@ -63,18 +63,29 @@ def server_default_route(spec: str | None) -> Any:
 @click.option("--model", "model_spec", help="Default route for stories that keep none (default: $RP_MODEL, a configured key, else demo).")
 @click.option("--allow-origin", "allow_origins", multiple=True, help="Another origin whose pages may POST here (repeat).")
 @click.option("--max-upload-mb", default=64, show_default=True, type=click.IntRange(1, 256), help="Largest upload accepted.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Server processes on the port (PostgreSQL only).")
 @json_option
 @click.pass_context
 def serve_command(
-    ctx: click.Context, host: str, port: int, model_spec: str | None, allow_origins: tuple[str, ...], max_upload_mb: int, as_json: bool
+    ctx: click.Context,
+    host: str,
+    port: int,
+    model_spec: str | None,
+    allow_origins: tuple[str, ...],
+    max_upload_mb: int,
+    workers: int,
+    as_json: bool,
 ) -> None:
     """Serve the HTTP API (and its docs at /api/docs) until Ctrl-C.
 
     With --json, one line of JSON on stdout once it listens: {"url", "docs", "defaultRoute"}."""
     from .app import WebConfig, create_app
 
+    state = state_of(ctx)
     try:
         route = server_default_route(model_spec)
+        if workers > 1:
+            _check_workers(state, port)
     except RpError as exc:
         fail(exc, as_json)
         return
@@ -83,8 +94,32 @@ def serve_command(
         token = secrets.token_urlsafe(24)
         click.echo(f"rp serve: {host} is not loopback, so clients need this token (shown once; set RP_TOKEN to choose one):", err=True)
         click.echo(f"  {token}", err=True)
+    if workers > 1:
+        _serve_workers(state, host, port, route.spec, allow_origins, max_upload_mb, token, workers, as_json)
+        return
     config = WebConfig(default_route=route, token=token, allowed_origins=allow_origins, max_upload_bytes=max_upload_mb * MiB)
-    state = state_of(ctx)
+    app = create_app(None, config, opener=runtime_opener(state))
+    server = _Server(
+        uvicorn.Config(
+            app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE
+        ),
+        app,
+        as_json=as_json,
+    )
+    # uvicorn re-raises the signal it stopped on once it has shut down cleanly; SIGTERM (systemd,
+    # docker stop) is then a clean stop like Ctrl-C, not a kill with status 143.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        sys.exit(1)
+    click.echo("rp serve: stopped", err=True)
+
+
+def runtime_opener(state: CliState) -> Any:
+    """Opens the store and the runtime with the saved features, inside the server's event loop."""
 
     @asynccontextmanager
     async def opener() -> AsyncIterator[Any]:
@@ -104,24 +139,89 @@ def serve_command(
             finally:
                 await rt.aclose()
 
-    app = create_app(None, config, opener=opener)
-    server = _Server(
-        uvicorn.Config(
-            app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE
-        ),
-        app,
-        as_json=as_json,
+    return opener
+
+
+# -- several worker processes on one port ----------------------------------------------------------
+
+WORKER_SETTINGS = "RP_SERVE_WORKER_SETTINGS"  # what each worker process builds its app from
+
+
+def _check_workers(state: CliState, port: int) -> None:
+    # Workers see each other's events only through PostgreSQL's LISTEN/NOTIFY; on SQLite a stream
+    # attached to one worker would miss the turns another plays.
+    if state.paths.is_sqlite:
+        raise RpError(
+            "serve.workers_need_postgres",
+            "--workers needs RP_DATABASE_URL=postgresql://… (SQLite has no notifications between processes); run one process on SQLite",
+            pointer="/workers",
+        )
+    if port == 0:
+        raise RpError("serve.workers_need_port", "--workers needs a fixed --port", pointer="/port")
+
+
+def _serve_workers(
+    state: CliState,
+    host: str,
+    port: int,
+    route: str,
+    origins: tuple[str, ...],
+    max_upload_mb: int,
+    token: str | None,
+    workers: int,
+    as_json: bool,
+) -> None:
+    os.environ[WORKER_SETTINGS] = json.dumps({"home": state.home, "model": route, "origins": list(origins), "maxUploadMb": max_upload_mb})
+    if token is not None:
+        os.environ["RP_TOKEN"] = token  # the workers inherit it; it is never printed again
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/"
+    if as_json:
+        click.echo(json.dumps({"url": url, "docs": f"{url}api/docs", "defaultRoute": route, "workers": workers}))
+        sys.stdout.flush()
+    click.echo(f"rp serve: {url}  ({workers} workers · API docs: /api/docs · Ctrl-C stops)", err=True)
+    uvicorn.run(
+        "roleplay.web.serve:worker_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="warning",
+        timeout_graceful_shutdown=10,
+        timeout_keep_alive=KEEP_ALIVE,
     )
-    # uvicorn re-raises the signal it stopped on once it has shut down cleanly; SIGTERM (systemd,
-    # docker stop) is then a clean stop like Ctrl-C, not a kill with status 143.
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        server.run()
-    except KeyboardInterrupt:
-        pass
-    if not server.started:
-        sys.exit(1)
     click.echo("rp serve: stopped", err=True)
+
+
+def worker_app() -> Any:
+    """The app of one worker process (``uvicorn --factory``), from the settings ``rp serve`` left in
+    the environment. A worker has no ``_Server`` of its own, so its first SIGTERM or SIGINT reaches
+    the app through the handlers uvicorn installed (wrapped at startup): streams end, turns abort."""
+    from roleplay.harness.models.routes import resolve_route
+
+    from .app import WebConfig, create_app
+
+    settings = json.loads(os.environ[WORKER_SETTINGS])
+    config = WebConfig(
+        default_route=resolve_route(settings["model"]),
+        token=os.environ.get("RP_TOKEN") or None,
+        allowed_origins=tuple(settings["origins"]),
+        max_upload_bytes=settings["maxUploadMb"] * MiB,
+    )
+    state = CliState(home=settings["home"])
+    return create_app(None, config, opener=runtime_opener(state), on_started=_wind_down_on_signals)
+
+
+def _wind_down_on_signals(web_state: Any) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+
+        def handler(number: int, frame: FrameType | None, previous: Any = previous) -> None:
+            web_state.begin_shutdown()
+            if callable(previous):
+                previous(number, frame)
+
+        signal.signal(sig, handler)
 
 
 def _interrupt(sig: int, frame: FrameType | None) -> None:
