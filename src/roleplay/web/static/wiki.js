@@ -33,7 +33,12 @@ function wireTabs(body) {
 export async function openWiki(sid, view) {
   const dialog = document.getElementById("wiki");
   const slot = document.getElementById("wiki-slot");
-  if (!dialog.open) dialog.showModal();
+  if (!dialog.open) {
+    const loading = document.createElement("p");
+    loading.textContent = "Loading…";
+    slot.replaceChildren(loading); // never the last opening's views
+    dialog.showModal();
+  }
   const r = await fetch(`/s/${encodeURIComponent(sid)}/wiki`, { credentials: "same-origin" });
   const body = new DOMParser().parseFromString(await r.text(), "text/html").getElementById("wiki-body");
   slot.replaceChildren(document.adoptNode(body));
