@@ -1,5 +1,5 @@
-"""Every name in ``roleplay/names.py`` (tool, command, event-kind, effect, projection, source-id and
-source-marker names) and in ``roleplay/harness/names.py`` (the harness's event types) is spelled
+"""Every name in ``roleplay/names.py`` (tool, command, event-kind, effect, projection, source-id,
+source-marker and feature names) and in ``roleplay/harness/names.py`` (the harness's event types) is spelled
 once: no other module under ``src/`` may write one as a string literal.
 
 Read with ``ast``, so text that merely mentions a name (docstrings, prompts, messages such as
@@ -56,3 +56,19 @@ def test_no_module_spells_a_name_itself(path: Path) -> None:
 def test_the_rule_catches_a_literal_but_not_a_mention() -> None:
     text = 'TOOL = "rp_commit_turn"\nHELP = "call rp_commit_turn next"\n\n\ndef f():\n    """Uses ``rp_commit_turn``."""\n'
     assert literals_of_names(text) == ["line 1: 'rp_commit_turn' (use roleplay.names.COMMIT_TURN_TOOL)"]
+
+
+def test_the_feature_names_are_the_feature_managers_catalogue() -> None:
+    from roleplay.core.settings import ALWAYS_ON, FEATURES
+
+    features = {value for key, value in constants(names).items() if key.endswith("_FEATURE")}
+    assert features == set(FEATURES) | set(ALWAYS_ON)
+    assert not set(FEATURES) & set(ALWAYS_ON)
+
+
+def test_the_rule_catches_a_feature_name_written_out() -> None:
+    text = 'FEATURE = "rp-state"\nCOMMANDS = {"mvu": "rp-compat-mvu"}\nHELP = "turn rp-state on first"\n'
+    assert literals_of_names(text) == [
+        "line 1: 'rp-state' (use roleplay.names.STATE_FEATURE)",
+        "line 2: 'rp-compat-mvu' (use roleplay.names.COMPAT_MVU_FEATURE)",
+    ]

@@ -24,6 +24,19 @@ import click
 
 from roleplay import __version__
 from roleplay.cli_context import CliState, fail_on_store_fault, guard_text_arguments
+from roleplay.names import (
+    CHARACTER_CARD_FEATURE,
+    COMPAT_MVU_FEATURE,
+    LIBRARY_FEATURE,
+    LOREBOOK_FEATURE,
+    MESSAGE_ACTIONS_FEATURE,
+    PERSONA_FEATURE,
+    PRESET_FEATURE,
+    QUICK_REPLIES_FEATURE,
+    STATE_FEATURE,
+    SUBAGENT_MANAGER_FEATURE,
+    WRITING_STYLE_FEATURE,
+)
 
 # name -> (module, attribute, the command's one-line help as ``rp --help`` shows it)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -110,20 +123,20 @@ COMMANDS.update(
 
 # name -> the feature whose command it is; absent while the feature is off (``rp features``).
 COMMAND_FEATURES: dict[str, str] = {
-    "assets": "rp-library",
-    "import": "rp-library",
-    "export": "rp-character-card",
-    "lorebook": "rp-lore-book",
-    "persona": "rp-persona",
-    "preset": "rp-preset",
-    "style": "rp-writing-style",
-    "mvu": "rp-compat-mvu",
-    "quick-replies": "rp-quick-replies",
-    "state": "rp-state",
-    "subagents": "rp-subagent-manager",
-    "writer-route": "rp-subagent-manager",
+    "assets": LIBRARY_FEATURE,
+    "import": LIBRARY_FEATURE,
+    "export": CHARACTER_CARD_FEATURE,
+    "lorebook": LOREBOOK_FEATURE,
+    "persona": PERSONA_FEATURE,
+    "preset": PRESET_FEATURE,
+    "style": WRITING_STYLE_FEATURE,
+    "mvu": COMPAT_MVU_FEATURE,
+    "quick-replies": QUICK_REPLIES_FEATURE,
+    "state": STATE_FEATURE,
+    "subagents": SUBAGENT_MANAGER_FEATURE,
+    "writer-route": SUBAGENT_MANAGER_FEATURE,
     # spec rp-message-actions: edit, suffix delete, regenerate, branch, reply metrics
-    **dict.fromkeys(("messages", "edit", "delete", "regenerate", "swipe", "branch", "metrics"), "rp-message-actions"),
+    **dict.fromkeys(("messages", "edit", "delete", "regenerate", "swipe", "branch", "metrics"), MESSAGE_ACTIONS_FEATURE),
 }
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from roleplay.names import CHARACTER_CARD_FEATURE, COMPAT_MVU_FEATURE, LOREBOOK_FEATURE, STATE_FEATURE
+
 # feature → the features it cannot work without (rp-compat-mvu 硬依赖角色卡、世界书和 State).
 # Everything else needs core alone: a lorebook works without State (its ``stateCondition``
 # entries fail closed), and macros, asset tools and the library find the asset features that
 # are on at the call boundary.
 REQUIRES: dict[str, tuple[str, ...]] = {
-    "rp-compat-mvu": ("rp-character-card", "rp-lore-book", "rp-state"),
+    COMPAT_MVU_FEATURE: (CHARACTER_CARD_FEATURE, LOREBOOK_FEATURE, STATE_FEATURE),
 }
 
 

@@ -1,6 +1,6 @@
 """Roleplay names that more than one module must spell the same way: tool names, command names,
-event (result meta) kinds, effect kinds, projection names, context source ids and message-source
-markers.
+event (result meta) kinds, effect kinds, projection names, context source ids, message-source
+markers and feature names.
 
 Each is written here once and imported everywhere else; ``tests/test_names.py`` fails on any of
 these values written as a string literal elsewhere under ``src/``. This module sits in the shared
@@ -75,7 +75,55 @@ MESSAGE_ACTION_SOURCE: Final = "rpMessageAction"  # a message action's own metad
 SESSION_APPLY_STATE: Final = "rpSession"  # the rp/session projection state, for rp-session-apply
 STATE_CONFIGURE_STATE: Final = "rpState"  # the rp/state document, for rp-state-configure
 
+# -- feature names (spec: the plugin table) -------------------------------------------------------
+# Always on, never listed in ``features.enabled``:
+CORE_FEATURE: Final = "rp-core"
+FEATURE_MANAGER_FEATURE: Final = "rp-feature-manager"
+REMOTE_FEATURE: Final = "rp-remote"
+STANDARD_FEATURE: Final = "rp-standard"
+# Switched by the feature manager (catalogue order is ``core.settings.FEATURES``):
+STATE_FEATURE: Final = "rp-state"
+CHARACTER_CARD_FEATURE: Final = "rp-character-card"
+LOREBOOK_FEATURE: Final = "rp-lore-book"
+PERSONA_FEATURE: Final = "rp-persona"
+PRESET_FEATURE: Final = "rp-preset"
+WRITING_STYLE_FEATURE: Final = "rp-writing-style"
+MACRO_FEATURE: Final = "rp-macro"
+ASSET_TOOLS_FEATURE: Final = "rp-asset-tools"
+LIBRARY_FEATURE: Final = "rp-library"
+SUBAGENT_MANAGER_FEATURE: Final = "rp-subagent-manager"
+CONVERSATION_SUMMARY_FEATURE: Final = "rp-conversation-summary"
+MESSAGE_ACTIONS_FEATURE: Final = "rp-message-actions"
+MESSAGE_AVATAR_FEATURE: Final = "rp-message-avatar"
+REPLY_OPTIONS_FEATURE: Final = "rp-reply-options"
+QUICK_REPLIES_FEATURE: Final = "rp-quick-replies"
+DIALOGUE_HIGHLIGHT_FEATURE: Final = "rp-dialogue-highlight"
+COMPACT_ACCESS_MODE_FEATURE: Final = "rp-compact-access-mode"
+COMPAT_MVU_FEATURE: Final = "rp-compat-mvu"
+
 __all__ = [
+    "CORE_FEATURE",
+    "FEATURE_MANAGER_FEATURE",
+    "REMOTE_FEATURE",
+    "STANDARD_FEATURE",
+    "STATE_FEATURE",
+    "CHARACTER_CARD_FEATURE",
+    "LOREBOOK_FEATURE",
+    "PERSONA_FEATURE",
+    "PRESET_FEATURE",
+    "WRITING_STYLE_FEATURE",
+    "MACRO_FEATURE",
+    "ASSET_TOOLS_FEATURE",
+    "LIBRARY_FEATURE",
+    "SUBAGENT_MANAGER_FEATURE",
+    "CONVERSATION_SUMMARY_FEATURE",
+    "MESSAGE_ACTIONS_FEATURE",
+    "MESSAGE_AVATAR_FEATURE",
+    "REPLY_OPTIONS_FEATURE",
+    "QUICK_REPLIES_FEATURE",
+    "DIALOGUE_HIGHLIGHT_FEATURE",
+    "COMPACT_ACCESS_MODE_FEATURE",
+    "COMPAT_MVU_FEATURE",
     "ASSET_READ_KIND",
     "ASSET_READ_TOOL",
     "ASSET_WRITE_KIND",

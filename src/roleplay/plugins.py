@@ -26,9 +26,24 @@ import pluggy
 
 from roleplay import hookspecs
 from roleplay.hookspecs import PROJECT, hookimpl
+from roleplay.names import (
+    ASSET_TOOLS_FEATURE,
+    CHARACTER_CARD_FEATURE,
+    COMPAT_MVU_FEATURE,
+    CONVERSATION_SUMMARY_FEATURE,
+    CORE_FEATURE,
+    LOREBOOK_FEATURE,
+    MACRO_FEATURE,
+    PERSONA_FEATURE,
+    PRESET_FEATURE,
+    QUICK_REPLIES_FEATURE,
+    REPLY_OPTIONS_FEATURE,
+    STATE_FEATURE,
+    WRITING_STYLE_FEATURE,
+)
 
 ENTRY_POINT_GROUP = "roleplay"
-CORE = "rp-core"
+CORE = CORE_FEATURE
 
 
 class CorePlugin:
@@ -83,18 +98,18 @@ class MacroPlugin:
 # browser-only (avatars, dialogue highlight, compact access mode), yet it is switched all the same.
 BUILTIN_PLUGINS: dict[str, str] = {
     CORE: "roleplay.plugins:CorePlugin",
-    "rp-state": "roleplay.state.feature",
-    "rp-preset": "roleplay.assets.presets.feature",
-    "rp-character-card": "roleplay.assets.cards.feature",
-    "rp-persona": "roleplay.assets.personas.feature",
-    "rp-lore-book": "roleplay.assets.lorebook.feature",
-    "rp-writing-style": "roleplay.assets.styles.feature",
-    "rp-macro": "roleplay.plugins:MacroPlugin",
-    "rp-asset-tools": "roleplay.plugins:AssetToolsPlugin",
-    "rp-conversation-summary": "roleplay.core.summary_feature",
-    "rp-reply-options": "roleplay.reply_options",
-    "rp-quick-replies": "roleplay.quick_replies",
-    "rp-compat-mvu": "roleplay.compat.mvu.integration",
+    STATE_FEATURE: "roleplay.state.feature",
+    PRESET_FEATURE: "roleplay.assets.presets.feature",
+    CHARACTER_CARD_FEATURE: "roleplay.assets.cards.feature",
+    PERSONA_FEATURE: "roleplay.assets.personas.feature",
+    LOREBOOK_FEATURE: "roleplay.assets.lorebook.feature",
+    WRITING_STYLE_FEATURE: "roleplay.assets.styles.feature",
+    MACRO_FEATURE: "roleplay.plugins:MacroPlugin",
+    ASSET_TOOLS_FEATURE: "roleplay.plugins:AssetToolsPlugin",
+    CONVERSATION_SUMMARY_FEATURE: "roleplay.core.summary_feature",
+    REPLY_OPTIONS_FEATURE: "roleplay.reply_options",
+    QUICK_REPLIES_FEATURE: "roleplay.quick_replies",
+    COMPAT_MVU_FEATURE: "roleplay.compat.mvu.integration",
 }
 
 

@@ -29,6 +29,7 @@ from roleplay.harness.store.base import EventStore
 
 from roleplay.feature_catalog import REQUIRES, required_closure
 from .settings import ALWAYS_ON, DEFS, FEATURES, SettingsStore
+from roleplay.names import CONVERSATION_SUMMARY_FEATURE, QUICK_REPLIES_FEATURE, REPLY_OPTIONS_FEATURE, SUBAGENT_MANAGER_FEATURE
 
 KEY = "features.enabled"
 
@@ -36,10 +37,10 @@ KEY = "features.enabled"
 # The settings each feature's card carries (spec: 在功能卡中承载已启用能力的用户设置入口), by key
 # prefix; `rp settings` edits them.
 SETTINGS_PREFIXES: dict[str, tuple[str, ...]] = {
-    "rp-subagent-manager": ("writer.", "subagents."),
-    "rp-conversation-summary": ("summary.",),
-    "rp-reply-options": ("replyOptions.",),
-    "rp-quick-replies": ("quickReplies.",),
+    SUBAGENT_MANAGER_FEATURE: ("writer.", "subagents."),
+    CONVERSATION_SUMMARY_FEATURE: ("summary.",),
+    REPLY_OPTIONS_FEATURE: ("replyOptions.",),
+    QUICK_REPLIES_FEATURE: ("quickReplies.",),
 }
 
 

@@ -50,30 +50,54 @@ from roleplay.harness.store.base import EventStore
 from .settings_migrations import OWNER as SETTINGS_OWNER, SETTINGS_MIGRATIONS
 from .workspace_tools import SETTING_KEY as _WORKSPACE_KEY, check_root as _check_workspace_root
 from .subagent_catalog import CATALOG_KEY as _CATALOG_KEY, CatalogValue as _CatalogValue, check_catalog as _check_catalog
+from roleplay.names import (
+    ASSET_TOOLS_FEATURE,
+    CHARACTER_CARD_FEATURE,
+    COMPACT_ACCESS_MODE_FEATURE,
+    COMPAT_MVU_FEATURE,
+    CONVERSATION_SUMMARY_FEATURE,
+    CORE_FEATURE,
+    DIALOGUE_HIGHLIGHT_FEATURE,
+    FEATURE_MANAGER_FEATURE,
+    LIBRARY_FEATURE,
+    LOREBOOK_FEATURE,
+    MACRO_FEATURE,
+    MESSAGE_ACTIONS_FEATURE,
+    MESSAGE_AVATAR_FEATURE,
+    PERSONA_FEATURE,
+    PRESET_FEATURE,
+    QUICK_REPLIES_FEATURE,
+    REMOTE_FEATURE,
+    REPLY_OPTIONS_FEATURE,
+    STANDARD_FEATURE,
+    STATE_FEATURE,
+    SUBAGENT_MANAGER_FEATURE,
+    WRITING_STYLE_FEATURE,
+)
 
 # Optional features the feature manager will switch (spec: plugin table). The infrastructure
 # (rp-core, rp-feature-manager, rp-remote, rp-standard) is always on and cannot be listed.
 FEATURES: tuple[str, ...] = (
-    "rp-state",
-    "rp-character-card",
-    "rp-lore-book",
-    "rp-persona",
-    "rp-preset",
-    "rp-writing-style",
-    "rp-macro",
-    "rp-asset-tools",
-    "rp-library",
-    "rp-subagent-manager",
-    "rp-conversation-summary",
-    "rp-message-actions",
-    "rp-message-avatar",
-    "rp-reply-options",
-    "rp-quick-replies",
-    "rp-dialogue-highlight",
-    "rp-compact-access-mode",
-    "rp-compat-mvu",
+    STATE_FEATURE,
+    CHARACTER_CARD_FEATURE,
+    LOREBOOK_FEATURE,
+    PERSONA_FEATURE,
+    PRESET_FEATURE,
+    WRITING_STYLE_FEATURE,
+    MACRO_FEATURE,
+    ASSET_TOOLS_FEATURE,
+    LIBRARY_FEATURE,
+    SUBAGENT_MANAGER_FEATURE,
+    CONVERSATION_SUMMARY_FEATURE,
+    MESSAGE_ACTIONS_FEATURE,
+    MESSAGE_AVATAR_FEATURE,
+    REPLY_OPTIONS_FEATURE,
+    QUICK_REPLIES_FEATURE,
+    DIALOGUE_HIGHLIGHT_FEATURE,
+    COMPACT_ACCESS_MODE_FEATURE,
+    COMPAT_MVU_FEATURE,
 )
-ALWAYS_ON = ("rp-core", "rp-feature-manager", "rp-remote", "rp-standard")
+ALWAYS_ON = (CORE_FEATURE, FEATURE_MANAGER_FEATURE, REMOTE_FEATURE, STANDARD_FEATURE)
 
 IDENTITY_MAX = 16_000
 MIN_CONTEXT_WINDOW = 1_024

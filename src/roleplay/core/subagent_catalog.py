@@ -35,12 +35,13 @@ from pydantic import Field, StrictBool, StringConstraints
 
 from roleplay.assets.validation import AssetModel, NameRule, TextRule
 from roleplay.errors import ConflictError, NotFoundError, ValidationError
+from roleplay.names import SUBAGENT_MANAGER_FEATURE
 
 if TYPE_CHECKING:
     from .settings import SettingsStore
 
 CATALOG_KEY = "subagents.catalog"
-SUBAGENT_MANAGER = "rp-subagent-manager"  # the feature that owns the catalog (off: no specialists)
+SUBAGENT_MANAGER = SUBAGENT_MANAGER_FEATURE  # the feature that owns the catalog (off: no specialists)
 MAX_ITEMS = 32
 MAX_TOOLS = 32
 CONTRACT_MAX = 4_000

@@ -54,7 +54,7 @@ from roleplay.harness.models.types import ChatMessage, ChatModel, Completed, Mod
 from roleplay.harness.projections import Projection
 from roleplay.harness.subagents import SubagentRequest
 from roleplay.harness.surface import SURFACE
-from roleplay.names import OPENING_SOURCE, RUN_CONTEXT_SOURCE
+from roleplay.names import CONVERSATION_SUMMARY_FEATURE, OPENING_SOURCE, RUN_CONTEXT_SOURCE
 from roleplay.harness.names import ASSISTANT_MESSAGE, COMMAND_DONE, COMMAND_RUN, COMPACTION_CHECKPOINT
 
 from .conversation import SUMMARY_KIND, project, story_nodes, story_tokens, summary_text
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from .run import RpRun
     from .runtime import RoleplayRuntime
 
-FEATURE = "rp-conversation-summary"
+FEATURE = CONVERSATION_SUMMARY_FEATURE
 CANDIDATE = "rp-conversation-summary/candidate"
 DISCARD = "rp-conversation-summary/discard"
 PROJECTION = "rp/summary"

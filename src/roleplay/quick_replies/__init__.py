@@ -22,8 +22,9 @@ from roleplay.core.settings import MAX_QUICK_REPLIES, SettingsStore, validate_se
 from roleplay.errors import ConflictError, NotFoundError, Problem, RpError, ValidationError
 from roleplay.harness.store.base import EventStore
 from roleplay.hookspecs import hookimpl
+from roleplay.names import QUICK_REPLIES_FEATURE
 
-FEATURE = "rp-quick-replies"
+FEATURE = QUICK_REPLIES_FEATURE
 
 ITEMS = "quickReplies.items"
 CURSOR = "quickReplies.cursor"

@@ -26,8 +26,9 @@ from . import demo
 from .generator import reply_options_generator
 from .play import options_after_turn, options_of_reply, session_options
 from .projection import EXTENSION_KEY, PROJECTION, reply_options_projection
+from roleplay.names import REPLY_OPTIONS_FEATURE
 
-FEATURE = "rp-reply-options"
+FEATURE = REPLY_OPTIONS_FEATURE
 
 
 @hookimpl

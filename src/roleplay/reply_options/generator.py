@@ -43,8 +43,9 @@ from roleplay.harness.subagents import SubagentRequest
 
 from .normalize import options_from_answer
 from .projection import EXTENSION_KEY, EXTENSION_VERSION, extension_value
+from roleplay.names import REPLY_OPTIONS_FEATURE
 
-PRESET = "rp-reply-options"
+PRESET = REPLY_OPTIONS_FEATURE  # the sub-agent preset carries its feature's name
 SUBAGENT_TIMEOUT = 45.0
 # The runner's own bound is a backstop above the sub-agent's, so the child normally ends first
 # and closes its log as ``aborted`` itself.

@@ -26,9 +26,9 @@ from roleplay.state.commands import CONFIGURE, configure_handler
 from roleplay.state.effect import state_update_capability
 from roleplay.state.events import activity_projection, state_projection
 from roleplay.state.tools import read_tool, state_tool
-from roleplay.names import STATE_SOURCE
+from roleplay.names import STATE_FEATURE, STATE_SOURCE
 
-FEATURE = "rp-state"
+FEATURE = STATE_FEATURE
 NATIVE_STATE_EXTENSION = "roleplay"  # a card's data.extensions.roleplay.state
 MATERIALIZER_ORDER = 100
 

@@ -18,7 +18,8 @@ from roleplay.core.turn_eligibility import require_playable
 from roleplay.errors import NotFoundError, RpError
 from roleplay.harness.prompts import PromptAssembly, PromptContext
 from roleplay.names import (
-    ASSET_READ_TOOL, COMMIT_TURN_TOOL, STATE_ACTIVITY_PROJECTION, STATE_PROJECTION, STATE_READ_TOOL, WRITE_TURN_TOOL,
+    ASSET_READ_TOOL, COMMIT_TURN_TOOL, REPLY_OPTIONS_FEATURE, STATE_ACTIVITY_PROJECTION, STATE_FEATURE, STATE_PROJECTION,
+    STATE_READ_TOOL, WRITE_TURN_TOOL,
 )  # fmt: skip
 from roleplay.reply_options.projection import PROJECTION as REPLY_OPTIONS
 from roleplay.reply_options.projection import live_entries
@@ -95,7 +96,7 @@ async def _projection(w: WebState, session_id: str, name: str, feature: str) -> 
 @router.get("/sessions/{session_id}/state")
 async def state(w: Web, session_id: str) -> dict[str, Any]:
     """The story state: each namespace's value, and the last changes."""
-    tracker = await _projection(w, session_id, STATE_PROJECTION, "rp-state")
+    tracker = await _projection(w, session_id, STATE_PROJECTION, STATE_FEATURE)
     doc = state_document(tracker)
     return {
         "sessionId": session_id,
@@ -108,14 +109,14 @@ async def state(w: Web, session_id: str) -> dict[str, Any]:
 @router.get("/sessions/{session_id}/activity")
 async def activity(w: Web, session_id: str) -> dict[str, Any]:
     """The state's change history (``rp/state/activity``)."""
-    tracker = await _projection(w, session_id, STATE_ACTIVITY_PROJECTION, "rp-state")
+    tracker = await _projection(w, session_id, STATE_ACTIVITY_PROJECTION, STATE_FEATURE)
     return {"sessionId": session_id, "activity": activity_document(tracker)}
 
 
 @router.get("/sessions/{session_id}/reply-options")
 async def reply_options(w: Web, session_id: str) -> dict[str, Any]:
     """The reply options offered with each reply still on the story."""
-    folded = await _projection(w, session_id, REPLY_OPTIONS, "rp-reply-options")
+    folded = await _projection(w, session_id, REPLY_OPTIONS, REPLY_OPTIONS_FEATURE)
     return {"sessionId": session_id, "replyOptions": live_entries(folded)}
 
 

@@ -29,8 +29,9 @@ from roleplay.core.sources import (
 )
 from roleplay.core.types import CARD, CARD_DEPTH_PROMPT, AssetView, ContextSource
 from roleplay.hookspecs import hookimpl
+from roleplay.names import CHARACTER_CARD_FEATURE
 
-FEATURE = "rp-character-card"
+FEATURE = CHARACTER_CARD_FEATURE
 
 
 def card_source(

@@ -31,8 +31,9 @@ from roleplay.core.types import LORE_CHARACTERS, LORE_RULES, LORE_WORLD, AssetVi
 from roleplay.hookspecs import hookimpl
 from roleplay.state import evaluate_condition
 from roleplay.state.shape import namespace_values
+from roleplay.names import LOREBOOK_FEATURE
 
-FEATURE = "rp-lore-book"
+FEATURE = LOREBOOK_FEATURE
 LORE_SLOTS = {Slot.WORLD_DESCRIPTION: LORE_WORLD, Slot.CHARACTER_DESCRIPTIONS: LORE_CHARACTERS, Slot.IMPORTANT_RULES: LORE_RULES}
 POSITIONS = {LORE_WORLD: POSITION_LORE_WORLD, LORE_CHARACTERS: POSITION_LORE_CHARACTERS, LORE_RULES: POSITION_LORE_RULES}
 

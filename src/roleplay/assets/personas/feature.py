@@ -10,8 +10,9 @@ from roleplay.core.macros import MacroContext, expand
 from roleplay.core.sources import POSITION_PERSONA, STAGE_PERSONA, TITLES, SourceProvider, SourceRun, blocks, rev
 from roleplay.core.types import PERSONA, AssetView, ContextSource
 from roleplay.hookspecs import hookimpl
+from roleplay.names import PERSONA_FEATURE
 
-FEATURE = "rp-persona"
+FEATURE = PERSONA_FEATURE
 
 
 def persona_source(view: AssetView, macros: MacroContext) -> ContextSource | None:

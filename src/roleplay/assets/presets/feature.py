@@ -12,8 +12,9 @@ from roleplay.core.macros import MacroContext, expand
 from roleplay.core.sources import POSITION_PRESET_BOTTOM, POSITION_PRESET_TOP, STAGE_PRESET, SourceProvider, SourceRun, rev
 from roleplay.core.types import PRESET_PREFIX, AssetView, ContextSource
 from roleplay.hookspecs import hookimpl
+from roleplay.names import PRESET_FEATURE
 
-FEATURE = "rp-preset"
+FEATURE = PRESET_FEATURE
 
 
 def preset_sources(view: AssetView, macros: MacroContext) -> tuple[list[ContextSource], dict[str, str]]:

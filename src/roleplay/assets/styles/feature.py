@@ -10,8 +10,9 @@ from roleplay.core.macros import MacroContext, expand
 from roleplay.core.sources import POSITION_STYLES, STAGE_STYLES, SourceProvider, SourceRun, rev
 from roleplay.core.types import STYLE_PREFIX, AssetView, ContextSource
 from roleplay.hookspecs import hookimpl
+from roleplay.names import WRITING_STYLE_FEATURE
 
-FEATURE = "rp-writing-style"
+FEATURE = WRITING_STYLE_FEATURE
 
 
 def style_source(view: AssetView, macros: MacroContext) -> ContextSource | None:

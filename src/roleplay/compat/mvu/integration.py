@@ -33,8 +33,9 @@ from .adapter import inspect_card, select_opening
 from .diagnostics import capped
 from .openings import clean_opening_text
 from .templates import render_template
+from roleplay.names import COMPAT_MVU_FEATURE
 
-FEATURE = "rp-compat-mvu"
+FEATURE = COMPAT_MVU_FEATURE
 SOURCE_BLOB = "source"
 MATERIALIZER_ORDER = 600  # after the native state seed and the macro-expanded opening
 
