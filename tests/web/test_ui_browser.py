@@ -69,13 +69,16 @@ def page(browser: Any, server: LiveServer) -> Iterator[Any]:
 
 
 def shoot(page: Any, name: str) -> None:
-    """The screen at desktop and at a 390 px phone width."""
+    """The screen at desktop and at a 390 px phone width, and in the dark theme."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     size = page.viewport_size
     page.screenshot(path=str(ARTIFACTS / f"{name}-desktop.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.screenshot(path=str(ARTIFACTS / f"{name}-phone.png"), full_page=True)
     page.set_viewport_size(size)
+    page.emulate_media(color_scheme="dark")  # the dark theme follows the system's
+    page.screenshot(path=str(ARTIFACTS / f"{name}-dark.png"), full_page=True)
+    page.emulate_media(color_scheme="light")
 
 
 def import_card(page: Any, path: Path) -> None:
