@@ -1,5 +1,7 @@
 """inspect_card end to end on small synthetic cards: namespace, openings, fail-closed paths."""
 
+import json
+
 import pytest
 from compat.mvu_support import entry, make_card
 
@@ -140,3 +142,36 @@ def test_a_greeting_with_thousands_of_broken_commands_still_bootstraps():
     assert ns.status == "ok" and len(ns.diagnostics) > 20_000
     carried = ns.bootstrap()["namespaces"]["story"]["setupDiagnostics"]
     assert len(carried) == 100 and carried[-1]["code"] == "mvu.diagnostics.truncated"
+
+
+def _errors(report, code):
+    return [p for p in report.namespace.diagnostics if p.code == code]
+
+
+def test_a_value_the_state_cannot_hold_disables_the_namespace_with_the_state_problem():
+    # Regression: these diagnostics once passed ``code`` twice to diag() (a TypeError, not a report).
+    deep = 1
+    for _ in range(40):
+        deep = {"k": deep}
+    report = inspect_card(card(entries=[entry("[InitVar]", json.dumps({"a": deep}), enabled=False)]))
+    assert report.namespace.status == "disabled"
+    [problem] = _errors(report, "mvu.namespace.invalid")
+    assert problem.message == "schemas nest at most 32 levels"
+    assert problem.pointer is not None and problem.pointer.startswith("/definition/schema/properties/a/properties/k/properties/k")
+    assert problem.details == {"severity": "error", "source": "adapter", "problemCode": "state.schema.too_deep"}
+
+    wide = inspect_card(card(entries=[entry("[InitVar]", json.dumps({f"k{i}": i for i in range(2500)}), enabled=False)]))
+    [problem] = _errors(wide, "mvu.namespace.invalid")
+    assert wide.namespace.status == "disabled" and problem.details["problemCode"] == "state.schema.too_large"
+    assert problem.message == "a schema may hold at most 2000 sub-schemas" and problem.pointer.startswith("/definition/schema/properties/k")
+
+
+def test_a_zod_schema_that_maps_to_no_restricted_schema_fails_closed_with_a_located_problem():
+    # Every keyword is one the mapper keeps, but a kept value is not one the state can judge.
+    schema = {"type": "object", "properties": {"悠纪": {"type": "object", "properties": {"好感度": {"type": "numbr"}}}}}
+    report = inspect_card(card(), zod_schema=schema, zod_schema_source="schema.json")
+    assert report.namespace.status == "disabled"
+    [problem] = _errors(report, "mvu.zod.undecidable")
+    assert problem.message == "the mapped schema is not a restricted schema: unknown JSON type 'numbr'"
+    assert problem.pointer == "/properties/悠纪/properties/好感度/type"
+    assert problem.details == {"severity": "error", "source": "schema.json", "problemCode": "state.schema.keyword_invalid"}

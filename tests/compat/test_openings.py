@@ -1,6 +1,6 @@
 """Opening commands: MVU Zod semantics on plain values, schema checks, atomicity, clean text."""
 
-from roleplay.compat.mvu.commands import extract_commands
+from roleplay.compat.mvu.commands import Command, extract_commands
 from roleplay.compat.mvu.diagnostics import Loc
 from roleplay.compat.mvu.openings import apply_commands, clean_opening_text
 from roleplay.compat.mvu.schema import derive_from_data
@@ -248,3 +248,16 @@ def test_many_opening_commands_cost_linear_time():
     _d, outcome = run(data, text)
     assert outcome.ok and len(outcome.value["物品"]) == 3001
     assert time.perf_counter() - start < 10  # a full validation per command takes minutes here
+
+
+def test_a_move_without_its_patch_is_refused_and_applies_nothing():
+    # Text never yields a move (``_.move`` is retired), so only a hand-built command reaches this:
+    # without the JSON-patch op there is no "from", and the move must be refused, not crash.
+    derived = derive_from_data({"a": {"x": 1}, "b": {}})
+    commands = [Command("set", "set", ["a.x", "2"]), Command("move", "move", ["b.y"], line=3)]
+    outcome = apply_commands(derived.value, derived.schema, derived.vwd, commands, L)
+    assert not outcome.ok and outcome.value == {"a": {"x": 1}, "b": {}} and outcome.records == []
+    [problem] = outcome.diagnostics
+    assert problem.code == "mvu.command.unknown" and problem.pointer is None
+    assert problem.message == "opening command 1 (_.move / command): unknown command 'move'; no opening command is applied"
+    assert problem.details == {"severity": "error", "source": "greeting", "line": 3, "command": 1}
