@@ -409,6 +409,14 @@ def test_session_wiki_rebind_workbench_preview_and_mode_switch(page: Any) -> Non
     shoot(page, "workbench")
     page.reload()
     assert page.locator("#slots .slot >> nth=0 >> .slot-name").inner_text() == second
+
+    # Custom content: a slot of its own, and its text in the Writer prompt.
+    page.fill("#add-custom [name=title]", "House rules")
+    page.fill("#add-custom [name=text]", "Keep every scene under the lighthouse's beam.")
+    page.click("#add-custom button")
+    page.wait_for_selector(".custom-list >> text=House rules")
+    assert page.locator("#slots .slot-name:text('House rules')").count() == 1
+    assert "Keep every scene under the lighthouse's beam." in page.inner_text("#preview-text")
     assert page.problems == []
 
 

@@ -74,3 +74,24 @@ document.getElementById("save-layout").addEventListener("click", () => save({ sl
 document.getElementById("reset-layout").addEventListener("click", async () => {
   if (await save(null)) window.location.reload();
 });
+
+// Custom content: the profile's own prompts (a new one gets a slot of its own, placed by the layout rule).
+const customBox = document.querySelector("section.custom");
+const custom = JSON.parse(customBox.dataset.custom);
+async function saveCustom(list) {
+  showError("");
+  try {
+    await api("PATCH", `/sessions/${encodeURIComponent(sid)}/profile`, { patch: { customPrompts: list }, revision: Number(bench.dataset.revision) });
+    window.location.reload();
+  } catch (err) {
+    showError(`${err.message}${err.pointer ? ` (at ${err.pointer})` : ""}`);
+  }
+}
+document.getElementById("add-custom").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const f = e.target.elements;
+  saveCustom([...custom, { id: `custom-${Date.now().toString(36)}`, title: f.title.value, text: f.text.value }]);
+});
+for (const button of document.querySelectorAll("[data-delete-custom]")) {
+  button.addEventListener("click", () => saveCustom(custom.filter((c) => c.id !== button.dataset.deleteCustom)));
+}

@@ -104,6 +104,7 @@ async def _workbench(w: WebState, session_id: str) -> dict[str, Any]:
         "writerPrompt": p.build.writer_prompt,
         "sections": [s.slot_id for s in p.build.sections],
         "mode": p.profile.execution_mode,
+        "custom": [{"id": c.id, "title": c.title, "text": c.text} for c in p.profile.custom_prompts],
     }
 
 
