@@ -161,3 +161,18 @@ async def test_unknown_pages_answer_in_the_error_envelope(api: tuple[httpx.Async
 
 
 pytestmark = pytest.mark.anyio
+
+
+async def test_with_rp_state_off_the_saved_state_is_shown_read_only_with_a_notice(db_url: str) -> None:
+    from web.web_support import api_client
+
+    async with api_client(db_url) as (client, _):
+        sid = await new_story(client)
+        assert (await client.post(f"/api/v1/sessions/{sid}/turns", json={"text": "I knock."})).status_code == 202
+        await wait_idle(client, sid)
+        assert (await client.post("/api/v1/features/rp-state/disable", json={})).status_code == 200
+    async with api_client(db_url) as (client, rt):  # a server started after the change
+        assert "rp-state" not in rt.features
+        html = assert_safe_page(await client.get(f"/s/{sid}"))
+        assert "turned off on this server: this is the state saved before, read-only" in html
+        assert "<h4>story</h4>" in html

@@ -152,20 +152,27 @@ async def setup_step2(
 # -- chat ------------------------------------------------------------------------------------------
 
 
-async def _state(w: WebState, session_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The current value of each namespace, and this turn's changes (namespace, path, before, after, reason)."""
-    from roleplay.state.events import activity_document, state_document
+async def _state(w: WebState, session_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]], bool]:
+    """The current value of each namespace, this turn's changes (namespace, path, before, after,
+    reason), and whether rp-state is off (the saved state is then folded from the log to be shown
+    read-only; nothing can change it)."""
+    from roleplay.state.events import activity_document, state_document, state_projection
 
+    off = False
     try:
         tracker = (await w.rt.service.projection(session_id, STATE_PROJECTION)).state
     except RpError:
-        return None, []  # rp-state is off on this server
+        off = True
+        try:
+            tracker = (await w.rt.service.projection(session_id, state_projection)).state
+        except RpError:
+            return None, [], True
     doc = state_document(tracker)
     values = {name: ns["value"] for name, ns in doc.get("namespaces", {}).items()}
     changes = [
         {"namespace": name, **change} for name, listed in (activity_document(tracker).get("namespaces") or {}).items() for change in listed
     ]
-    return values, changes
+    return values, changes, off
 
 
 async def _reply_options(w: WebState, session_id: str, message_id: str | None) -> list[str]:
@@ -221,7 +228,7 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
             }
         )
     run = w.runs.active.get(session_id)
-    state, changes = await _state(w, session_id)
+    state, changes, state_off = await _state(w, session_id)
     return {
         "session": record,
         "head": head,
@@ -231,6 +238,7 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
         "replyOptions": await _reply_options(w, session_id, last["messageId"] if last and last.get("role") == "assistant" else None),
         "state": state,
         "changes": changes,
+        "stateOff": state_off,
         "running": run.turn_id if run else None,
         "mode": profile.execution_mode if profile is not None else "chat",
         "writerRoute": _writer_route_text(profile),

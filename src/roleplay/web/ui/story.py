@@ -82,7 +82,7 @@ async def wiki(request: Request, w: Web, session_id: str) -> HTMLResponse:
         request,
         "wiki.html",
         {"session_id": session_id, "views": views, "names": WIKI_VIEWS, "revision": loaded.state["revision"],
-         "state": context["state"], "changes": context["changes"]},
+         "state": context["state"], "changes": context["changes"], "stateOff": context["stateOff"]},
     )  # fmt: skip
 
 
