@@ -144,9 +144,10 @@ def create_app(
         max_upload=config.max_upload_bytes,
     )
 
-    from . import routes_assets, routes_chats, routes_messages, routes_sessions, routes_settings, routes_tools, routes_turns
+    from . import routes_agents, routes_assets, routes_chats, routes_messages, routes_sessions, routes_settings, routes_tools, routes_turns
 
-    for module in (routes_sessions, routes_turns, routes_messages, routes_chats, routes_assets, routes_settings, routes_tools):
+    routers = (routes_sessions, routes_turns, routes_messages, routes_chats, routes_agents, routes_assets, routes_settings, routes_tools)
+    for module in routers:
         app.include_router(module.router, prefix=API)
 
     from .ui import install as install_ui  # the web app's pages and static files (roleplay.web.ui)
