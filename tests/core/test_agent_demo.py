@@ -131,3 +131,17 @@ async def test_a_tool_free_route_in_agent_mode_commits_the_writers_draft(store: 
 
 def test_the_demo_polish_keeps_paragraphs() -> None:
     assert tidy("  One  two.\n\n\n  Three   four. \n") == "One two.\n\nThree four."
+
+
+async def test_the_fake_servers_own_roleplay_protocol_plays_an_agent_turn(store: EventStore) -> None:
+    from roleplay.harness.models.deepseek import deepseek_model
+
+    rt, sid = await sample_story(store)
+    await set_mode(rt, sid, "agent")
+    with serve_fake_openai(flavor="deepseek") as fake:  # no script: the fake's roleplay protocol answers
+        route = Route("deepseek", "deepseek-flash")
+        rt.models[route.spec] = deepseek_model(api_key="sk-test", base_url=fake.base_url)
+        result = await play_turn(rt, sid, "我推开铁门。", parent_route=route)
+        await rt.aclose()
+    assert result.committed and tools_called(result) == ["rp_write_turn", "rp_commit_turn"]
+    assert result.reply == result.writer.text and "[fake server" in result.reply  # type: ignore[union-attr]

@@ -8,7 +8,9 @@ cooperative model, read from the request alone (the same request gives the same 
 - **Chat parent** (``rp_write_turn`` and ``rp_commit_turn`` offered): calls the Writer, then
   commits with ``references.writer`` and one in-bounds ``state.update`` per namespace taken from
   the state commit contract in the run context. If that commit is refused, it commits again
-  without effects rather than loop.
+  without effects rather than loop. An **Agent parent** (``<roleplay_request mode="agent">``) does
+  the same and writes the Writer's draft as its reply text with the commit (Agent mode takes the
+  body from the parent); it runs no specialists.
 - **Writer** (no tools, the Writer's rules as system prompt): a short narration of the current
   input, labelled as fake.
 - **Summariser** (no tools, the summariser's instructions as system prompt): a labelled digest
@@ -40,6 +42,8 @@ WRITER_MARKER = "You are the Writer of a roleplay story."
 CONTRACT_MARK = '{"contract":"state_commit_contract"'
 LABEL = "[fake server: not a real model]"
 _INPUT = re.compile(r'<section name="Current input">\s*(.*?)\s*</section>', re.S)
+_AGENT_REQUEST = '<roleplay_request mode="agent">'
+_DRAFT = re.compile(r"<writer_draft[^>]*>\n(.*)\n</writer_draft>", re.S)
 
 
 def roleplay_reply(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -113,7 +117,11 @@ def _parent(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     if writer_id is None:
         return {"tool_calls": [{"name": WRITE_TOOL, "arguments": {"action": "write"}}]}
     effects = effects_for(_contract(_text(messages[start]))) if commits == 0 else []
-    return {"tool_calls": [{"name": COMMIT_TOOL, "arguments": {"references": {"writer": writer_id}, "effects": effects}}]}
+    reply: dict[str, Any] = {"tool_calls": [{"name": COMMIT_TOOL, "arguments": {"references": {"writer": writer_id}, "effects": effects}}]}
+    if _AGENT_REQUEST in _text(messages[start]):
+        draft = _DRAFT.search(results[writer_id])
+        reply["text"] = draft.group(1).strip() if draft else ""
+    return reply
 
 
 def _contract(text: str) -> dict[str, Any] | None:
