@@ -155,6 +155,10 @@ events.addEventListener("assistant/chunk", (e) => {
 events.addEventListener("turn/end", (e) => {
   const data = JSON.parse(e.data);
   if (data.payload && data.payload.turnId) ended.add(data.payload.turnId);
+  // Screen readers hear that the reply is done (the streamed text itself is not read token by token).
+  const outcome = data.payload && data.payload.outcome;
+  document.getElementById("announce").textContent =
+    outcome && outcome !== "completed" ? `The turn ended: ${outcome}.` : `${document.getElementById("writing-label").textContent.replace(/ is writing…$/, "")} replied.`;
   setBusy(null);
   refresh();
 });
