@@ -56,3 +56,20 @@ async def test_routing_and_unexpected_errors_use_the_envelope(api: tuple[httpx.A
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as quiet:
         crash = await quiet.get(f"{API}/sessions")
     assert crash.status_code == 500 and crash.json()["code"] == "server.internal" and "sk-live" not in crash.text
+
+
+@pytest.mark.anyio
+async def test_a_library_model_refusing_a_value_is_422(api: tuple[httpx.AsyncClient, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import BaseModel
+
+    class Strict(BaseModel):
+        count: int
+
+    client, rt = api
+
+    async def refuse(*_: Any, **__: Any) -> Any:
+        Strict.model_validate({"count": "many"})
+
+    monkeypatch.setattr(rt.store, "list_sessions", refuse)
+    r = await client.get(f"{API}/sessions")
+    assert r.status_code == 422 and r.json()["code"] == "value.invalid" and r.json()["pointer"] == "/count"

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError as PydanticValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationError, pointer_from_parts
@@ -80,6 +81,22 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _model_error(_: Request, exc: Exception) -> JSONResponse:
+    # A library model refusing a value that came from the request (the routes convert the ones
+    # they expect; this is the net for the rest): the client's input, not a server fault.
+    assert isinstance(exc, PydanticValidationError)
+    problems: list[dict[str, Any]] = [
+        {
+            "code": f"value.{e.get('type', 'invalid')}",
+            "message": str(e.get("msg", "invalid")),
+            "pointer": pointer_from_parts(list(e.get("loc", ()))),
+        }
+        for e in exc.errors()
+    ]
+    first = problems[0] if problems else {"message": "invalid value", "pointer": None}
+    return JSONResponse(envelope("value.invalid", f"a value is not valid: {first['message']}", first["pointer"], problems), status_code=422)
+
+
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, f"http.{exc.status_code}")
@@ -95,6 +112,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RpError, _rp_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(PydanticValidationError, _model_error)
     app.add_exception_handler(Exception, _unexpected)
 
 
