@@ -115,3 +115,20 @@ def test_prompt_previews_the_agent_parent_with_its_tools(tmp_path: Path) -> None
         system.index(h) for h in ("# Roleplay", "# Agent workflow", "## rp_write_turn", "## rp_guide", "## rp_run_subagent")
     )
     assert ok_json(tmp_path, "prompt", sid, "--model", "demo") == agent  # byte-identical previews
+
+
+def test_long_texts_come_from_files(tmp_path: Path) -> None:
+    instructions = tmp_path / "critic.md"
+    instructions.write_text("You review drafts.\n\n- Point out contradictions.\n", encoding="utf-8")
+    added = ok_json(tmp_path, "subagents", "add", "Critic", "--contract", "Optional.", "--instructions-file", str(instructions))
+    assert added["items"][-1]["instructions"] == "You review drafts.\n\n- Point out contradictions.\n"
+    result = CliRunner().invoke(
+        cli,
+        ["--home", str(tmp_path), "subagents", "edit", "Critic", "--contract-file", "-", "--json"],
+        env=CLEAN,
+        input="After the Writer.",
+        obj=CliState(),
+    )
+    assert result.exit_code == 0 and json.loads(result.stdout)["items"][-1]["usageContract"] == "After the Writer."
+    both = invoke(tmp_path, "subagents", "edit", "Critic", "--instructions", "x", "--instructions-file", str(instructions), "--json")
+    assert both.exit_code == 1 and json.loads(both.stdout)["error"]["code"] == "subagents.value_source"

@@ -224,9 +224,25 @@ def _changes(
 item_options = [
     click.option("--contract", help="The usage contract the Agent reads: when, whether required, order, input, result."),
     click.option("--instructions", help="The specialist's working instructions (its whole persona, verbatim)."),
+    click.option("--contract-file", type=click.File("rb"), help="Read the usage contract from a file (- for stdin)."),
+    click.option("--instructions-file", type=click.File("rb"), help="Read the instructions from a file (- for stdin)."),
     click.option("--tool", "tools", multiple=True, help="A tool it may use (repeat; 'none' clears the list on edit)."),
     click.option("--route", help="provider/model[/effort] for this specialist; 'follow' uses the conversation's route."),
 ]
+
+
+def _text_or_file(text: str | None, file: Any, option: str) -> str | None:
+    if file is None:
+        return text
+    if text is not None:
+        raise RpError("subagents.value_source", f"give --{option} or --{option}-file, not both")
+    data = file.read()
+    try:
+        return data.decode("utf-8")  # type: ignore[no-any-return]
+    except UnicodeDecodeError as exc:
+        raise RpError(
+            "subagents.file_not_utf8", f"{file.name} is not UTF-8 text (offset {exc.start})", details={"offset": exc.start}
+        ) from None
 
 
 def _with_item_options(fn: Any) -> Any:
@@ -260,12 +276,16 @@ async def add_command(
     name: str,
     contract: str | None,
     instructions: str | None,
+    contract_file: Any,
+    instructions_file: Any,
     tools: tuple[str, ...],
     route: str | None,
     disabled: bool,
     as_json: bool,
 ) -> None:
     """Add the specialist NAME (needs --contract and --instructions)."""
+    contract = _text_or_file(contract, contract_file, "contract")
+    instructions = _text_or_file(instructions, instructions_file, "instructions")
     if contract is None or instructions is None:
         raise RpError("subagents.incomplete", "a new sub-agent needs --contract and --instructions")
     data = {"name": name, **_changes(contract, instructions, tools, route, None), "enabled": not disabled}
@@ -289,12 +309,16 @@ async def edit_command(
     name: str,
     contract: str | None,
     instructions: str | None,
+    contract_file: Any,
+    instructions_file: Any,
     tools: tuple[str, ...],
     route: str | None,
     rename: str | None,
     as_json: bool,
 ) -> None:
     """Change the specialist NAME."""
+    contract = _text_or_file(contract, contract_file, "contract")
+    instructions = _text_or_file(instructions, instructions_file, "instructions")
     changes = _changes(contract, instructions, tools, route, rename)
     if not changes:
         raise RpError("subagents.nothing_to_change", "name what to change: --contract, --instructions, --tool, --route or --rename")
