@@ -47,7 +47,7 @@ class Script:
         self.writer = writer
 
     def __call__(self, request: ModelRequest) -> Any:
-        if "<task_input" in request.messages[-1].text():
+        if any(m.role == "user" and "<task_input" in m.text() for m in request.messages):
             return self.specialist(request)
         if not request.tools:
             return {"text": self.writer}
@@ -512,4 +512,27 @@ async def test_a_bound_asset_updated_mid_run_moves_the_commit_to_its_new_revisio
     prompt = [e for e in await rt.service.events(second.meta["childSessionId"]) if e.type == "user/message"][0]  # type: ignore[index]
     assert "阿灰" in prompt.payload["content"][0]["text"]
     assert result.prepared.sources.live_revisions[card_id] == record.revision + 1  # type: ignore[index]
+    await rt.aclose()
+
+
+async def test_a_specialists_read_tools_read_the_story_it_works_for(store: EventStore) -> None:
+    from roleplay.core.subagent_catalog import SubagentItem, add_item
+
+    def reader(request: ModelRequest) -> dict[str, Any]:
+        if request.messages[-1].role != "tool":
+            return call("rp_asset_read", {"action": "list"})
+        return {"text": "bound: " + request.messages[-1].text()[:2000]}
+
+    script = Script([call("rp_run_subagent", {"name": "Reader", "task": "List the bound assets.", "input": {}}), "好的。"], reader)  # type: ignore[list-item]
+    rt, sid, _ = await agent_story(store, script)
+    settings = SettingsStore(store)
+    catalog = await load_catalog(settings, "en")
+    item = SubagentItem.model_validate(
+        {"name": "Reader", "usageContract": "Optional.", "instructions": "Read.", "tools": ["rp_asset_read"]}
+    )
+    await save_catalog(settings, add_item(catalog, item), catalog.revision)
+    card_id = profile_of((await rt.service.projection(sid, "rp/session")).state).resources.card
+    result = await play_turn(rt, sid, "我点灯。", parent_route=ROUTE)
+    [run] = results_of(result, "rp_run_subagent")
+    assert run.ok and str(card_id) in run.meta["text"] and "林汐" in run.meta["text"]  # type: ignore[index]
     await rt.aclose()

@@ -6,7 +6,8 @@ history. Its system prompt is the harness identity followed by the item's instru
 ``<task_input>`` holding the explicit ``task`` and the object ``input`` the parent passed, followed
 by this turn's image blocks. Its tools are the item's allow-list intersected with the installed
 tools, never the Writer, the commit, asset or State writes or another sub-agent (and the harness
-refuses a spawn at depth ≥ 1 anyway). Each item runs on its own route (``provider/model[/effort]``)
+refuses a spawn at depth ≥ 1 anyway); ``rp_asset_read`` and ``rp_state_read`` read the story it
+works for (its bindings, its State), read-only. Each item runs on its own route (``provider/model[/effort]``)
 or, without one, on the conversation's route.
 
 **Input is an object.** The schema says so and the handler checks again (the tool validates its
@@ -21,19 +22,23 @@ on it (``core.agent_mode``), and comes back as an error result naming what is bl
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from roleplay.errors import RpError
 from roleplay.harness.models.routes import Route, parse_route_spec
 from roleplay.harness.subagents import SubagentRequest
-from roleplay.harness.tools import Tool, ToolContext, ToolOutput
+from roleplay.harness.tools import Tool, ToolContext, ToolOutput, ToolRegistry
 from roleplay.names import (
+    ASSET_READ_TOOL,
     ASSET_WRITE_TOOL,
     COMMIT_TURN_TOOL,
     RUN_SUBAGENT_TOOL,
     STATE_CONFIGURE_TOOL,
+    STATE_READ_TOOL,
     SUBAGENT_RESULT_KIND,
     WRITE_TURN_TOOL,
 )
@@ -50,6 +55,7 @@ MAX_TASK = 8_000
 MAX_INPUT_CHARS = 60_000
 # What no specialist may ever hold, whatever its allow-list says (spec: it cannot replace the
 # Writer, deliver or commit the reply, touch State or shared assets, or start a sub-agent).
+STORY_READ_TOOLS = frozenset({ASSET_READ_TOOL, STATE_READ_TOOL})
 FORBIDDEN_TOOLS = frozenset({WRITE_TURN_TOOL, COMMIT_TURN_TOOL, ASSET_WRITE_TOOL, STATE_CONFIGURE_TOOL, RUN_SUBAGENT_TOOL})
 
 GUIDANCE = """\
@@ -76,6 +82,26 @@ def item_route(item: SubagentItem, conversation: Route) -> Route:
 def item_tools(item: SubagentItem, installed: Sequence[str]) -> list[str]:
     have = set(installed)
     return [name for name in item.tools if name in have and name not in FORBIDDEN_TOOLS]
+
+
+def specialist_registry(rt: RoleplayRuntime, names: Sequence[str], story_id: str) -> ToolRegistry:
+    """The specialist's tools. The story's read tools read the *story* (its bindings, its State),
+    not the specialist's own empty child session; they stay read-only (a child is never Agent)."""
+    registry = ToolRegistry()
+    for name in names:
+        tool = rt.tools.get(name)
+        if name in STORY_READ_TOOLS:
+            tool = replace(tool, handler=_on_story(tool, story_id))
+        registry.register(tool)
+    return registry
+
+
+def _on_story(tool: Tool, story_id: str) -> Any:
+    async def handler(args: dict[str, Any], ctx: ToolContext) -> Any:
+        value = tool.handler(args, replace(ctx, session_id=story_id))
+        return await value if inspect.isawaitable(value) else value
+
+    return handler
 
 
 def subagent_tool(
@@ -138,7 +164,13 @@ def subagent_tool(
                 reasoning_effort=route.reasoning_effort,
             )
             result = await run_structured(
-                rt.service, ctx.session_id, request, model=rt.model_for(route), tools=rt.tools, abort=ctx.abort, depth=ctx.depth
+                rt.service,
+                ctx.session_id,
+                request,
+                model=rt.model_for(route),
+                tools=specialist_registry(rt, request.tools, ctx.session_id),
+                abort=ctx.abort,
+                depth=ctx.depth,
             )
             text = result.text.strip()
             if not text:
@@ -179,4 +211,4 @@ def subagent_tool(
     )
 
 
-__all__ = ["FORBIDDEN_TOOLS", "SUBAGENT_PRESET", "item_route", "item_tools", "subagent_tool", "task_input"]
+__all__ = ["FORBIDDEN_TOOLS", "specialist_registry", "SUBAGENT_PRESET", "item_route", "item_tools", "subagent_tool", "task_input"]
