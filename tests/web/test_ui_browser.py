@@ -536,3 +536,29 @@ def test_setup_with_styles_in_order_and_no_opening_shows_the_guide_until_the_fir
     send(page, "I arrive at the harbour.")
     assert not page.locator(".guide").count()
     assert page.problems == []
+
+
+def test_importing_several_files_reports_each_and_a_card_exports_as_png(page: Any, tmp_path: Path, corpus: Path | None) -> None:
+    files = [card_file(tmp_path, corpus)]
+    if corpus is not None:
+        files += [corpus / "lorebooks" / "Eorzea.json", corpus / "presets" / "Default.json"]
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"name": "half a card", ')
+    files.append(broken)
+    page.goto("/library")
+    page.set_input_files("#import-files", [str(f) for f in files])
+    page.wait_for_selector("#import-report[data-done]")
+    report = page.locator("#import-results > li")
+    assert report.count() == len(files)  # one line per file; a broken one does not stop the others
+    assert "broken.json: not imported" in page.inner_text("#import-results")
+    if corpus is not None:
+        text = page.inner_text("#import-results")
+        assert "imported as lorebook" in text and "imported as preset" in text and "carried over" in text
+    shoot(page, "import-report")
+    page.goto("/library/card")
+    page.locator(".asset-item a >> nth=0").click()
+    with page.expect_download() as download:
+        page.click("text=Export PNG")
+    path = download.value.path()
+    assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert page.problems == []

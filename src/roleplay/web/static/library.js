@@ -35,7 +35,18 @@ function reportItem(result) {
     const migrated = result.report.migrated || [];
     const notMigrated = result.report.notMigrated || [];
     details.append(item(`carried over: ${migrated.length} prompt${migrated.length === 1 ? "" : "s"}`));
-    if (notMigrated.length) details.append(item(`not carried over: ${notMigrated.map(problemText).join("; ")}`, "failed"));
+    if (notMigrated.length) {
+      // Often dozens of lines (every ST-only setting): one summary line that opens to the list.
+      const li2 = document.createElement("li");
+      const more = document.createElement("details");
+      const summary = document.createElement("summary");
+      summary.textContent = `not carried over: ${notMigrated.length} item${notMigrated.length === 1 ? "" : "s"}`;
+      const list = document.createElement("ul");
+      for (const p of notMigrated) list.append(item(problemText(p)));
+      more.append(summary, list);
+      li2.append(more);
+      details.append(li2);
+    }
   }
   for (const w of result.warnings || []) details.append(item(`not carried over or changed: ${problemText(w)}`));
   if (result.isolatedPrompts && !result.trusted) {
