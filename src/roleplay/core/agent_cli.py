@@ -83,7 +83,7 @@ def writer_route_text(route: dict[str, Any] | None) -> str:
     if route is None:
         return "the global default"
     if route.get("followConversation"):
-        return "follow the conversation"
+        return "the conversation's route"
     effort = f"/{route['reasoningEffort']}" if route.get("reasoningEffort") else ""
     return f"{route['provider']}/{route['model']}{effort}"
 
