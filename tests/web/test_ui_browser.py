@@ -556,6 +556,9 @@ def test_importing_several_files_reports_each_and_a_card_exports_as_png(page: An
         assert "imported as lorebook" in text and "imported as preset" in text and "carried over" in text
     shoot(page, "import-report")
     page.goto("/library/card")
+    page.fill("#library-search", "no such name")
+    assert page.locator("#asset-list .asset-item:visible").count() == 0
+    page.fill("#library-search", "")
     page.locator(".asset-item a >> nth=0").click()
     with page.expect_download() as download:
         page.click("text=Export PNG")

@@ -180,3 +180,11 @@ if (asset) {
     }
   });
 }
+
+// Search: the list narrows to the names containing the text (case-insensitive).
+document.getElementById("library-search")?.addEventListener("input", (e) => {
+  const needle = e.target.value.trim().toLocaleLowerCase();
+  for (const li of document.querySelectorAll("#asset-list .asset-item")) {
+    li.hidden = Boolean(needle) && !li.textContent.toLocaleLowerCase().includes(needle);
+  }
+});
