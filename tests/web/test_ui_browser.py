@@ -338,6 +338,23 @@ def test_editors_save_cards_presets_and_lorebooks_by_revision(page: Any) -> None
     assert "The bell" in page.inner_text("#lore-test-result")
     shoot(page, "editor-lorebook")
 
+    # The whole book is a local draft until saved: a reload offers it back, and one save keeps it.
+    page.click("text=Add an entry")
+    row = page.locator("[data-list=entries] .rows > .row >> nth=-1")
+    row.locator("[data-f=comment]").fill("The tide")
+    row.locator("[data-f=keys]").fill("tide")
+    page.wait_for_timeout(600)  # the draft is kept after a short pause
+    page.reload()
+    page.wait_for_selector("#draft-banner:not([hidden])")
+    page.click("#draft-restore button[type=submit]")
+    page.wait_for_selector("[data-list=entries] [data-f=comment][value='The tide']")
+    page.click("#editor button[type=submit]")
+    page.wait_for_url(f"**/library/asset/{book}")
+    entries = page.request.get(f"/api/v1/assets/{book}").json()["data"]["book"]["entries"]
+    assert entries[-1]["comment"] == "The tide" and len(entries) == count + 2
+    page.goto(f"/library/asset/{book}/edit")
+    assert page.is_hidden("#draft-banner")  # saved: no draft left
+
     # A change made elsewhere meanwhile: the save is refused, nothing is overwritten.
     page.goto(f"/library/asset/{card}/edit")
     current = page.request.get(f"/api/v1/assets/{card}").json()

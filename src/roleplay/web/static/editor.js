@@ -111,11 +111,52 @@ function collect() {
   return data;
 }
 
+// -- the local draft: every change is kept in this browser until it is saved or discarded -------
+const draftKey = `rp-editor-draft:${id}`;
+let draftTimer = null;
+function keepDraft() {
+  clearTimeout(draftTimer);
+  draftTimer = setTimeout(() => {
+    try {
+      localStorage.setItem(draftKey, JSON.stringify({ base: Number(form.dataset.revision), at: new Date().toISOString(), data: collect() }));
+    } catch {
+      // storage full or disabled: the draft simply is not kept
+    }
+  }, 400);
+}
+form.addEventListener("input", keepDraft);
+form.addEventListener("change", keepDraft);
+form.addEventListener("click", (e) => {
+  if (e.target.closest("[data-move], [data-remove], [data-add]")) keepDraft();
+});
+const kept = (() => {
+  try {
+    return JSON.parse(localStorage.getItem(draftKey) || "null");
+  } catch {
+    return null;
+  }
+})();
+if (kept && !form.dataset.restored) {
+  const banner = document.getElementById("draft-banner");
+  document.getElementById("draft-text").textContent =
+    `You have unsaved changes from ${new Date(kept.at).toLocaleString()} (based on revision ${kept.base}).`;
+  const restore = document.getElementById("draft-restore");
+  restore.elements.draft.value = JSON.stringify(kept.data);
+  restore.elements.base.value = String(kept.base);
+  document.getElementById("draft-discard").addEventListener("click", () => {
+    localStorage.removeItem(draftKey);
+    banner.hidden = true;
+  });
+  banner.hidden = false;
+}
+
 form.addEventListener("submit", async (e) => {
   e.preventDefault();
   showError("");
   try {
     await api("PUT", `/assets/${encodeURIComponent(id)}`, { data: collect(), revision: Number(form.dataset.revision) });
+    clearTimeout(draftTimer);
+    localStorage.removeItem(draftKey);
     window.location.href = `/library/asset/${encodeURIComponent(id)}`;
   } catch (err) {
     showError(

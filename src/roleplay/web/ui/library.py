@@ -7,9 +7,10 @@ text (Jinja2 escapes) and long prose through the markdown sanitiser, never as ra
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse
 
 from roleplay.assets.kinds import CARD, DEFAULT_KINDS, KINDS, LOREBOOK, PERSONA, PRESET, WRITING_STYLE
@@ -128,8 +129,27 @@ SAMPLERS = [("Temperature", "temperature", "0.01"), ("Top P", "topP", "0.01"), (
 
 @router.get("/library/asset/{asset_id}/edit", response_class=HTMLResponse)
 async def editor_page(request: Request, w: Web, asset_id: str) -> HTMLResponse:
+    return await _editor(request, w, asset_id, None, None)
+
+
+@router.post("/library/asset/{asset_id}/edit", response_class=HTMLResponse)
+async def editor_with_draft(
+    request: Request, w: Web, asset_id: str, draft: Annotated[str, Form()], base: Annotated[int, Form()]
+) -> HTMLResponse:
+    """The editor filled from the browser's unsaved local draft (nothing is saved here). Its save
+    still names the revision the draft was based on, so a change made since is never overwritten."""
+    try:
+        data = json.loads(draft)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise ValidationError("editor.bad_draft", "the draft is not a JSON object", pointer="/draft")
+    return await _editor(request, w, asset_id, data, base)
+
+
+async def _editor(request: Request, w: Web, asset_id: str, draft: dict[str, Any] | None, base: int | None) -> HTMLResponse:
     record = await w.assets.store.get(asset_id)
-    data: dict[str, Any] = record.data if isinstance(record.data, dict) else {}
+    data: dict[str, Any] = draft if draft is not None else record.data if isinstance(record.data, dict) else {}
     fields = [
         {"label": label, "key": key, "multiline": multi, "value": data.get(key) or ""} for label, key, multi in EDIT_FIELDS[record.kind]
     ]
@@ -149,5 +169,8 @@ async def editor_page(request: Request, w: Web, asset_id: str) -> HTMLResponse:
             ],
             "entries": (book or {}).get("entries") or [],
             "hasAvatar": record.kind in (CARD, PERSONA),
+            "revision": base if base is not None else record.revision,
+            "restored": draft is not None,
+            "stale": base is not None and base != record.revision,
         },
     )
