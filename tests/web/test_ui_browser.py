@@ -256,6 +256,12 @@ def test_keyboard_only_setup_send_regenerate(page: Any, tmp_path: Path) -> None:
     page.focus("#draft")
     page.keyboard.type("I wave.")
     page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('#chat').dataset.busy === 'false'"
+                           " && document.querySelectorAll('#messages article:not(.pending)').length === 3")  # fmt: skip
+    page.focus("#draft")
+    page.keyboard.press("ArrowUp")  # edits my last message
+    assert page.evaluate("() => document.activeElement.closest('.edit-box') !== null")
+    page.keyboard.press("Escape")  # cancels, focus back on the message's Edit
     page.wait_for_function("() => document.querySelectorAll('#messages article:not(.pending):not(.streaming)').length === 3"
                            " && document.querySelector('#chat').dataset.busy === 'false'")  # fmt: skip
     for _ in range(40):  # Tab through the controls to the last reply's Regenerate
@@ -266,6 +272,13 @@ def test_keyboard_only_setup_send_regenerate(page: Any, tmp_path: Path) -> None:
         raise AssertionError("Regenerate is not reachable with Tab")
     page.keyboard.press("Enter")
     page.wait_for_selector(".swipe-count:text('2/2')")
+    page.wait_for_function("() => document.querySelector('#chat').dataset.busy === 'false'")
+    # Continue: the Writer goes on with the last reply.
+    before = page.inner_text("#messages")
+    page.click("[data-action=continue]")
+    page.wait_for_function(
+        "b => document.querySelector('#chat').dataset.busy === 'false' && document.getElementById('messages').innerText !== b", arg=before
+    )
     assert page.problems == []
 
 

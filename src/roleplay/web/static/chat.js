@@ -206,6 +206,13 @@ draft.addEventListener("keydown", (e) => {
   if (isSendKey(e)) {
     e.preventDefault();
     sendText(draft.value);
+  } else if (e.key === "ArrowUp" && !draft.value && !runningTurn && !editing) {
+    // ↑ in an empty composer edits your last message.
+    const mine = [...document.querySelectorAll('#messages article[data-role="user"]')].pop();
+    if (mine) {
+      e.preventDefault();
+      beginEdit(mine);
+    }
   }
 });
 stopButton.addEventListener("click", async () => {
@@ -381,6 +388,9 @@ log.addEventListener("click", async (e) => {
       break;
     case "regenerate":
       await start("/regenerate", {});
+      break;
+    case "continue":
+      await start("/continue", {});
       break;
     case "branch":
       try {
