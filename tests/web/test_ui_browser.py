@@ -198,6 +198,15 @@ def test_newcomer_path_import_setup_play_regenerate_swipe_edit_reload_branch_del
     page.goto("/")
     assert page.locator(".story").count() == 2
     shoot(page, "stories")
+    page.fill("input[name=q]", "no such story")
+    page.press("input[name=q]", "Enter")
+    page.wait_for_selector("text=No story's title contains")
+    page.goto("/")
+    page.locator(".story >> nth=0 >> [data-archive]").click()
+    page.wait_for_function("() => document.querySelectorAll('.story').length === 1")
+    page.goto("/?archived=true")
+    page.locator(".story >> nth=0 >> [data-archive]").click()  # unarchive
+    page.wait_for_function("() => document.querySelectorAll('.story').length === 0")
 
     # Delete the card: the dialog names the stories that use it.
     page.goto("/library/card")

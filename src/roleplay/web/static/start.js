@@ -25,3 +25,15 @@ for (const button of document.querySelectorAll(".style-order [data-move]")) {
     button.focus();
   });
 }
+
+// Archive (never deletes: the story leaves the list and stays under "archived") and unarchive.
+for (const button of document.querySelectorAll("[data-archive]")) {
+  button.addEventListener("click", async () => {
+    try {
+      await api("POST", `/sessions/${encodeURIComponent(button.dataset.archive)}/${button.dataset.undo === "true" ? "unarchive" : "archive"}`);
+      window.location.reload();
+    } catch (err) {
+      toast(err.message);
+    }
+  });
+}

@@ -60,8 +60,11 @@ async def story_profile(w: WebState, session_id: str) -> Any:
 
 
 @router.get("/", response_class=HTMLResponse)
-async def sessions_page(request: Request, w: Web, archived: bool = False) -> HTMLResponse:
+async def sessions_page(request: Request, w: Web, archived: bool = False, q: str = "") -> HTMLResponse:
     rows = await w.rt.store.list_sessions(SessionFilter(archived=archived, roots_only=True, limit=200))
+    if q.strip():
+        needle = q.strip().casefold()
+        rows = [r for r in rows if needle in (r.title or "").casefold()]
     stories = []
     for r in rows:
         profile = await story_profile(w, r.id)
@@ -77,7 +80,7 @@ async def sessions_page(request: Request, w: Web, archived: bool = False) -> HTM
                 "kind": r.preset,
             }
         )
-    return page(request, "sessions.html", {"stories": stories, "archived": archived, "nav": "stories"})
+    return page(request, "sessions.html", {"stories": stories, "archived": archived, "q": q, "nav": "stories"})
 
 
 # -- two-step setup --------------------------------------------------------------------------------
