@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roleplay.harness.chat import chat_spec
+from roleplay.harness.plain_chat import chat_spec
 from roleplay.harness.history import exchange_starts, fit_history, message_tokens, reply_reserve, tools_tokens
 from roleplay.harness.loop import CONVERTED, AgentLoop, AgentSpec, LoopHooks
 from roleplay.harness.models.scripted import ScriptedModel

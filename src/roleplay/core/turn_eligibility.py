@@ -14,7 +14,7 @@ Only a top-level ``roleplay`` story may do that:
 from __future__ import annotations
 
 from roleplay.errors import ConflictError, ValidationError
-from roleplay.harness.chat import CHAT_PRESET
+from roleplay.harness.plain_chat import CHAT_PRESET
 from roleplay.harness.store.base import SessionRecord
 
 from .runtime import ROLEPLAY_PRESET, RoleplayRuntime

@@ -19,27 +19,14 @@ import click
 from roleplay.cli_context import TerminalSafeStream, echo_error, echo_json, home_option, json_option, read_text_line, run, state_of
 from roleplay.errors import RpError
 
-from .loop import AgentLoop, AgentSpec, TurnResult
+from .loop import AgentLoop, TurnResult
 from .models.routes import build_model, deprecation_note, resolve_route, route_context_window
 from .models.types import ChatModel
-from .prompts import ORDER_IDENTITY, PromptAssembly, PromptSection
+from .plain_chat import CHAT_PRESET, chat_spec
 from .sessions import SessionService
 from .store.base import EventStore
 
 T = TypeVar("T")
-CHAT_PRESET = "chat"
-CHAT_STEP_LIMIT = 5
-IDENTITY = "You are a helpful, concise assistant talking with the user in a terminal. Answer in the user's language."
-
-
-def chat_spec(context_window: int | None = None) -> AgentSpec:
-    """``context_window``: the route's window; earlier exchanges give way to it, newest kept."""
-    return AgentSpec(
-        prompt=PromptAssembly([PromptSection("harness:identity", IDENTITY, ORDER_IDENTITY)]),
-        step_limit=CHAT_STEP_LIMIT,
-        mode="chat",
-        context_window=context_window,
-    )
 
 
 async def chat_turn(store: EventStore, loop: AgentLoop, session_id: str, text: str, out: Any, status: Any = None) -> TurnResult:

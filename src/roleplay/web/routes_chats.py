@@ -13,7 +13,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from roleplay.errors import ValidationError
-from roleplay.harness.chat import CHAT_PRESET, chat_spec
+from roleplay.harness.plain_chat import CHAT_PRESET, chat_spec
 from roleplay.harness.loop import AgentLoop
 from roleplay.harness.models.routes import resolve_route, route_context_window
 
