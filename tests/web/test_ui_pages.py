@@ -176,3 +176,19 @@ async def test_with_rp_state_off_the_saved_state_is_shown_read_only_with_a_notic
         html = assert_safe_page(await client.get(f"/s/{sid}"))
         assert "turned off on this server: this is the state saved before, read-only" in html
         assert "<h4>story</h4>" in html
+
+
+async def test_display_features_turned_off_leave_the_chat_plain(db_url: str) -> None:
+    from web.web_support import api_client
+
+    async with api_client(db_url) as (client, _):
+        sid = await new_story(client)
+        assert (await client.post("/api/v1/quick-replies", json={"label": "Nod", "text": "*nods*"})).status_code == 201
+        on = (await client.get(f"/s/{sid}")).text
+        assert 'data-dialogue="on"' in on and 'class="avatar initial"' in on and 'data-action="edit"' in on and "quick-reply" in on
+        for name in ("rp-dialogue-highlight", "rp-message-avatar", "rp-message-actions", "rp-quick-replies"):
+            assert (await client.post(f"/api/v1/features/{name}/disable", json={})).status_code == 200
+    async with api_client(db_url) as (client, _):
+        off = assert_safe_page(await client.get(f"/s/{sid}"))
+        assert 'data-dialogue="off"' in off and "avatar" not in off and 'data-action="edit"' not in off and "quick-reply" not in off
+        assert 'data-action="copy"' in off

@@ -16,6 +16,11 @@ function textNodes(root) {
 
 export function highlightDialogue(container) {
   if (!container) return;
+  if (container.dataset.dialogue === "off") {
+    // rp-dialogue-highlight is turned off on this server
+    if (supported) CSS.highlights.delete("dialogue");
+    return;
+  }
   for (const [el] of ranges) if (!el.isConnected) ranges.delete(el);
   for (const body of container.querySelectorAll(".msg-body:not(.live-text)")) {
     const found = [];

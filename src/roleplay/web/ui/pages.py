@@ -207,7 +207,12 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
     res = profile.resources if profile is not None else None
     card, persona = (res.card, res.persona) if res is not None else (None, None)
     names = {"assistant": await asset_name(w, card) or "Narrator", "user": await asset_name(w, persona) or "You"}
-    avatars = {"assistant": card if await has_avatar(w, card) else None, "user": persona if await has_avatar(w, persona) else None}
+    features = set(w.rt.features)
+    show_avatars = "rp-message-avatar" in features  # each display feature can be turned off
+    avatars = {
+        "assistant": card if show_avatars and await has_avatar(w, card) else None,
+        "user": persona if show_avatars and await has_avatar(w, persona) else None,
+    }
     last_reply = next((m for m in reversed(listed) if m.get("role", "assistant") == "assistant"), None)
     last = listed[-1] if listed else None
     scripts = display_scripts(await _card_data(w, card))
@@ -248,6 +253,9 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
         "cardName": names["assistant"],
         "show": show,
         "scriptNotes": scripts.skipped,
+        "avatarsOn": show_avatars,
+        "actionsOn": "rp-message-actions" in features,
+        "dialogueOn": "rp-dialogue-highlight" in features,
     }
 
 
@@ -264,11 +272,11 @@ def _writer_route_text(profile: Any) -> str:
 async def chat_page(request: Request, w: Web, session_id: str, show: Annotated[int, Query(ge=0)] = WINDOW) -> HTMLResponse:
     from roleplay.quick_replies import QuickReplies
 
-    try:
+    items: list[dict[str, str]] = []
+    cursor = "end"
+    if "rp-quick-replies" in w.rt.features:
         quick = await QuickReplies(w.rt.store).list()
         items, cursor = quick.items, quick.cursor
-    except RpError:
-        items, cursor = [], "end"  # quick replies are off on this server
     context = {"nav": "stories", "quickReplies": items, "quickCursor": cursor, **await chat_context(w, session_id, show)}
     return page(request, "chat.html", context)
 
