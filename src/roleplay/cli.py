@@ -67,7 +67,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "import": ("roleplay.assets.cli", "import_command", "Import character cards (PNG/JSON/CHARX), SillyTavern lorebooks and presets."),
     "lorebook": ("roleplay.assets.lorebook.cli", "lorebook", "Inspect lorebooks (world info)."),
-    "messages": ("roleplay.core.actions_cli", "messages_command", "List the visible messages of SESSION_ID with their numbers and ids."),
+    "messages": (
+        "roleplay.core.actions_cli",
+        "messages_command",
+        "List the visible messages of SESSION_ID with their numbers and ids (and whether a run is writing one of their turns now).",
+    ),
     "metrics": (
         "roleplay.core.actions_cli",
         "metrics_command",
