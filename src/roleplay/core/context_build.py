@@ -566,9 +566,10 @@ def _fit_history(
     by_id: dict[str, ContextSource],
     history: Sequence[Entry],
     budget: WindowBudget,
-) -> tuple[dict[str, ContextSource], WindowFit, list[Diagnostic], Sequence[Entry]]:
+) -> tuple[dict[str, ContextSource], WindowFit, list[Diagnostic], Sequence[Entry], tuple[BuiltSection, ...]]:
     """Keep the newest whole messages of ``rp.conversation`` that fit ``budget``; also returns
-    the messages kept (the Character's Note is placed among them)."""
+    the messages kept (the Character's Note is placed among them) and the Writer sections built
+    from what was kept (the build measured last, so :func:`freeze` does not build it again)."""
     conversation = by_id.get(CONVERSATION)
     full = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=history)
     tokens = count_tokens(join_sections(full))
@@ -578,7 +579,7 @@ def _fit_history(
         return WindowFit(budget.window, budget.reply_reserve, budget.fixed_tokens, prompt_tokens, len(history), omitted)
 
     if conversation is None or tokens <= limit:
-        return by_id, fit(0, tokens), _over_window(fit(0, tokens)), history
+        return by_id, fit(0, tokens), _over_window(fit(0, tokens)), history, full
     # Sum per-message costs (the estimate is close to additive) to pick the cut in one pass, then
     # check the real prompt and drop one more message while it is still over.
     without = {sid: src for sid, src in by_id.items() if sid != CONVERSATION}
@@ -600,7 +601,8 @@ def _fit_history(
             trimmed[CONVERSATION] = replace(conversation, text=text_of_entries(kept))
         else:
             del trimmed[CONVERSATION]  # nothing fits: the source is unavailable, no empty tag
-        tokens = count_tokens(join_sections(_build(slots, trimmed, pick=lambda s: True, use_parent_text=False, entries=kept)))
+        built = _build(slots, trimmed, pick=lambda s: True, use_parent_text=False, entries=kept)
+        tokens = count_tokens(join_sections(built))
         if tokens <= limit or keep == 0:
             break
         keep -= 1
@@ -613,7 +615,7 @@ def _fit_history(
         source_id=CONVERSATION,
         details=result.to_dict(),
     )
-    return trimmed, result, [note, *_over_window(result)], kept
+    return trimmed, result, [note, *_over_window(result)], kept, built
 
 
 def _over_window(result: WindowFit) -> list[Diagnostic]:
@@ -690,17 +692,20 @@ def freeze(
     diags = list(diagnostics)
     conversation = by_id.get(CONVERSATION)
     # The Character's Note is placed among the messages only when their text is the one given.
-    entries: Sequence[Entry] | None = history if conversation is not None and conversation.text == text_of_entries(history) else None
+    rendered = conversation is not None and conversation.text == text_of_entries(history)
+    entries: Sequence[Entry] | None = history if rendered else None
+    sections: tuple[BuiltSection, ...] | None = None
     if budget is not None:
-        if conversation is not None and conversation.text != text_of_entries(history):
+        if conversation is not None and not rendered:
             raise ValidationError(
                 "context.history_mismatch",
                 "rp.conversation was not rendered from the history given to fit it into the window",
                 details={"sourceId": CONVERSATION, "messages": len(history)},
             )
-        by_id, window, notes, entries = _fit_history(slots, by_id, history, budget)
+        by_id, window, notes, entries, sections = _fit_history(slots, by_id, history, budget)
         diags += notes
-    sections = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=entries)
+    if sections is None:
+        sections = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=entries)
     count = sum(1 for section in sections for sid in section.source_ids if sid == CURRENT_INPUT)
     if count == 0:
         raise ValidationError(

@@ -76,3 +76,17 @@ def test_memo_is_bounded() -> None:
     for i in range(tokens._MEMO_LINES + 10):
         count_tokens(f"line {i}")
     assert len(tokens._memo) <= tokens._MEMO_LINES
+
+
+def test_recent_long_texts_are_remembered_exactly_and_boundedly() -> None:
+    """The last few long texts are kept whole: a repeated count equals a fresh one, and the memo
+    holds at most ``_RECENT_TEXTS`` texts, none longer than ``_RECENT_MAX_CHARS``."""
+    texts = [f"第{i}轮 lamp {i}\n" * 600 for i in range(tokens._RECENT_TEXTS + 3)]
+    first = [count_tokens(t) for t in texts]
+    assert first == [_total(_stats(t)) for t in texts]
+    assert [count_tokens(t) for t in reversed(texts)] == list(reversed(first))
+    assert len(tokens._recent) <= tokens._RECENT_TEXTS
+    assert count_tokens(texts[-1]) is tokens._recent[texts[-1]]
+    huge = "x\n" * (tokens._RECENT_MAX_CHARS // 2 + 1)
+    assert count_tokens(huge) == _total(_stats(huge))
+    assert huge not in tokens._recent

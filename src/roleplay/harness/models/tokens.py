@@ -48,6 +48,24 @@ def count_tokens(text: str) -> int:
         return 0
     if len(text) < _SPLIT_FROM:
         return _total(_line_stats(text))
+    # The same long text is often counted twice in a row (a turn's Writer prompt: fitted to the
+    # window when the build is frozen, then as the Writer's request message): the last few long
+    # texts are kept whole. Few and bounded, so no old prompt stays alive for long.
+    known = _recent.get(text)
+    if known is not None:
+        return known
+    total = _count_long(text)
+    if len(text) <= _RECENT_MAX_CHARS:
+        if len(_recent) >= _RECENT_TEXTS:
+            try:
+                del _recent[next(iter(_recent))]
+            except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+                _recent.clear()
+        _recent[text] = total
+    return total
+
+
+def _count_long(text: str) -> int:
     # A long text (a Writer prompt, a story's history) is mostly the same lines as the previous
     # call's: count it line by line from a memo. Every rule above is a sum over runs that cannot
     # cross a line end followed by a non-space character (a word, a digit group and a whitespace
@@ -75,6 +93,9 @@ _LINE_END = re.compile(r"\n(?=\S)")
 _MEMO_LINES = 65_536
 _MEMO_CHARS = 8_000_000  # what the memo's keys may hold in all
 _memo: dict[str, tuple[int, ...]] = {}
+_RECENT_TEXTS = 4
+_RECENT_MAX_CHARS = 1_000_000
+_recent: dict[str, int] = {}  # oldest first
 _memo_chars = 0
 
 
