@@ -18,7 +18,13 @@ from roleplay.core.message_actions import visible_messages
 from roleplay.core.profile import profile_of, session_projection
 from roleplay.errors import RpError
 from roleplay.harness.store.base import SessionFilter
-from roleplay.names import STATE_PROJECTION
+from roleplay.names import (
+    DIALOGUE_HIGHLIGHT_FEATURE,
+    MESSAGE_ACTIONS_FEATURE,
+    MESSAGE_AVATAR_FEATURE,
+    QUICK_REPLIES_FEATURE,
+    STATE_PROJECTION,
+)
 
 from ..app import Web, WebState
 from . import page
@@ -208,7 +214,7 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
     card, persona = (res.card, res.persona) if res is not None else (None, None)
     names = {"assistant": await asset_name(w, card) or "Narrator", "user": await asset_name(w, persona) or "You"}
     features = set(w.rt.features)
-    show_avatars = "rp-message-avatar" in features  # each display feature can be turned off
+    show_avatars = MESSAGE_AVATAR_FEATURE in features  # each display feature can be turned off
     avatars = {
         "assistant": card if show_avatars and await has_avatar(w, card) else None,
         "user": persona if show_avatars and await has_avatar(w, persona) else None,
@@ -254,8 +260,8 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
         "show": show,
         "scriptNotes": scripts.skipped,
         "avatarsOn": show_avatars,
-        "actionsOn": "rp-message-actions" in features,
-        "dialogueOn": "rp-dialogue-highlight" in features,
+        "actionsOn": MESSAGE_ACTIONS_FEATURE in features,
+        "dialogueOn": DIALOGUE_HIGHLIGHT_FEATURE in features,
     }
 
 
@@ -274,7 +280,7 @@ async def chat_page(request: Request, w: Web, session_id: str, show: Annotated[i
 
     items: list[dict[str, str]] = []
     cursor = "end"
-    if "rp-quick-replies" in w.rt.features:
+    if QUICK_REPLIES_FEATURE in w.rt.features:
         quick = await QuickReplies(w.rt.store).list()
         items, cursor = quick.items, quick.cursor
     context = {"nav": "stories", "quickReplies": items, "quickCursor": cursor, **await chat_context(w, session_id, show)}
