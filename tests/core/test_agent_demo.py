@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests_support import sample_story
 
-from roleplay.core.agent_cli import set_mode
+from roleplay.core.execution_mode import set_mode
 from roleplay.core.agent_demo import DEMO_PLAN, agent_demo_policy, tidy
 from roleplay.core.demo import roleplay_demo_policy
 from roleplay.core.run import RunResult, play_turn

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from tests_support import sample_story
 
-from roleplay.core.agent_cli import set_mode
+from roleplay.core.execution_mode import set_mode
 from roleplay.core.agent_mode import AGENT_STEP_LIMIT
 from roleplay.core.profile import profile_of
 from roleplay.core.run import RunResult, play_turn, prepare_run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tests_support import sample_story
 
-from roleplay.core.agent_cli import set_mode
+from roleplay.core.execution_mode import set_mode
 from roleplay.core.guide_tools import guide_tool, offered_guides, sillytavern_material
 from roleplay.core.run import play_turn
 from roleplay.core.settings import SettingsStore

@@ -131,7 +131,9 @@ def test_unknown_participation_is_a_coded_error() -> None:
 async def test_collected_player_source_follows_the_stored_participation(store: EventStore, mode: str) -> None:
     reader = StoreAssetReader(AssetService(store).store)
     profile = parse_profile({"participation": mode})
-    got = await collect_sources(SourceInputs("run_1", profile, await macro_context_for(profile, reader), current_input="hi"), reader, source_providers())
+    got = await collect_sources(
+        SourceInputs("run_1", profile, await macro_context_for(profile, reader), current_input="hi"), reader, source_providers()
+    )
     player = got.by_id()[PLAYER]
     assert player.text == prompts.player_boundary(mode)  # type: ignore[arg-type]
     assert (player.title, player.parent_delivery, player.shared_reference, player.revision) == ("Player", "context", False, None)
@@ -151,8 +153,12 @@ async def test_player_boundary_is_not_derived_from_the_card_or_the_persona(store
     reader = StoreAssetReader(service.store)
     bare = parse_profile({"participation": "actor"})
     bound = parse_profile({"participation": "actor", "resources": {"card": card, "persona": persona}})
-    plain = (await collect_sources(SourceInputs("r", bare, await macro_context_for(bare, reader)), reader, source_providers())).by_id()[PLAYER]
-    with_card = (await collect_sources(SourceInputs("r", bound, await macro_context_for(bound, reader)), reader, source_providers())).by_id()
+    plain = (await collect_sources(SourceInputs("r", bare, await macro_context_for(bare, reader)), reader, source_providers())).by_id()[
+        PLAYER
+    ]
+    with_card = (
+        await collect_sources(SourceInputs("r", bound, await macro_context_for(bound, reader)), reader, source_providers())
+    ).by_id()
     assert with_card[PLAYER].text == plain.text
     assert "Mara" not in plain.text and "knight" not in plain.text and "User" not in plain.text
     ids = [s for s in with_card]

@@ -131,7 +131,9 @@ class World:
     ) -> SourceSet:
         reader = reader or StoreAssetReader(self.store)
         macros = await macro_context_for(profile, reader)
-        return await collect_sources(SourceInputs(run_id=run_id, profile=profile, macros=macros, state=state, **kw), reader, source_providers())
+        return await collect_sources(
+            SourceInputs(run_id=run_id, profile=profile, macros=macros, state=state, **kw), reader, source_providers()
+        )
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tests_support import sample_story
 
-from roleplay.core.agent_cli import set_mode
+from roleplay.core.execution_mode import set_mode
 from roleplay.core.run import play_turn, prepare_run
 from roleplay.core.settings import SettingsStore
 from roleplay.core.workspace_tools import MAX_OUTPUT, PersistentShell, Workspace, editor_tool, sandbox_command, shell_tool

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .agent_cli import MODES, set_mode
+from .execution_mode import MODES, set_mode
 from .profile import profile_of, session_projection
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Header
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
-from roleplay.core.agent_cli import set_mode, set_writer_route
+from roleplay.core.execution_mode import set_mode, set_writer_route
 from roleplay.core.settings import SettingsStore, read_settings
 from roleplay.core.subagent_catalog import (
     SUBAGENT_MANAGER,
