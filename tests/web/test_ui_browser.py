@@ -518,12 +518,13 @@ def test_settings_features_values_quick_replies_and_model_test(page: Any) -> Non
     page.goto("/settings")
     shoot(page, "settings")
     # A feature off turns off what needs it; back on.
-    page.uncheck("[data-feature=rp-state]")
-    page.wait_for_load_state("load")
-    page.wait_for_selector("[data-feature=rp-state]:not(:checked)")
+    with page.expect_navigation():  # the page reloads with the server's answer
+        page.uncheck("[data-feature=rp-state]")
+    assert not page.is_checked("[data-feature=rp-state]")
     assert not page.is_checked("[data-feature=rp-compat-mvu]")  # it needs rp-state
-    page.check("[data-feature=rp-compat-mvu]")
-    page.wait_for_selector("[data-feature=rp-compat-mvu]:checked")
+    with page.expect_navigation():
+        page.check("[data-feature=rp-compat-mvu]")
+    assert page.is_checked("[data-feature=rp-compat-mvu]")
     assert page.is_checked("[data-feature=rp-state]")  # and what it needs comes back
 
     # A setting changed is marked, and Reset brings the default back.
