@@ -11,7 +11,7 @@ import pytest
 
 from roleplay.assets.personas import parse_persona
 from roleplay.assets.seeding import SeedSpec
-from roleplay.assets.seeds import BUILTIN_SEEDS, builtin_seeds, ensure_seeds
+from roleplay.assets.seeds import BUILTIN_SEEDS, builtin_seeds, ensure_seeds, language_notice
 from roleplay.errors import RpError
 from roleplay.assets.store import AssetStore
 from roleplay.harness.store import EventStore, open_store
@@ -64,14 +64,78 @@ async def _set_language(events: EventStore, value: str | None) -> None:
     await (settings.set("language", value) if value else settings.reset("language"))
 
 
-async def test_the_system_locale_picks_the_language_while_the_setting_is_unset(assets: AssetStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    await ensure_seeds(assets)  # the test locale is English
+async def test_the_locale_decides_once_and_two_locales_in_sequence_do_not_flip(
+    events: EventStore, assets: AssetStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roleplay.core.settings import SettingsStore
+
+    settings = SettingsStore(events)
+    await settings.get("language")  # the settings table exists, as under every runtime
+    first = await ensure_seeds(assets)  # the test locale is English
+    notice = "language: en (from your system locale; change with rp settings set language zh)"
+    assert language_notice(first) == notice
+    assert first[-1].to_dict() == {"key": "language", "kind": "setting", "action": "settled", "assetId": None, "reason": notice}
     assert (await assets.get_default("persona")).name == "User"  # type: ignore[union-attr]
-    assert (await assets.get_default("writing-style")).name == "General narrative"  # type: ignore[union-attr]
-    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    record = await settings.get("language")
+    assert (record.value, record.revision) == ("en", 1)
+
+    for lang in ("zh_CN.UTF-8", "C.UTF-8", "zh_TW.UTF-8"):
+        monkeypatch.setenv("LANG", lang)
+        again = await ensure_seeds(assets)
+        assert {o.action for o in again} == {"up-to-date"} and language_notice(again) is None
+        assert (await assets.get_default("writing-style")).name == "General narrative"  # type: ignore[union-attr]
+    assert (await settings.get("language")).revision == 1
+
+    # an explicit choice still switches the unedited defaults and keeps an edited one
+    persona = await assets.get_default("persona")
+    assert persona is not None
+    await assets.update(persona.id, {**persona.data, "name": "Yao"}, expected_revision=persona.revision)
+    await settings.set("language", "zh")
     outcomes = {o.kind: o.action for o in await ensure_seeds(assets)}
-    assert outcomes == {"preset": "upgrade", "writing-style": "upgrade", "persona": "upgrade"}
+    assert outcomes == {"preset": "upgrade", "writing-style": "upgrade", "persona": "keep-edited"}
     assert (await assets.get_default("preset")).name == "示例预设"  # type: ignore[union-attr]
+    assert (await assets.get(persona.id)).data["name"] == "Yao"
+
+
+async def test_a_reset_derives_the_language_from_the_current_locale_once(
+    events: EventStore, assets: AssetStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roleplay.core.settings import SettingsStore
+
+    settings = SettingsStore(events)
+    await settings.get("language")
+    await ensure_seeds(assets)  # English, stored
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    await settings.reset("language")
+    outcomes = await ensure_seeds(assets)
+    assert language_notice(outcomes) == "language: zh (from your system locale; change with rp settings set language en)"
+    assert {o.kind: o.action for o in outcomes if o.kind != "setting"} == {
+        "preset": "upgrade",
+        "writing-style": "upgrade",
+        "persona": "upgrade",
+    }
+    record = await settings.get("language")
+    assert (record.value, record.revision) == ("zh", 3)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    assert {o.action for o in await ensure_seeds(assets)} == {"up-to-date"}
+    assert (await assets.get_default("persona")).name == "用户"  # type: ignore[union-attr]
+
+
+async def test_before_the_settings_table_exists_the_defaults_keep_their_language(
+    events: EventStore, assets: AssetStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the asset commands have opened this home (or an older version seeded it): nothing can
+    # be stored yet, and the language the defaults were written in holds until it can.
+    assert language_notice(await ensure_seeds(assets)) is None  # English
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    assert {o.action for o in await ensure_seeds(assets)} == {"up-to-date"}
+    from roleplay.core.settings import SettingsStore
+
+    await SettingsStore(events).get("language")
+    outcomes = await ensure_seeds(assets)
+    assert language_notice(outcomes) == "language: en (the language of your built-in defaults; change with rp settings set language zh)"
+    assert (await SettingsStore(events).get("language")).value == "en"
+    assert (await assets.get_default("persona")).name == "User"  # type: ignore[union-attr]
 
 
 async def test_a_language_change_rewrites_unedited_seeds_and_keeps_edited_ones(events: EventStore, assets: AssetStore) -> None:

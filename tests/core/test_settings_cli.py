@@ -119,8 +119,35 @@ def test_setting_the_language_switches_the_unedited_defaults_at_once(tmp_path: P
         "  built-in writing-style: now in Chinese",
         "  built-in persona: kept as you edited it",
     ]
-    reset = ok_json(tmp_path, "settings", "reset", "language")  # back to the tests' English locale
-    assert reset["value"] is None and [s["action"] for s in reset["seeds"]] == ["upgrade", "upgrade", "keep-edited"]
+    # A reset derives the language from the locale (the tests' English) once, and stores it.
+    reset = ok_json(tmp_path, "settings", "reset", "language")
+    assert (reset["value"], reset["revision"]) == ("en", 3)
+    assert [s["action"] for s in reset["seeds"]] == ["upgrade", "upgrade", "keep-edited", "settled"]
+    assert reset["seeds"][-1]["reason"] == "language: en (from your system locale; change with rp settings set language zh)"
     bad = invoke(tmp_path, "settings", "set", "language", "fr")
     assert bad.exit_code == 1 and bad.stderr.startswith("error [settings.invalid_value]: language: ")
     assert "seeds" not in ok_json(tmp_path, "settings", "set", "replyOptions.count", "4")
+
+
+def test_the_first_story_stores_the_locales_language_and_a_later_locale_keeps_it(tmp_path: Path) -> None:
+    first = invoke(tmp_path, "new", "--sample", "--model", "demo", env={"LANG": "zh_CN.UTF-8"})
+    assert first.exit_code == 0, first.output
+    notice = "language: zh (from your system locale; change with rp settings set language en)"
+    assert first.stderr.splitlines()[0] == notice
+    second = invoke(tmp_path, "new", "--sample", "--model", "demo", env={"LANG": "en_US.UTF-8"})
+    assert second.exit_code == 0 and "language:" not in second.stderr  # said once
+    assert invoke(tmp_path, "settings", "get", "language").stdout == 'language = "zh"  (set, revision 1)\n'
+    personas = ok_json(tmp_path, "assets", "list", "--kind", "persona")
+    assert [a["name"] for a in personas] == ["用户"]
+
+    reset = invoke(tmp_path, "settings", "reset", "language", env={"LANG": "en_US.UTF-8"})
+    assert reset.exit_code == 0 and reset.stdout.splitlines() == [
+        'language = "en"  (set, revision 3)',
+        "  built-in preset: now in English",
+        "  built-in writing-style: now in English",
+        "  built-in persona: now in English",
+        "  language: en (from your system locale; change with rp settings set language zh)",
+    ]
+    again = invoke(tmp_path, "new", "--sample", "--model", "demo", env={"LANG": "zh_CN.UTF-8"})
+    assert again.exit_code == 0 and "language:" not in again.stderr
+    assert ok_json(tmp_path, "settings", "get", "language")["value"] == "en"

@@ -19,6 +19,7 @@ from roleplay.cli_context import echo_json, home_option, json_option, run, state
 from roleplay.errors import RpError
 
 from .kinds import CARD, DEFAULT_KINDS, KINDS
+from .seeds import language_notice
 from .service import AssetService
 
 
@@ -35,7 +36,9 @@ def _text_path(path: Path) -> str:
 async def _service(ctx: click.Context) -> AsyncIterator[AssetService]:
     async with state_of(ctx).open_store() as events:
         service = AssetService(events)
-        await service.ensure_seeds()
+        notice = language_notice(await service.ensure_seeds())
+        if notice:  # the first seeding stored the user's language: say so, once
+            click.echo(notice, err=True)
         yield service
 
 

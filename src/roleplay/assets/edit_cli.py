@@ -42,11 +42,14 @@ KIND_COMMANDS: dict[str, tuple[str, str]] = {
 
 @asynccontextmanager
 async def _assets(ctx: click.Context) -> AsyncIterator[AssetStore]:
+    from .seeds import language_notice
     from .service import AssetService
 
     async with state_of(ctx).open_store() as events:
         service = AssetService(events)
-        await service.ensure_seeds()
+        notice = language_notice(await service.ensure_seeds())
+        if notice:  # the first seeding stored the user's language: say so, once
+            click.echo(notice, err=True)
         yield service.store
 
 

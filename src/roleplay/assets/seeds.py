@@ -10,20 +10,23 @@ tagged with the seed key (a marker lost by an older version). A marker whose ass
 user deleted it, and the plan is then to skip it forever. A freshly created seed becomes the default
 of its kind only when the kind has no default yet, so a user's own default is never replaced.
 
-Which language's text is seeded: the ``language`` setting, else the system locale
-(``roleplay.assets.language``). Every language's text of a seed shares its key, so a change of
-language rewrites the unedited seeds in place and leaves the edited ones alone (seeding's rule).
+Which language's text is seeded: the ``language`` setting. While it is unset, the first seeding
+stores one there (``roleplay.assets.language.settle_language``): the language the built-in
+defaults already speak, else the system locale's; the outcomes then carry a ``language`` entry
+whose reason is the one line to tell the user (:func:`language_notice`). Every language's text of
+a seed shares its key, so a change of language rewrites the unedited seeds in place and leaves the
+edited ones alone (seeding's rule).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence, cast
 
 from roleplay.errors import ValidationError
 
 from .kinds import SEED_KIND_TO_ASSET_KIND, validate_asset_data
-from .language import LANGUAGES, Language, effective_language
+from .language import LANGUAGES, SETTING_KEY, Language, settle_language
 from .personas import DEFAULT_PERSONA_SEEDS
 from .presets import EXAMPLE_PRESET_SEEDS
 from .seeding import SeedAction, SeedSpec, StoredAsset, plan_seed_upgrade
@@ -62,24 +65,64 @@ async def ensure_seeds(
 ) -> list[SeedOutcome]:
     """Bring every seed to its planned state; safe to call on every open, from any process.
 
-    Without ``seeds``, the built-in set in ``language``, else in the user's language (the
-    ``language`` setting, else the system locale)."""
-    if seeds is None:
-        seeds = builtin_seeds(language or await effective_language(store))
-    kinds = {seed.key: SEED_KIND_TO_ASSET_KIND[seed.kind] for seed in seeds}
+    Without ``seeds``, the built-in set in ``language``, else in the user's language: the
+    ``language`` setting, stored now if it holds none (see the module docstring)."""
+    choices: Mapping[Language | None, Sequence[SeedSpec]]
+    if seeds is not None:
+        choices = {language: seeds}
+    elif language is not None:
+        choices = {language: builtin_seeds(language)}
+    else:
+        choices = _BUILTIN_BY_LANGUAGE  # the transaction settles which one
+    some = next(iter(choices.values()))
+    kinds = {seed.key: SEED_KIND_TO_ASSET_KIND[seed.kind] for seed in some}
     # Validate and mint ids outside the transaction: bodies must not fail half-way for reasons
-    # that are not about the database, and id generators may not be re-entrant.
-    contents = {seed.key: validate_asset_data(kinds[seed.key], seed.content) for seed in seeds}
-    new_ids = {seed.key: store.new_id() for seed in seeds}
+    # that are not about the database, and id generators may not be re-entrant. Every language's
+    # set shares the keys, so one id per key serves whichever the transaction picks.
+    contents = {lang: {seed.key: validate_asset_data(kinds[seed.key], seed.content) for seed in chosen} for lang, chosen in choices.items()}
+    new_ids = {seed.key: store.new_id() for seed in some}
 
     async def body(tx: AssetTx) -> list[SeedOutcome]:
         await tx.lock_seeds()
+        pick: Language | None = next(iter(choices))
+        settled: list[SeedOutcome] = []
+        if len(choices) > 1:
+            pick, how = await settle_language(tx, await _seeded_language(tx))
+            if how is not None:
+                settled.append(SeedOutcome(SETTING_KEY, "setting", "settled", None, _notice(pick, how)))
+        chosen = choices[pick]
         outcomes = []
-        for seed in seeds:
-            outcomes.append(await _apply(tx, seed, kinds[seed.key], contents[seed.key], new_ids[seed.key]))
-        return outcomes
+        for seed in chosen:
+            outcomes.append(await _apply(tx, seed, kinds[seed.key], contents[pick][seed.key], new_ids[seed.key]))
+        return outcomes + settled
 
     return await store.write(body, retry_on_unique=True)
+
+
+_LANGUAGES = cast("tuple[Language, ...]", LANGUAGES)
+_BUILTIN_BY_LANGUAGE: dict[Language | None, Sequence[SeedSpec]] = {lang: builtin_seeds(lang) for lang in _LANGUAGES}
+
+
+async def _seeded_language(tx: AssetTx) -> Language | None:
+    """The language the built-in defaults were last written in (their markers' content hashes),
+    or None when none was written by this version (a new home, or older content)."""
+    for i, key in enumerate(seed.key for seed in BUILTIN_SEEDS):
+        marker = await tx.marker(key)
+        for lang in _LANGUAGES:
+            if marker is not None and marker.content_hash == _BUILTIN_BY_LANGUAGE[lang][i].content_hash:
+                return lang
+    return None
+
+
+def _notice(language: Language, how: str) -> str:
+    other = next(lang for lang in LANGUAGES if lang != language)
+    why = "from your system locale" if how == "locale" else "the language of your built-in defaults"
+    return f"{SETTING_KEY}: {language} ({why}; change with rp settings set {SETTING_KEY} {other})"
+
+
+def language_notice(outcomes: Sequence[SeedOutcome]) -> str | None:
+    """The line to show the user when this seeding stored their language, else None."""
+    return next((o.reason for o in outcomes if o.kind == "setting" and o.key == SETTING_KEY), None)
 
 
 async def _apply(tx: AssetTx, seed: SeedSpec, kind: str, valid, new_id: str) -> SeedOutcome:  # type: ignore[no-untyped-def]
@@ -112,4 +155,4 @@ async def _apply(tx: AssetTx, seed: SeedSpec, kind: str, valid, new_id: str) -> 
     return SeedOutcome(seed.key, kind, plan.action.value, asset_id, plan.reason)
 
 
-__all__ = ["BUILTIN_SEEDS", "SeedOutcome", "builtin_seeds", "ensure_seeds"]
+__all__ = ["BUILTIN_SEEDS", "SeedOutcome", "builtin_seeds", "ensure_seeds", "language_notice"]

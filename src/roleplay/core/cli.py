@@ -32,7 +32,7 @@ from typing import Any, AsyncIterator
 import click
 
 from roleplay.assets.edit_cli import offer_persona_name
-from roleplay.assets.seeds import ensure_seeds
+from roleplay.assets.seeds import ensure_seeds, language_notice
 from roleplay.assets.service import AssetService
 from roleplay.cli_context import echo_json, home_option, json_option, read_text_line, run, state_of, terminal_safe
 from roleplay.errors import RpError
@@ -85,7 +85,9 @@ async def runtime(ctx: click.Context) -> AsyncIterator[RoleplayRuntime]:
         rt = factory(store, writer_default=resolve_route(writer) if writer else None)
         if inspect.isawaitable(rt):  # the interface's factory reads the enabled features first
             rt = await rt
-        await ensure_seeds(rt.assets)
+        notice = language_notice(await ensure_seeds(rt.assets))
+        if notice:  # the first seeding stored the user's language: say so, once
+            click.echo(notice, err=True)
         try:
             yield rt
         finally:

@@ -25,7 +25,8 @@ Consumers read a :class:`SettingsSnapshot` (one read of the table):
   conversation's route.
 - ``quickReplies.*``: the ``quick_replies`` feature (``rp quick-replies``, ``/qr`` in play).
 - ``language``: which built-in defaults are seeded (``assets.seeds``, which reads the row itself
-  because it runs below core); ``null`` follows the system locale.
+  because it runs below core); while it is ``null`` the next seeding stores the system locale's
+  choice there (``assets.language.settle_language``), so the defaults do not flip between locales.
 - ``features.enabled``, ``replyOptions.*``: typed and validated now; their consumers (the
   feature manager, reply options) come later.
 """
@@ -296,7 +297,7 @@ DEFS: dict[str, SettingDef] = {
             Literal["en", "zh"] | None,
             None,
             "the language of the built-in defaults (persona, example preset, writing style, guides): en or zh;"
-            " null follows the system locale. Setting it switches the unedited defaults; edited ones are kept",
+            " null: the next start stores the system locale's. Setting it switches the unedited defaults; edited ones are kept",
             text=True,
         ),
         SettingDef(

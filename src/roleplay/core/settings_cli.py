@@ -45,6 +45,9 @@ def _show(record: SettingRecord, as_json: bool, seeds: list[Any] | None = None) 
         return
     click.echo(_line(record))
     for outcome in seeds or []:
+        if outcome.kind == "setting":  # a reset language was derived from the locale again
+            click.echo(f"  {outcome.reason}")
+            continue
         note = _SEED_NOTES.get(outcome.action, outcome.action)
         click.echo(f"  built-in {outcome.kind}: {note.format(language=_LANGUAGE_NAMES.get(_seeds_language(record), ''))}")
 
@@ -132,6 +135,8 @@ async def set_command(ctx: click.Context, key: str, value: str | None, file: Any
     async with state_of(ctx).open_store() as store:
         record = await SettingsStore(store).set(key, parsed, expected_revision=expected_revision)
         seeds = await _apply_language(store, record)
+        if any(o.kind == "setting" for o in seeds or []):  # the seeding stored a language: show the row as it is now
+            record = await SettingsStore(store).get(key)
     _show(record, as_json, seeds)
     _env_note(key)
 
@@ -148,4 +153,6 @@ async def reset_command(ctx: click.Context, key: str, expected_revision: int | N
     async with state_of(ctx).open_store() as store:
         record = await SettingsStore(store).reset(key, expected_revision=expected_revision)
         seeds = await _apply_language(store, record)
+        if any(o.kind == "setting" for o in seeds or []):  # the seeding stored a language: show the row as it is now
+            record = await SettingsStore(store).get(key)
     _show(record, as_json, seeds)

@@ -123,7 +123,7 @@ def runtime_opener(state: CliState) -> Any:
 
     @asynccontextmanager
     async def opener() -> AsyncIterator[Any]:
-        from roleplay.assets.seeds import ensure_seeds
+        from roleplay.assets.seeds import ensure_seeds, language_notice
         from roleplay.features import open_runtime
         from roleplay.harness.models.routes import resolve_route
 
@@ -133,7 +133,9 @@ def runtime_opener(state: CliState) -> Any:
             rt = factory(store, writer_default=resolve_route(writer) if writer else None)
             if inspect.isawaitable(rt):
                 rt = await rt
-            await ensure_seeds(rt.assets)
+            notice = language_notice(await ensure_seeds(rt.assets))
+            if notice:  # the first seeding stored the user's language: say so, once
+                click.echo(f"rp serve: {notice}", err=True)
             try:
                 yield rt
             finally:
