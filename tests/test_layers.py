@@ -211,3 +211,45 @@ def test_features_use_only_cores_public_modules(path: Path) -> None:
     used = {t for _, t in imports_in(path.read_text(encoding="utf-8"), module, path.name == "__init__.py")}
     internal = sorted({t for t in used if t.startswith("roleplay.core.")} - CORE_PUBLIC)
     assert not internal, f"{module} reaches into core internals {internal}; use (or extend, deliberately) CORE_PUBLIC"
+
+
+# The command-line interface is spread over each package's own ``cli`` module (a feature ships its
+# commands, as a datasette or llm plugin does), but it is one layer: only these modules touch
+# click, and nothing outside them imports one of them. The first component names a module group.
+def is_cli_module(module: str) -> bool:
+    last = module.rsplit(".", 1)[-1]
+    return (
+        last in {"cli", "cli_context", "chat", "serve", "play_loop", "line_editor"}
+        or last.endswith("_cli")
+        or last.endswith("_play")
+        or module in {"roleplay.cli"}
+    )
+
+
+# What may import a CLI module: another CLI module, the plugin wiring that registers commands, and
+# the test support package.
+CLI_IMPORTERS = {"roleplay.plugins", "roleplay.features"}
+
+
+def imports_click(text: str) -> bool:
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "click" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "click":
+            return True
+    return False
+
+
+ALL_MODULES = sorted(SRC.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", ALL_MODULES, ids=lambda p: str(p.relative_to(SRC)))
+def test_only_the_command_line_interface_touches_click(path: Path) -> None:
+    module = module_name(path)
+    text = path.read_text(encoding="utf-8")
+    if imports_click(text):
+        assert is_cli_module(module), f"{module} imports click but is not a CLI module; move its commands into a `cli` module"
+    if is_cli_module(module) or module in CLI_IMPORTERS or module.startswith("roleplay.testing"):
+        return
+    reached = sorted({t for _, t in imports_in(text, module, path.name == "__init__.py") if is_cli_module(t)})
+    assert not reached, f"{module} imports the command-line interface {reached}"
