@@ -156,9 +156,13 @@ def test_newcomer_path_import_setup_play_regenerate_swipe_edit_reload_branch_del
     page.wait_for_selector(".swipe-count:text('1/2')")
     assert page.locator("#messages article >> nth=-1").locator(".msg-body").inner_text() == first_text
 
-    # Edit the reply in place.
+    # Edit the reply in place; an unsaved edit survives a reload.
     page.locator("#messages article >> nth=-1").locator("[data-action=edit]").click()
     page.fill(".edit-box textarea", "An edited *reply*.")
+    page.reload()
+    page.wait_for_selector("#messages article >> nth=-1 >> .draft-mark")
+    page.locator("#messages article >> nth=-1").locator("[data-action=edit]").click()
+    assert page.input_value(".edit-box textarea") == "An edited *reply*."
     page.click(".edit-box >> text=Save")
     page.wait_for_selector("#messages article >> nth=-1 >> .msg-body em:text('reply')")
 

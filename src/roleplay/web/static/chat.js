@@ -275,7 +275,16 @@ function beginEdit(article) {
   label.className = "sr-only";
   label.textContent = `Edit message ${article.dataset.number}`;
   const area = document.createElement("textarea");
-  area.value = rawText(article);
+  // An edit left unsaved (closed tab, reload) comes back: kept per message in this browser.
+  const draftKey = `rp-edit-draft:${sid}:${article.dataset.messageId}`;
+  area.value = localStorage.getItem(draftKey) ?? rawText(article);
+  area.addEventListener("input", () => {
+    try {
+      localStorage.setItem(draftKey, area.value);
+    } catch {
+      // storage full or disabled: the draft is not kept
+    }
+  });
   area.rows = Math.min(20, Math.max(3, area.value.split("\n").length + 1));
   label.append(area);
   const save = document.createElement("button");
@@ -309,10 +318,15 @@ function beginEdit(article) {
     setBusy(runningTurn);
     article.querySelector('[data-action="edit"]')?.focus();
   };
-  cancel.addEventListener("click", finish);
+  const forget = () => localStorage.removeItem(draftKey);
+  cancel.addEventListener("click", () => {
+    forget(); // Cancel really restores the original
+    finish();
+  });
   area.addEventListener("keydown", (e) => {
     if (e.key === "Escape") {
       e.preventDefault();
+      forget();
       finish();
     } else if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && !e.isComposing) {
       e.preventDefault();
@@ -321,11 +335,13 @@ function beginEdit(article) {
   });
   save.addEventListener("click", async () => {
     const text = area.value;
+    forget();
     finish();
     await act(() => api("PUT", `/sessions/${encodeURIComponent(sid)}/messages/${article.dataset.number}`, { text }));
   });
   saveRegen?.addEventListener("click", async () => {
     const text = area.value;
+    forget();
     finish();
     await start("/regenerate", { saveEdit: text });
   });
@@ -446,6 +462,21 @@ for (const button of document.querySelectorAll("[data-mode]")) {
 }
 wireWiki(sid);
 
+// Messages with an unsaved edit kept from before say so (Edit brings it back).
+function markDrafts() {
+  for (const article of document.querySelectorAll("#messages article[data-message-id]")) {
+    if (localStorage.getItem(`rp-edit-draft:${sid}:${article.dataset.messageId}`) === null) continue;
+    const head = article.querySelector(".msg-head .meta");
+    if (head && !head.querySelector(".draft-mark")) {
+      const mark = document.createElement("span");
+      mark.className = "draft-mark";
+      mark.textContent = " · unsaved edit";
+      head.append(mark);
+    }
+  }
+}
+markDrafts();
+new MutationObserver(markDrafts).observe(log, { childList: true });
 highlightDialogue(document.getElementById("messages"));
 setBusy(runningTurn);
 toBottom();
