@@ -6,12 +6,13 @@ import asyncio
 import contextvars
 import multiprocessing
 import os
+import secrets
 import signal
 
 import pytest
 
-from roleplay.errors import ConflictError, NotFoundError
-from roleplay.harness.leases import held_lease, lease_taken, run_lease, session_lease
+from roleplay.errors import ConflictError, NotFoundError, RpError
+from roleplay.harness.leases import check_lease, held_lease, lease_taken, run_lease, session_lease
 from roleplay.harness.store import EventStore, open_store
 
 pytestmark = pytest.mark.anyio
@@ -171,22 +172,123 @@ async def test_releasing_one_lease_keeps_the_others_of_the_process(store: EventS
                     pass
 
 
-async def test_postgres_leases_reuse_pooled_connections(store: EventStore) -> None:
-    """A run lease no longer opens a connection of its own: turn after turn, the lease pool's one
+async def test_postgres_leases_reuse_one_kept_connection(store: EventStore) -> None:
+    """A run lease opens no connection of its own: turn after turn, the store's one lease
     connection takes and releases the lock; an unknown session is refused in the same query."""
     if store.dialect != "postgresql":
-        pytest.skip("the lease pool is PostgreSQL's")
+        pytest.skip("the lease connection is PostgreSQL's")
     rec = await store.create_session(preset="p")
+    pids = set()
     for _ in range(5):
         async with run_lease(store, rec.id):
             with pytest.raises(ConflictError) as busy:
                 async with run_lease(store, rec.id):
                     pass
             assert busy.value.code == "run.busy"
-    stats = store.lease_pool.get_stats()  # type: ignore[attr-defined]
-    assert stats["connections_num"] <= 2, stats
+            pids.add(store.leases.backend_pid)  # type: ignore[attr-defined]
+    assert len(pids) == 1 and None not in pids
     with pytest.raises(NotFoundError):
         async with run_lease(store, "ses_nope"):
             pass
     async with run_lease(store, rec.id):  # the refusals left nothing held
         pass
+
+
+def _named(url: str, app: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}application_name={app}"
+
+
+async def _sql(sql: str, *args: object) -> list[tuple[object, ...]]:
+    import psycopg
+
+    from tests_support import postgres_url_or_skip
+
+    async with await psycopg.AsyncConnection.connect(postgres_url_or_skip(), autocommit=True) as conn:
+        cur = await conn.execute(sql, args)
+        return await cur.fetchall()
+
+
+_RUN_LOCKS = (
+    "SELECT count(*), count(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND a.application_name = %s"
+)
+
+
+async def test_fifty_concurrent_postgres_leases_share_one_connection(pg_url: str) -> None:
+    """Fifty turns at once in one process, each holding its session's lease: all get it, on one
+    backend, and the process's connections stay bounded (a lease used to hold a pooled connection
+    each, so the ninth waited 30 s and failed with store.unavailable)."""
+    app = "rp_leases_" + secrets.token_hex(4)
+    store, other = open_store(_named(pg_url, app)), open_store(pg_url)  # other: a second process
+    await store.migrate()
+    try:
+        sids = [(await store.create_session(preset="chat")).id for _ in range(50)]
+        holding, done = asyncio.Barrier(51), asyncio.Event()
+
+        async def turn(sid: str) -> None:
+            async with run_lease(store, sid):
+                await holding.wait()
+                await done.wait()
+
+        tasks = [asyncio.create_task(turn(sid)) for sid in sids]
+        await asyncio.wait_for(holding.wait(), 30)  # all fifty held at the same time
+        ((locks, lock_pids),) = await _sql(_RUN_LOCKS, app)
+        assert (locks, lock_pids) == (50, 1)
+        ((backends,),) = await _sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", app)
+        assert backends <= 1 + 8 + 4, backends  # the lease connection + the main and lock pools' caps
+        for sid in sids[:3]:  # held as far as everyone else is concerned
+            assert await lease_taken(other, sid)
+            with pytest.raises(ConflictError) as busy:
+                async with run_lease(other, sid):
+                    pass
+            assert busy.value.code == "run.busy"
+        done.set()
+        await asyncio.gather(*tasks)
+        ((locks, _),) = await _sql(_RUN_LOCKS, app)
+        assert locks == 0
+        async with run_lease(other, sids[0]):
+            pass
+    finally:
+        await store.close()
+        await other.close()
+
+
+async def test_a_killed_lease_connection_loses_its_leases_cleanly_and_the_next_lease_works(pg_url: str) -> None:
+    """The lease connection ends (a restarted database, an administrator's kill): its locks are
+    released, so another process may start on those sessions; the runs that held them here fail
+    their next check with store.lease_lost instead of writing on, and a new lease reconnects."""
+    store, other = open_store(pg_url), open_store(pg_url)
+    await store.migrate()
+    try:
+        a, b = [(await store.create_session(preset="chat")).id for _ in range(2)]
+        async with run_lease(store, a) as lease_a:
+            async with run_lease(store, b) as lease_b:
+                lease_a.check()
+                check_lease(store, b)
+                pid = store.leases.backend_pid  # type: ignore[attr-defined]
+                assert (await _sql("SELECT pg_terminate_backend(%s)", pid)) == [(True,)]
+                for _ in range(50):  # the other process gets the lease once the backend is gone
+                    try:
+                        async with run_lease(other, a):
+                            break
+                    except ConflictError:
+                        await asyncio.sleep(0.05)
+                else:
+                    pytest.fail("the killed connection's lock was never released")
+                with pytest.raises(RpError) as lost:
+                    check_lease(store, a)
+                assert lost.value.code == "store.lease_lost" and lost.value.details == {"sessionId": a}
+                with pytest.raises(RpError) as lost:
+                    lease_b.check()
+                assert lost.value.code == "store.lease_lost"
+            # leaving a lost lease unlocks nothing and raises nothing
+        async with run_lease(store, a):  # reconnected, and really held again
+            assert store.leases.backend_pid not in (None, pid)  # type: ignore[attr-defined]
+            with pytest.raises(ConflictError):
+                async with run_lease(other, a):
+                    pass
+            async with run_lease(store, b):
+                pass
+    finally:
+        await store.close()
+        await other.close()

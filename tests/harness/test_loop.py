@@ -300,6 +300,37 @@ async def test_one_active_run_per_session(service: SessionService, store: EventS
         assert (await AgentLoop(service, ScriptedModel(["y"]), spec()).run_turn(other, "fine")).outcome == "completed"
 
 
+async def test_a_run_whose_lease_connection_dies_stops_before_its_next_write(service: SessionService, store: EventStore) -> None:
+    """PostgreSQL: the lease went with its connection, so another run may start; this one writes
+    nothing more (store.lease_lost) and the next run closes its turn as interrupted."""
+    if store.dialect != "postgresql":
+        pytest.skip("only a PostgreSQL lease can be lost while its process lives")
+    import psycopg
+    from tests_support import postgres_url_or_skip
+
+    async def kill_the_lease_connection(args: dict[str, Any], ctx: Any) -> str:
+        pid = store.leases.backend_pid  # type: ignore[attr-defined]
+        async with await psycopg.AsyncConnection.connect(postgres_url_or_skip(), autocommit=True) as conn:
+            await conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            for _ in range(100):
+                if not await (await conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,))).fetchall():
+                    break
+                await asyncio.sleep(0.02)
+        return "killed"
+
+    killer = Tool("kill", "Ends the lease connection.", {"type": "object", "properties": {}}, kill_the_lease_connection)
+    sid = (await service.create("chat")).id
+    model = ScriptedModel([{"tool_calls": [{"name": "kill", "arguments": {}}]}, "never written"])
+    with pytest.raises(RpError) as exc:
+        await AgentLoop(service, model, spec(tools=ToolRegistry([killer]))).run_turn(sid, "hi")
+    assert exc.value.code == "store.lease_lost"
+    assert (await types(service, sid))[-1] == "tool/call"  # neither the result nor a turn/end
+    again = await AgentLoop(service, ScriptedModel(["back"]), spec()).run_turn(sid, "again")  # a new lease connection
+    assert again.outcome == "completed"
+    ends = [e.payload["outcome"] for e in await service.events(sid) if e.type == "turn/end"]
+    assert ends == ["interrupted", "completed"]
+
+
 async def test_chunks_stream_to_subscribers(service: SessionService, store: EventStore) -> None:
     sid = (await service.create("chat")).id
     model = ScriptedModel([{"text": "one two three four", "reasoning": "hmm"}])

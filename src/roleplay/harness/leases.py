@@ -11,9 +11,11 @@ forever. So it is held by the operating system or the database, never written as
   process opens the file once and keeps it, and refuses a second lease on an offset it already
   holds itself. (Homes from before this keep their old ``<hash>.lock`` files; nothing reads them
   and they may be deleted.)
-- PostgreSQL: a session-level ``pg_try_advisory_lock`` on a connection of the store's lease pool
-  (kept open between leases), keyed by the schema and the session id; released by an unlock, or
-  when the connection ends.
+- PostgreSQL: a session-level ``pg_try_advisory_lock`` keyed by the schema and the session id,
+  released by an unlock or when the connection ends. Every lease of a store lives on the store's
+  one lease connection (``store/pg_leases.py``), so concurrent turns cost no connection each. If
+  that connection dies its leases are gone: :func:`check_lease` then fails the affected run with
+  ``store.lease_lost`` before its next write, and the next lease reconnects.
 
 A second start while a lease is held is refused at once with ``run.busy``.
 
@@ -39,19 +41,16 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from roleplay.errors import ConflictError
 
 from .store.base import EventStore
+from .store.pg_leases import lease_busy, lease_lost
 
 
 def busy(session_id: str) -> ConflictError:
-    return ConflictError(
-        "run.busy",
-        f"session {session_id} already has an active run; wait for it to finish or abort it",
-        details={"sessionId": session_id},
-    )
+    return lease_busy(session_id)
 
 
 @dataclass(eq=False)
@@ -63,9 +62,15 @@ class Lease:
     session_id: str
     nested: bool = False
     active: bool = True
+    alive: Callable[[], bool] | None = None  # PostgreSQL: false once the lock went with its connection
 
     def holds(self, store: EventStore, session_id: str) -> bool:
         return self.active and self.store is store and self.session_id == session_id
+
+    def check(self) -> None:
+        """``store.lease_lost`` when the lock is no longer held (no round trip)."""
+        if self.alive is not None and not self.alive():
+            raise lease_lost(self.session_id)
 
 
 _HELD: ContextVar[tuple[Lease, ...]] = ContextVar("rp_run_leases", default=())
@@ -85,7 +90,8 @@ async def run_lease(store: EventStore, session_id: str) -> AsyncIterator[Lease]:
     token = _HELD.set((*_HELD.get(), lease))
     try:
         if store.dialect == "postgresql":
-            async with _pg_lease(store, session_id):
+            async with _pg_lease(store, session_id) as alive:
+                lease.alive = alive
                 yield lease
         else:
             with _file_lease(Path(getattr(store, "path")), session_id):
@@ -93,6 +99,15 @@ async def run_lease(store: EventStore, session_id: str) -> AsyncIterator[Lease]:
     finally:
         lease.active = False
         _HELD.reset(token)
+
+
+def check_lease(store: EventStore, session_id: str) -> None:
+    """Before a write of a run: fail with ``store.lease_lost`` if the lease this context holds on the
+    session was lost (its PostgreSQL connection died, so another run may already have started).
+    Nothing to check without a held lease, or on SQLite (a record lock lasts as long as the process)."""
+    lease = held_lease(store, session_id)
+    if lease is not None:
+        lease.check()
 
 
 @asynccontextmanager
@@ -265,40 +280,14 @@ async def lease_taken(store: EventStore, session_id: str) -> bool:
 
 
 @asynccontextmanager
-async def _pg_lease(store: EventStore, session_id: str) -> AsyncIterator[None]:
-    """A session-level advisory lock on a connection of the store's lease pool, kept open between
-    leases (a lease used to open a connection of its own: two per turn). The lock and the
-    session's existence are one query; the unlock is a second. A connection whose unlock did not
-    happen is closed, never handed back holding the lock."""
-    from roleplay.errors import RpError
-
-    from .store.base import session_not_found
-
-    pool = getattr(store, "lease_pool")
+async def _pg_lease(store: EventStore, session_id: str) -> AsyncIterator[Callable[[], bool]]:
+    """A session-level advisory lock on the store's lease connection (shared by all its leases).
+    The lock and the session's existence are one query; the unlock is a second. Yields the
+    lease's liveness check."""
+    conn = getattr(store, "leases")
     await getattr(store, "_ensure_open")()
+    generation = await conn.acquire(session_id)
     try:
-        conn = await pool.getconn()
-    except Exception as exc:  # noqa: BLE001 - a pool that cannot connect is an unavailable store
-        raise RpError("store.unavailable", f"cannot connect to PostgreSQL for a run lease: {exc}") from exc
-    released = False
-    try:
-        cur = await conn.execute(
-            "SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':run:' || %s, 0)) FROM sessions WHERE id = %s",
-            (session_id, session_id),
-        )
-        row = await cur.fetchone()
-        if row is None:
-            released = True  # nothing taken
-            raise session_not_found(session_id)
-        if not row[0]:
-            released = True  # nothing taken
-            raise busy(session_id)
-        try:
-            yield
-        finally:
-            cur = await conn.execute("SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':run:' || %s, 0))", (session_id,))
-            released = bool((await cur.fetchone() or (False,))[0])
+        yield lambda: bool(conn.alive(session_id, generation))
     finally:
-        if not released:
-            await conn.close()  # the lock goes with the connection
-        await pool.putconn(conn)
+        await conn.release(session_id, generation)

@@ -52,7 +52,7 @@ from roleplay.harness.names import (
 
 from .events import Event, EventDraft
 from .history import HistoryFit, fit_history, message_tokens, remember_tokens, reply_reserve, request_fixed_tokens
-from .leases import Lease, run_lease
+from .leases import Lease, check_lease, run_lease
 from .models.types import (
     ChatMessage,
     ChatModel,
@@ -423,8 +423,10 @@ class AgentLoop:
 
     async def _append(self, session_id: str, drafts: list[EventDraft]) -> list[Event]:
         """Append at the head we know; the lease makes us the only runner, but commands from other
-        writers (a UI binding a card, say) may interleave, so a conflict re-reads the head."""
+        writers (a UI binding a card, say) may interleave, so a conflict re-reads the head. A lease
+        lost with its connection stops the run here: another run may own the log by now."""
         for _ in range(20):
+            check_lease(self.store, session_id)
             try:
                 events = await self.service.append(session_id, drafts, expected_seq=self._head)
             except ConflictError:

@@ -41,6 +41,7 @@ from .base import (
     session_not_found,
 )
 from .faults import postgres_fault
+from .pg_leases import LeaseConnection
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
 from .texts import Externalised, compress, event_rows, part_ids, texts_column
 
@@ -128,9 +129,9 @@ class PostgresStore(EventStore):
         # Write-lock waiters park on these, never on the main pool, so a holder always gets a
         # connection for its own reads and append however many writers queue behind it.
         self._lock_pool = AsyncConnectionPool(url, min_size=0, max_size=max(2, max_size // 2), open=False, kwargs={"autocommit": True})
-        # Run leases (session-level advisory locks) are held on connections of their own, kept
-        # open between turns instead of connecting anew for each lease.
-        self.lease_pool = AsyncConnectionPool(url, min_size=0, max_size=max_size, open=False, kwargs={"autocommit": True})
+        # Run leases (session-level advisory locks) all live on one kept connection of their own,
+        # however many turns run at once (pg_leases.py).
+        self.leases = LeaseConnection(url)
         # Text parts are immutable and never deleted: their ids, and the bytes of the recent ones,
         # are kept so that an append whose parts are known is one statement and a read of a
         # recent prompt needs no second query.
@@ -161,7 +162,6 @@ class PostgresStore(EventStore):
                     schema = (found[0] if found else None) or "public"
                 self._channel = "rp_events_" + re.sub(r"[^a-z0-9_]", "_", schema.lower())[:40]
                 await self._lock_pool.open(wait=False)
-                await self.lease_pool.open(wait=False)
                 self._opened = True
 
     @asynccontextmanager
@@ -194,7 +194,7 @@ class PostgresStore(EventStore):
                 pass
             self._listener = None
         if self._opened:
-            await self.lease_pool.close()
+            await self.leases.close()
             await self._lock_pool.close()
             await self._pool.close()
             self._opened = False

@@ -1,0 +1,194 @@
+"""Every run lease of a PostgreSQL store on one kept connection (issue 16).
+
+A run lease is a session-level advisory lock, so it must stay on one backend for the whole turn.
+Holding a pooled connection per lease capped a process at its pool size in concurrent turns (8):
+a ninth waited 30 s and failed ``store.unavailable``. Advisory locks on different keys coexist on
+one backend, so all the leases of a store share one dedicated connection, used only for the short
+lock and unlock statements, one at a time (an asyncio lock; psycopg runs one statement per
+connection anyway). ``pg_try_advisory_lock`` never waits, so a busy lease is still refused at once.
+
+Two consequences of sharing:
+
+- Advisory locks are re-entrant within a backend, so PostgreSQL would grant this process a second
+  lease on a session it already holds. The sessions held here are therefore tracked, and a second
+  lease is refused locally, as ``run.busy``.
+- When the connection ends, every lease on it is gone at once (that is also what frees a crashed
+  process's sessions). Each lease remembers the connection's *generation*; a dead connection bumps
+  it, so the affected leases report themselves lost (:meth:`LeaseConnection.alive`), their
+  unlocks do nothing, and the next lease connects afresh. A death is noticed when a statement on the
+  connection fails, or by :meth:`alive`, which reads whatever the server sent without a round trip
+  (a terminated backend sends a FATAL message and closes the socket).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from roleplay.errors import ConflictError, RpError
+
+from .base import session_not_found
+from .faults import postgres_fault
+
+_KEY = "hashtextextended(current_schema() || ':run:' || %s, 0)"
+LOCK_SQL = f"SELECT pg_try_advisory_lock({_KEY}) FROM sessions WHERE id = %s"
+UNLOCK_SQL = f"SELECT pg_advisory_unlock({_KEY})"
+CONNECT_TIMEOUT = 15.0
+
+
+def lease_busy(session_id: str) -> ConflictError:
+    return ConflictError(
+        "run.busy",
+        f"session {session_id} already has an active run; wait for it to finish or abort it",
+        details={"sessionId": session_id},
+    )
+
+
+def lease_lost(session_id: str) -> RpError:
+    return RpError(
+        "store.lease_lost",
+        f"the run lease on session {session_id} was lost with its PostgreSQL connection; nothing more"
+        " is written for this run (the next one closes its turn as interrupted)",
+        details={"sessionId": session_id},
+    )
+
+
+class LeaseConnection:
+    """The one connection a store holds its run leases on, reconnected when it dies."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conn: Any = None
+        self._generation = 0
+        self._held: dict[str, int] = {}  # session id -> generation it was locked in
+        self._stale = False  # the current connection died; the next lease replaces it
+        self._lock: asyncio.Lock | None = None
+        self._pending: set[asyncio.Task[Any]] = set()  # unlocks of acquisitions whose caller was cancelled
+
+    @property
+    def backend_pid(self) -> int | None:
+        return None if self._conn is None else int(self._conn.info.backend_pid)
+
+    async def acquire(self, session_id: str) -> int:
+        """Lock the session's lease; the answer is the generation to hand back to :meth:`release`
+        and :meth:`alive`. ``run.busy`` when held (here or elsewhere), not found when the session
+        does not exist. The statement is shielded from cancellation, so the connection is never
+        left mid-protocol, and a lock taken for a caller that was cancelled meanwhile is undone."""
+        task = asyncio.ensure_future(self._acquire(session_id))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._pending.add(task)
+            task.add_done_callback(lambda t: self._undo(session_id, t))
+            raise
+
+    async def release(self, session_id: str, generation: int) -> None:
+        """Unlock, unless the lease was lost with its connection (then there is nothing to unlock)."""
+        task = asyncio.ensure_future(self._release(session_id, generation))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        await asyncio.shield(task)
+
+    def alive(self, session_id: str, generation: int) -> bool:
+        """Whether the lease taken in ``generation`` is still held. No round trip: a statement in
+        flight will notice a dead connection itself; otherwise the socket is read without waiting."""
+        if self._held.get(session_id) != generation or generation != self._generation or self._conn is None:
+            return False
+        if self._lock is not None and self._lock.locked():
+            return True
+        try:
+            for _ in range(2):  # the first read may only bring the server's FATAL message, the next its close
+                self._conn.pgconn.consume_input()
+        except Exception:  # noqa: BLE001 - any failure to read means the connection is gone
+            self._lost()
+            return False
+        if self._conn.closed or self._conn.broken:
+            self._lost()
+            return False
+        return True
+
+    async def close(self) -> None:
+        for task in list(self._pending):
+            try:
+                await task
+            except Exception:  # noqa: BLE001 - shutting down: the locks go with the connection
+                pass
+        await self._close_lost()
+
+    # -- internals -------------------------------------------------------------------------------
+    def _guard(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def _acquire(self, session_id: str) -> int:
+        async with self._guard():
+            if session_id in self._held:
+                raise lease_busy(session_id)
+            conn = await self._connected()
+            try:
+                cur = await conn.execute(LOCK_SQL, (session_id, session_id))
+                row = await cur.fetchone()
+            except Exception as exc:  # noqa: BLE001 - faults become store.*; the rest re-raised
+                if conn.closed or conn.broken:
+                    self._lost()
+                fault = postgres_fault(exc)
+                if fault is None:
+                    raise
+                raise fault from exc
+            if row is None:
+                raise session_not_found(session_id)
+            if not row[0]:
+                raise lease_busy(session_id)
+            self._held[session_id] = self._generation
+            return self._generation
+
+    async def _release(self, session_id: str, generation: int) -> None:
+        async with self._guard():
+            if self._held.get(session_id) != generation or generation != self._generation:
+                return  # lost with its connection; a newer lease on the session is not ours to drop
+            del self._held[session_id]
+            conn = self._conn
+            try:
+                cur = await conn.execute(UNLOCK_SQL, (session_id,))
+                await cur.fetchone()  # false only if the lock was not held: nothing left to release
+            except Exception:  # noqa: BLE001 - a connection that cannot unlock is closed, which unlocks
+                await self._close_lost()
+
+    def _undo(self, session_id: str, task: asyncio.Task[int]) -> None:
+        self._pending.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            return
+        undo = asyncio.ensure_future(self._release(session_id, task.result()))
+        self._pending.add(undo)
+        undo.add_done_callback(self._pending.discard)
+
+    async def _connected(self) -> Any:
+        conn = self._conn
+        if conn is not None and not self._stale and not (conn.closed or conn.broken):
+            return conn
+        if conn is not None:
+            await self._close_lost()
+        import psycopg
+
+        try:
+            self._conn = await asyncio.wait_for(psycopg.AsyncConnection.connect(self.url, autocommit=True), CONNECT_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - a database that cannot be reached is an unavailable store
+            raise RpError("store.unavailable", f"cannot connect to PostgreSQL for a run lease: {exc}") from exc
+        return self._conn
+
+    def _lost(self) -> None:
+        """Every lease on the current connection is gone: forget them and start a new generation.
+        The dead connection itself is closed by the next statement (:meth:`_close_lost`)."""
+        self._generation += 1
+        self._held.clear()
+        self._stale = self._conn is not None
+
+    async def _close_lost(self) -> None:
+        conn, self._conn = self._conn, None
+        self._lost()
+        if conn is not None:
+            try:
+                await conn.close()
+            except Exception:  # noqa: BLE001 - it is already gone
+                pass
