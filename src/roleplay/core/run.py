@@ -172,8 +172,11 @@ async def prepare_run(
     """Read everything this turn needs and freeze the context build (no event is written)."""
     surface = await rt.service.projection(session_id, SURFACE)
     nodes, head_seq = surface.state["nodes"], surface.upto_seq
-    profile = profile_of((await rt.service.projection(session_id, SESSION_PROJECTION)).state)
-    state_view = await rt.story_state(session_id)  # {} with rp-state off: prepare works without State
+    # The other projections are read as of that same head (``projection_at``: no read of newer
+    # events when the cache already folded exactly that far, a round trip each on PostgreSQL): the
+    # build is one consistent view of the log, as if every read came right after the surface's.
+    profile = profile_of((await rt.service.projection_at(session_id, SESSION_PROJECTION, head_seq)).state)
+    state_view = await rt.story_state(session_id, at=head_seq)  # {} with rp-state off: prepare works without State
     # Cached projection states are shared: the run keeps its own copy of the state it commits against.
     state = copy.deepcopy(state_view) if state_view.get("namespaces") else None
     reader = StoreAssetReader(rt.assets, cache=rt.asset_cache)
@@ -181,7 +184,7 @@ async def prepare_run(
     input_text = expand(text, macros)
     if not input_text.strip() and not images:
         raise RpError("run.empty_input", "a turn needs some text or an image", pointer="/text")
-    writing = (await rt.service.projection(session_id, replies_projection)).state["writing"]
+    writing = (await rt.service.projection_at(session_id, replies_projection, head_seq)).state["writing"]
     # From the session's fold, which a turn feeds only the nodes added since the last (issue 12).
     entries, summary_source = history_entries(rt.service.folds, session_id, surface, writing)
     timed = latest_lore_timed(nodes)

@@ -211,11 +211,14 @@ class RoleplayRuntime:
         """The run's identity names from the live card and persona the profile binds."""
         return await macro_context_for(profile, reader) if self.identity_names is not None else MacroContext()
 
-    async def story_state(self, session_id: str) -> dict[str, Any]:
+    async def story_state(self, session_id: str, *, at: int | None = None) -> dict[str, Any]:
         """The session's ``rp/state`` view document; ``{}`` when no enabled feature folds it
-        (``rp-state`` off: the log keeps its events, nothing reads them)."""
+        (``rp-state`` off: the log keeps its events, nothing reads them). ``at``: the head the
+        caller just read (``SessionService.projection_at``)."""
         if STATE_PROJECTION not in self.service.projections.names():
             return {}
+        if at is not None:
+            return state_document((await self.service.projection_at(session_id, STATE_PROJECTION, at)).state)
         return state_document((await self.service.projection(session_id, STATE_PROJECTION)).state)
 
     def model_for(self, route: Route) -> ChatModel:

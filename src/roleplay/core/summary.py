@@ -452,9 +452,11 @@ class SummaryWatch:
         watch = cls(rt, run, parent_route, run.p.parent_window)
         if watch.window is not None:
             sid = run.p.session_id
-            surface = await rt.service.projection(sid, SURFACE)
+            # As of the head the turn was prepared at (no read of newer events when the cache is
+            # there): what the watch measures is the history the turn was built from.
+            surface = await rt.service.projection_at(sid, SURFACE, run.p.surface_seq)
             watch.nodes = list(surface.state["nodes"])
-            writing = (await rt.service.projection(sid, replies_projection)).state["writing"]
+            writing = (await rt.service.projection_at(sid, replies_projection, surface.upto_seq)).state["writing"]
             watch.writing = set(writing)
             # From the session's kept story fold and converted messages: counting the whole story
             # again at every turn made the turn's cost grow with it (issue 12 item 5).
