@@ -599,6 +599,12 @@ def test_importing_several_files_reports_each_and_a_card_exports_as_png(page: An
         text = page.inner_text("#import-results")
         assert "imported as lorebook" in text and "imported as preset" in text and "carried over" in text
     shoot(page, "import-report")
+    if corpus is not None:  # a card with its own system prompt: kept isolated until trusted, here
+        page.set_input_files("#import-files", str(corpus / "cards" / "test_character.charx"))
+        page.wait_for_selector("#import-results >> text=Trust these prompts")
+        assert "stay out of the prompt until you trust them" in page.inner_text("#import-results")
+        page.click("#import-results >> text=Trust these prompts")
+        page.wait_for_selector("#import-results >> text=Trusted.")  # shown once the server has it
     page.goto("/library/card")
     page.fill("#library-search", "no such name")
     assert page.locator("#asset-list .asset-item:visible").count() == 0
