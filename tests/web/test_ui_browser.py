@@ -437,6 +437,13 @@ def test_session_wiki_rebind_workbench_preview_and_mode_switch(page: Any) -> Non
     assert page.request.get(f"/api/v1/sessions/{sid}/profile").json()["profile"]["runtime"]["executionMode"] == "agent"
     page.click("[data-mode=chat]")
     page.wait_for_selector("[data-mode=chat][aria-pressed=true]")
+    # The Writer route, from the header.
+    page.click(".writer-route summary")
+    page.fill("#writer-form [name=route]", "follow")
+    page.click("#writer-form button")
+    page.wait_for_selector('#writer-route:text("follows the conversation\'s route")')
+    runtime = page.request.get(f"/api/v1/sessions/{sid}/profile").json()["profile"]["runtime"]
+    assert runtime["writerRoute"] == {"followConversation": True}
 
     # Workbench: move a slot up, save, and the Writer preview follows.
     page.click("text=Prompt workbench")

@@ -448,11 +448,7 @@ for (const button of document.querySelectorAll("[data-mode]")) {
     if (button.getAttribute("aria-pressed") === "true" || runningTurn) return;
     showError("");
     try {
-      const current = await api("GET", `/sessions/${encodeURIComponent(sid)}/profile`);
-      await api("PATCH", `/sessions/${encodeURIComponent(sid)}/profile`, {
-        patch: { runtime: { executionMode: button.dataset.mode } },
-        revision: current.revision,
-      });
+      await api("PUT", `/sessions/${encodeURIComponent(sid)}/mode`, { mode: button.dataset.mode });
       for (const b of document.querySelectorAll("[data-mode]")) b.setAttribute("aria-pressed", String(b === button));
       toast(`${button.textContent} mode from the next turn`);
     } catch (err) {
@@ -461,6 +457,25 @@ for (const button of document.querySelectorAll("[data-mode]")) {
   });
 }
 wireWiki(sid);
+
+// The Writer's route for this story: provider/model[/effort], "follow" (the conversation's) or "default".
+function routeText(route) {
+  if (!route) return "the global default";
+  if (route.followConversation) return "follows the conversation's route";
+  return [route.provider, route.model, route.reasoningEffort].filter(Boolean).join("/");
+}
+document.getElementById("writer-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  showError("");
+  try {
+    const out = await api("PUT", `/sessions/${encodeURIComponent(sid)}/writer-route`, { route: e.target.elements.route.value.trim() });
+    document.getElementById("writer-route").textContent = routeText(out.writerRoute);
+    e.target.closest("details").open = false;
+    toast("The Writer's route applies from the next turn");
+  } catch (err) {
+    showError(err.message);
+  }
+});
 
 // Messages with an unsaved edit kept from before say so (Edit brings it back).
 function markDrafts() {
