@@ -224,3 +224,31 @@ async def test_validation_never_mutates_the_cached_surface(store: EventStore) ->
             expected_seq=2,
         )
     assert roundtrip((await service.projection(rec.id, "harness/surface")).state) == before
+
+
+@pytest.mark.anyio
+async def test_a_new_empty_session_is_seeded_with_what_a_load_folds(make_store) -> None:  # type: ignore[no-untyped-def]
+    """``SessionService.create`` keeps an empty child's initial surface and turns states: equal to
+    a fresh load at seq 0, and a plain load still folds another process's appends."""
+    from roleplay.harness.turns import turns_projection
+
+    store = make_store()
+    await store.migrate()
+    other = make_store()
+    try:
+        service = SessionService(store)
+        parent = await service.create("p", seed=[user("u1")])
+        child = await service.create("c", parent_id=parent.id)
+        for projection in (surface_projection, turns_projection):
+            seeded = await service.projection_at(child.id, projection, 0)
+            assert seeded.upto_seq == 0
+            assert seeded.state == roundtrip((await load(store, child.id, projection)).state)
+        await other.append(child.id, 0, [user("x1")])
+        after = await service.projection(child.id, surface_projection)
+        assert after.upto_seq == 1
+        assert after.state == roundtrip(fold(surface_projection, await store.read(child.id)))
+        with pytest.raises(NotFoundError):
+            await service.create("c", parent_id="ses_missing")
+    finally:
+        await other.close()
+        await store.close()

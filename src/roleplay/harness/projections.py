@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from roleplay.errors import NotFoundError, ValidationError
 
@@ -194,6 +194,17 @@ class ProjectionCache:
             folded=folded,
             appends_since=entry.appends_since if projection.rewrites is not None else None,
         )
+
+    def seed_empty(self, session_id: str, projections: Sequence[Projection]) -> None:
+        """Keep the initial states of a session this process has just created with no events: what
+        a load would fold (no snapshot, no event), so a first ``load_at(…, 0)`` needs no read. A
+        plain ``load`` still reads whatever another process appended since."""
+        for projection in projections:
+            key = (session_id, projection.name, projection.version)
+            if key not in self._entries:
+                self._entries[key] = _Entry(projection.initial(), 0, 0, 0, projection)
+        while len(self._entries) > self._max:
+            self._entries.pop(next(iter(self._entries)))
 
     async def load_at(self, store: "EventStore", session_id: str, projection: Projection, seq: int) -> Loaded:
         """``load`` for a caller that knows the session's head is ``seq`` (it holds the run lease

@@ -29,6 +29,7 @@ from .fork_points import ForkPoint, closed_turn_fork_point
 from .projections import Loaded, Projection, ProjectionCache, ProjectionRegistry, load
 from .store.base import EventStore, SessionFilter, SessionRecord
 from .surface_folds import SurfaceFolds
+from .turns import turns_projection
 from .surface import SURFACE, apply_surface, find_node, initial_surface, replaced_seqs, surface_projection
 
 MAX_CAS_RETRIES = 50
@@ -98,9 +99,14 @@ class SessionService:
             ok, value = self.commands.execute(spec, CommandContext(session_id, command_id))
             stamped.append(EventDraft(COMMAND_RUN, {"commandId": command_id, "name": spec.name, "args": spec.args}))
             stamped.append(_done_draft(command_id, ok, value))
-        return await self.store.create_session(
+        record = await self.store.create_session(
             preset=preset, session_id=session_id, parent_id=parent_id, workspace=workspace, title=title, events=stamped
         )
+        if not stamped:
+            # A child session starts empty, and its first step reads these two at seq 0 (a
+            # snapshot read and an event read each on PostgreSQL, saved).
+            self.cache.seed_empty(record.id, (surface_projection, turns_projection))
+        return record
 
     # -- appends ---------------------------------------------------------------------------------
     async def append(self, session_id: str, drafts: Sequence[EventDraft], *, expected_seq: int) -> list[Event]:

@@ -93,7 +93,7 @@ async def run_subagent(
     registry = tools or ToolRegistry()
     allowed = [n for n in dict.fromkeys(request.tools) if n in registry and not registry.get(n).spawns_subagent]
     ignored = [n for n in dict.fromkeys(request.tools) if n not in allowed]
-    await service.get(parent_session_id)
+    # ``create`` checks the parent exists (``session.not_found``), one read, not two.
     child = await service.create(request.preset, parent_id=parent_session_id, title=request.title)
     spec = AgentSpec(
         prompt=PromptAssembly([PromptSection("subagent:system", request.system_prompt, ORDER_IDENTITY)]),
