@@ -547,6 +547,21 @@ def test_settings_features_values_quick_replies_and_model_test(page: Any) -> Non
     page.click("form.setting[data-key='replyOptions.count'] [data-reset]")
     page.wait_for_selector("form.setting[data-key='replyOptions.count']:not(:has(.badge))")
 
+    # Sub-agents: one turned off, a new one added.
+    page.wait_for_selector(".subagent")
+    first = page.request.get("/api/v1/subagents").json()["items"][0]["name"]
+    with page.expect_navigation():
+        page.locator(".subagent >> nth=0 >> input[type=checkbox]").uncheck()
+    item = page.request.get("/api/v1/subagents").json()["items"][0]
+    assert item["name"] == first and item["enabled"] is False
+    page.click("#subagents summary >> text=Add a sub-agent")
+    page.fill("#add-subagent [name=name]", "Continuity")
+    page.fill("#add-subagent [name=usageContract]", "Call it when a name or place comes back.")
+    page.fill("#add-subagent [name=instructions]", "Check names and places against the story so far.")
+    with page.expect_navigation():
+        page.click("#add-subagent button")
+    page.wait_for_selector(".subagent strong:text('Continuity')")
+
     # A quick reply, inserted into the draft at the cursor from the chat.
     page.fill("#add-quick [name=label]", "Nod")
     page.fill("#add-quick [name=text]", "*nods slowly*")

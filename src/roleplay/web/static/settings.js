@@ -80,3 +80,74 @@ document.getElementById("model-test").addEventListener("submit", async (e) => {
     : "The test failed (see above).";
   if (result) toast("The model answered");
 });
+
+// Sub-agents (Agent mode's catalog): enable, route, delete, add; each write names the catalog revision.
+async function loadSubagents() {
+  const list = document.getElementById("subagent-list");
+  let catalog;
+  try {
+    catalog = await api("GET", "/subagents");
+  } catch (err) {
+    const li = document.createElement("li");
+    li.className = "meta";
+    li.textContent = err.message;
+    list.replaceChildren(li);
+    return;
+  }
+  const rows = catalog.items.map((item) => {
+    const li = document.createElement("li");
+    li.className = "subagent";
+    const label = document.createElement("label");
+    label.className = "choice";
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.checked = item.enabled;
+    box.addEventListener("change", () =>
+      run(() => api("PUT", `/subagents/${encodeURIComponent(item.name)}`, { enabled: box.checked, revision: catalog.revision })),
+    );
+    const name = document.createElement("strong");
+    name.textContent = item.name;
+    label.append(box, " ", name);
+    const contract = document.createElement("details");
+    const summary = document.createElement("summary");
+    summary.textContent = "When it is called";
+    const text = document.createElement("p");
+    text.textContent = item.usageContract;
+    contract.append(summary, text);
+    const route = document.createElement("form");
+    route.className = "inline-form";
+    const routeLabel = document.createElement("label");
+    routeLabel.textContent = "Route ";
+    const input = document.createElement("input");
+    input.name = "route";
+    input.value = item.route || "";
+    input.placeholder = "the story's";
+    routeLabel.append(input);
+    const set = document.createElement("button");
+    set.type = "submit";
+    set.textContent = "Set route";
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "danger";
+    remove.textContent = "Delete";
+    remove.addEventListener("click", () =>
+      run(() => api("DELETE", `/subagents/${encodeURIComponent(item.name)}?revision=${catalog.revision}`)),
+    );
+    route.append(routeLabel, set, remove);
+    route.addEventListener("submit", (e) => {
+      e.preventDefault();
+      run(() => api("PUT", `/subagents/${encodeURIComponent(item.name)}`, { route: input.value.trim() || null, revision: catalog.revision }));
+    });
+    li.append(label, contract, route);
+    return li;
+  });
+  list.replaceChildren(...rows);
+  list.dataset.revision = String(catalog.revision);
+}
+loadSubagents();
+document.getElementById("add-subagent").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const f = e.target.elements;
+  const revision = Number(document.getElementById("subagent-list").dataset.revision);
+  run(() => api("POST", "/subagents", { name: f.name.value, usageContract: f.usageContract.value, instructions: f.instructions.value, revision }));
+});
