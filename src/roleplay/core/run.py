@@ -419,14 +419,16 @@ class RpRun(LoopHooks):
         guarantees it; this catches any writer that bypassed it)."""
         problems: list[Problem] = []
         sid = self.p.session_id
-        live_state = await self.rt.story_state(sid)
+        # One fresh read of the log: the surface reads the newest events, the state is taken at
+        # that same head (a writer that bypassed the lease shows in either).
+        surface = await self.rt.service.projection(sid, SURFACE)
+        live_state = await self.rt.story_state(sid, at=surface.upto_seq)
         if sha256_hex(live_state) != self.p.state_digest:
             problems.append(Problem(
                 "commit.stale_state",
                 f"the story state changed since this turn was prepared (revision {self.p.state_revision} → {live_state.get('revision')})",
                 "", {"component": "state", "expectedRevision": self.p.state_revision, "currentRevision": live_state.get("revision")},
             ))  # fmt: skip
-        surface = await self.rt.service.projection(sid, SURFACE)
         nodes = surface.state["nodes"]
         frozen = self.p.surface_key
         # Nothing rewrote the surface since prepare (the projection cache saw every event since):
