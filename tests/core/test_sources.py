@@ -387,3 +387,28 @@ async def test_caches_reuse_compiled_books_and_views_until_the_revision_changes(
     third = await run()
     assert views.get(world.book, 2) is not None and views.get(world.book, 2).name == "Irene lore, revised"  # type: ignore[union-attr]
     assert len(lore._engines) == 2 and third.live_revisions[world.book] == 2
+
+
+async def test_prefetch_reads_exactly_what_reads_one_by_one_would(world: World) -> None:
+    """``StoreAssetReader.prefetch`` (one read for every bound asset) gives the same views,
+    isolated prompts and sources as lazy reads, warm cache or cold, with missing, wrong-kind and
+    changed assets among them."""
+    from roleplay.core.sources import AssetViewCache, bound_assets
+
+    await world.service.trust_isolated_prompts(world.card, True)
+    profile = world.profile(lorebooks=[world.book, "ast_gone", world.card], persona=world.preset)
+    wanted = bound_assets(profile)
+    assert ("card", world.card) in wanted and ("lorebook", "ast_gone") in wanted and ("persona", world.preset) in wanted
+    views = AssetViewCache()
+    for round_ in range(3):
+        if round_ == 2:  # a changed asset: the cache holds the old revision only
+            record = await world.store.get(world.book)
+            await world.store.update(world.book, {**record.data, "name": "revised"}, expected_revision=record.revision)
+        lazy, eager = StoreAssetReader(world.store, cache=AssetViewCache()), StoreAssetReader(world.store, cache=views)
+        await eager.prefetch(wanted)
+        for kind, asset_id in wanted:
+            assert await eager.read(kind, asset_id) == await lazy.read(kind, asset_id)
+        assert await eager.isolated_prompts(world.card) == await lazy.isolated_prompts(world.card)
+        got, want = await world.collect(profile, reader=eager), await world.collect(profile, reader=lazy)
+        assert got == want
+    assert (await eager.read("lorebook", world.book)).name == "revised"  # type: ignore[union-attr]

@@ -89,6 +89,7 @@ from .sources import (
     SourceInputs,
     SourceSet,
     StoreAssetReader,
+    bound_assets,
     collect_sources,
 )
 from .turn_eligibility import require_playable
@@ -180,6 +181,7 @@ async def prepare_run(
     # Cached projection states are shared: the run keeps its own copy of the state it commits against.
     state = copy.deepcopy(state_view) if state_view.get("namespaces") else None
     reader = StoreAssetReader(rt.assets, cache=rt.asset_cache)
+    await reader.prefetch(bound_assets(profile))  # one read for all, not one per asset
     macros = await rt.macro_context(profile, reader)  # none while rp-macro is off
     input_text = expand(text, macros)
     if not input_text.strip() and not images:

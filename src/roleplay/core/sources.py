@@ -64,7 +64,7 @@ which also gets ``preset_positions`` because ``ContextSource`` has no position f
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,21 +192,49 @@ class StoreAssetReader:
                 return record, blob
 
             record, blob = await self.store.read(body)
-            if record is None or record.kind != kind:
-                self._views[key] = None
-            else:
-                view = (
-                    record
-                    if isinstance(record, AssetView)
-                    else AssetView(record.id, record.kind, record.revision, record.data, record.name)
-                )
-                if cache is not None:
-                    cache.put(view)
-                self._views[key] = view
-                if kind == "card":
-                    # Parsed lazily by isolated_prompts(): a corrupt blob must not hide the card.
-                    self._isolated.setdefault(asset_id, blob.data if blob is not None else None)
+            self._keep(kind, asset_id, record, blob)
         return self._views[key]
+
+    def _keep(self, kind: str, asset_id: str, record: Any, blob: Any) -> None:
+        key = (kind, asset_id)
+        if record is None or record.kind != kind:
+            self._views[key] = None
+            return
+        view = record if isinstance(record, AssetView) else AssetView(record.id, record.kind, record.revision, record.data, record.name)
+        if self._cache is not None:
+            self._cache.put(view)
+        self._views[key] = view
+        if kind == "card":
+            # Parsed lazily by isolated_prompts(): a corrupt blob must not hide the card.
+            self._isolated.setdefault(asset_id, blob.data if blob is not None else None)
+
+    async def prefetch(self, wanted: Iterable[tuple[str, str]]) -> None:
+        """Read these ``(kind, id)`` now, in one read: one statement for all their revisions, the
+        decoded views from the cache, the rest (and a card's isolated prompts) in the same read.
+        What :meth:`read` then returns is exactly what it would have read one by one, as of this
+        moment (a run sees one revision per asset either way). Without a view cache it does
+        nothing: each read fetches its record anyway."""
+        cache = self._cache
+        todo = [key for key in dict.fromkeys(wanted) if key not in self._views]
+        if cache is None or not todo:
+            return
+        ids = sorted({asset_id for _, asset_id in todo})
+
+        async def body(tx: Any) -> dict[str, tuple[Any, Any]]:
+            revisions = await tx.revisions(ids)
+            found: dict[str, tuple[Any, Any]] = {}
+            for asset_id in ids:
+                if asset_id not in revisions:
+                    found[asset_id] = (None, None)
+                    continue
+                record = cache.get(asset_id, revisions[asset_id]) or await tx.get(asset_id)
+                blob = await tx.blob(asset_id, ISOLATED_ROLE) if record is not None and record.kind == "card" else None
+                found[asset_id] = (record, blob)
+            return found
+
+        found = await self.store.read(body)
+        for kind, asset_id in todo:
+            self._keep(kind, asset_id, *found[asset_id])
 
     async def isolated_prompts(self, card_id: str) -> IsolatedPrompts | None:
         """The card's isolated prompts (empty and untrusted when it has none), None when the card
@@ -455,6 +483,18 @@ CORE_PROVIDERS: tuple[SourceProvider, ...] = (SourceProvider("rp.core", _core_so
 # -- the whole set ------------------------------------------------------------------------------------
 
 
+def bound_assets(profile: SessionProfile | None) -> list[tuple[str, str]]:
+    """``(kind, id)`` of every asset the profile binds: what ``resolve_bindings`` reads."""
+    res = (profile or default_profile()).resources
+    return [
+        *((("card", res.card),) if res.card else ()),
+        *(("lorebook", book) for book in res.lorebooks),
+        *((("persona", res.persona),) if res.persona else ()),
+        *((("preset", res.preset),) if res.preset else ()),
+        *(("writing-style", style) for style in res.writing_styles),
+    ]
+
+
 async def macro_context_for(profile: SessionProfile | None, reader: AssetReader) -> MacroContext:
     """Freeze the run's names from the live card and persona (unbound or unreadable → None)."""
     res = (profile or default_profile()).resources
@@ -536,6 +576,7 @@ __all__ = [
     "SourceSet",
     "StoreAssetReader",
     "blocks",
+    "bound_assets",
     "collect_sources",
     "conversation_sources",
     "custom_sources",
