@@ -518,6 +518,23 @@ async def test_concurrent_writers_of_the_same_new_texts_store_each_part_once(sto
     assert len(hashes) == len(set(hashes))
 
 
+async def test_a_writer_that_knows_no_part_ids_reuses_the_stored_parts(store: EventStore, make_store) -> None:  # type: ignore[no-untyped-def]
+    """Another process (no part ids kept) appends texts whose parts are partly stored already:
+    the stored ones are referenced, only the new ones inserted, every text reads back exactly."""
+    first = await store.create_session(preset="p", events=[user("a", story_prompt(20))])
+    other = make_store()
+    try:
+        grown = story_prompt(22)
+        second = await store.create_session(preset="p")
+        await other.append(second.id, 0, [user("b", grown), user("c", story_prompt(20))])
+        assert [e.payload["content"][0]["text"] for e in await store.read(second.id)] == [grown, story_prompt(20)]
+        assert (await other.read(first.id))[0].payload["content"][0]["text"] == story_prompt(20)
+    finally:
+        await other.close()
+    hashes = [row[2] for row in await store.dump() if row[0] == "text_part"]
+    assert len(hashes) == len(set(hashes))
+
+
 async def test_the_wal_file_stays_small_after_a_burst(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A burst of writes (a long story's turn, a snapshot) must not leave the WAL at its size."""
     from roleplay.harness.store.sqlite import WAL_SIZE_LIMIT, SQLiteStore

@@ -17,6 +17,7 @@ import asyncio
 import json
 import re
 import secrets
+from collections.abc import Mapping
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
@@ -354,7 +355,7 @@ class PostgresStore(EventStore):
         async with self._connection() as conn:
             try:
                 async with conn.transaction() if known is None else _no_transaction():
-                    ids = known if known is not None else await _store_parts(conn, externals)
+                    ids = known if known is not None else await _store_parts(conn, externals, self._part_ids)
                     cur = await conn.execute(
                         _APPEND.format(head=head_sql),
                         (
@@ -572,28 +573,35 @@ class PostgresStore(EventStore):
             await conn.close()
 
 
-async def _store_parts(conn: Any, externals: list[Externalised]) -> dict[str, int]:
+async def _store_parts(conn: Any, externals: list[Externalised], known: Mapping[str, int] | None = None) -> dict[str, int]:
     """The id of every part referenced, inserting (compressed) only the new ones, in the caller's
-    transaction. Two writers inserting the same new part: the second waits on the unique index,
-    does nothing, and then reads the first one's id."""
+    transaction. One statement: the insert returns the ids it made, and the same statement's
+    snapshot gives the ids of the parts already stored (callers pass only parts this store has not
+    seen yet, so few are). Two writers inserting the same new part: the second waits on the unique
+    index and does nothing; its snapshot is older than the first one's commit, so that id is read
+    again afterwards."""
     texts = {h: t for x in externals for h, t in x.parts.items()}
+    found = {h: known[h] for h in texts if h in known} if known else {}
+    texts = {h: t for h, t in texts.items() if h not in found}
     if not texts:
-        return {}
-    keys = [bytes.fromhex(h) for h in texts]
-    cur = await conn.execute("SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)", (keys,))
-    ids = {bytes(digest).hex(): pid for digest, pid in await cur.fetchall()}
+        return found
     # In hash order: two transactions inserting overlapping new parts then wait on each other in
     # the same order instead of deadlocking.
-    missing = sorted(h for h in texts if h not in ids)
-    if missing:
-        await conn.execute(
-            "INSERT INTO text_parts(sha256, size, data) SELECT * FROM unnest(%s::bytea[], %s::bigint[], %s::bytea[]) "
-            "ON CONFLICT (sha256) DO NOTHING",
-            ([bytes.fromhex(h) for h in missing], [len(texts[h].encode("utf-8")) for h in missing], [compress(texts[h]) for h in missing]),
-        )
-        cur = await conn.execute("SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)", ([bytes.fromhex(h) for h in missing],))
+    order = sorted(texts)
+    keys = [bytes.fromhex(h) for h in order]
+    cur = await conn.execute(
+        "WITH input AS (SELECT * FROM unnest(%s::bytea[], %s::bigint[], %s::bytea[]) AS u(sha256, size, data)), "
+        "made AS (INSERT INTO text_parts(sha256, size, data) SELECT sha256, size, data FROM input ORDER BY sha256 "
+        "ON CONFLICT (sha256) DO NOTHING RETURNING sha256, id) "
+        "SELECT sha256, id FROM made UNION ALL SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)",
+        (keys, [len(texts[h].encode("utf-8")) for h in order], [compress(texts[h]) for h in order], keys),
+    )
+    ids = {bytes(digest).hex(): pid for digest, pid in await cur.fetchall()}
+    missing = [bytes.fromhex(h) for h in order if h not in ids]
+    if missing:  # another writer's part, committed while this statement waited for it
+        cur = await conn.execute("SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)", (missing,))
         ids.update((bytes(digest).hex(), pid) for digest, pid in await cur.fetchall())
-    return ids
+    return {**found, **ids}
 
 
 class _PooledConnection:
