@@ -115,3 +115,35 @@ async def _check_cross_process(store: EventStore, store_url: str) -> None:
     kinds = [n.kind for n in notes]
     assert kinds.index("event") > 0 and kinds[-1] == "chunk"
     assert max(i for i, k in enumerate(kinds) if k == "event") < len(kinds) - 1
+
+
+async def test_postgres_sends_a_burst_of_chunks_in_order_and_in_one_statement(pg_url: str) -> None:
+    """Chunks published without a pause go out in one statement; another store's subscriber
+    gets every one of them (identical ones too) in order, and before the event appended next."""
+    writer, reader = open_store(pg_url), open_store(pg_url)
+    await writer.migrate()
+    try:
+        rec = await writer.create_session(preset="p")
+        texts = [".", ".", "Hel", "lo", ".", "x" * 20000]
+        async with reader.subscribe(rec.id) as sub:
+            sent: list[int] = []
+            original = writer._send_chunks  # type: ignore[attr-defined]
+
+            async def counting() -> None:
+                sent.append(len(writer._chunks))  # type: ignore[attr-defined]
+                await original()
+
+            writer._send_chunks = counting  # type: ignore[attr-defined]
+            for text in texts:
+                await writer.publish_chunk(rec.id, {"messageId": "a", "text": text})
+            await writer.append(rec.id, 0, [user("m1")])
+            notes = [await sub.next(timeout=10)]
+            while notes[-1].kind == "chunk":
+                notes.append(await sub.next(timeout=10))
+        assert len(sent) == 1 and sent[0] > len(texts)  # one send; the long text went in several parts
+        chunks = [n.data["text"] for n in notes if n.kind == "chunk"]  # type: ignore[index]
+        assert chunks[:5] == texts[:5] and "".join(chunks[5:]) == texts[5]
+        assert notes[-1].kind == "event" and notes[-1].event.seq == 1  # type: ignore[union-attr]
+    finally:
+        await reader.close()
+        await writer.close()

@@ -145,6 +145,11 @@ class PostgresStore(EventStore):
         self._channel: str | None = None
         self._listener: asyncio.Task[None] | None = None
         self._listening: asyncio.Event | None = None
+        # Chunk notifications waiting to be sent, and the task sending them (publish_chunk).
+        self._chunks: list[str] = []
+        self._chunk_sender: asyncio.Task[None] | None = None
+        self._chunk_error: BaseException | None = None
+        self._chunk_count = 0
 
     async def _ensure_open(self) -> None:
         if self._opened:
@@ -187,6 +192,7 @@ class PostgresStore(EventStore):
         return _PooledConnection(self)
 
     async def close(self) -> None:
+        await self._chunks_sent()
         if self._listener is not None:
             self._listener.cancel()
             try:
@@ -347,6 +353,7 @@ class PostgresStore(EventStore):
     ) -> tuple[Any, ...]:
         """One statement moves the head, inserts the rows and notifies (one round trip). Text
         parts this store has not seen yet are inserted first, in the same transaction."""
+        await self._chunks_sent()  # a turn's chunks reach other processes before its events
         externals = [e.external for e in events if e.external is not None]
         known = self._known_parts(externals)
         n = len(events)
@@ -529,12 +536,43 @@ class PostgresStore(EventStore):
         await conn.execute("SELECT pg_notify(%s, %s)", (self._channel, self._note(session_id, first, last)))
 
     async def publish_chunk(self, session_id: str, data: dict[str, Any]) -> None:
+        """Publish in this process now; queue the NOTIFY for a sender task, which sends all the
+        chunks queued meanwhile in one statement, in order. A model streaming without pause (the
+        demo, a burst of deltas) then costs one round trip, not one per delta, and the stream is
+        never held up waiting for PostgreSQL. Every append (and ``close``) first waits for the
+        queued chunks, so other processes still see chunks and events in the order they were made.
+        A failed send is raised by the next ``publish_chunk``."""
         self.broker.publish_chunk(session_id, data)
         await self._ensure_open()
+        if self._chunk_error is not None:
+            error, self._chunk_error = self._chunk_error, None
+            raise error
         for part in _split_chunk(data):
-            payload = json.dumps({"o": self._origin, "k": "c", "s": session_id, "d": part}, ensure_ascii=False)
-            async with self._connection() as conn:
-                await conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload))
+            # "n" numbers the chunks: PostgreSQL delivers one of several identical payloads sent
+            # in one transaction (the equal parts of a split chunk, two "." deltas).
+            self._chunk_count += 1
+            self._chunks.append(
+                json.dumps({"o": self._origin, "k": "c", "s": session_id, "n": self._chunk_count, "d": part}, ensure_ascii=False)
+            )
+        if self._chunk_sender is None or self._chunk_sender.done():
+            self._chunk_sender = asyncio.create_task(self._send_chunks(), name="rp-pg-chunks")
+
+    async def _send_chunks(self) -> None:
+        while self._chunks:
+            batch, self._chunks = self._chunks, []
+            try:
+                async with self._connection() as conn:
+                    # A function scan yields the array in order, and NOTIFYs of one transaction
+                    # are delivered in the order they were sent.
+                    await conn.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) WITH ORDINALITY AS u(p, n)", (self._channel, batch))
+            except Exception as exc:  # noqa: BLE001 - kept for the next publish_chunk to raise
+                self._chunk_error = exc
+
+    async def _chunks_sent(self) -> None:
+        sender = self._chunk_sender
+        if sender is not None and not sender.done():
+            # Shielded: a caller cancelled while it waits does not cancel chunks already queued.
+            await asyncio.shield(sender)
 
     async def _remote_listen(self) -> None:
         """Start (once) the LISTEN task and wait until it is listening, so a subscriber that reads
