@@ -144,6 +144,8 @@ async def test_unknown_session(store: EventStore) -> None:
         lambda: store.get_session("ses_nope"),
         lambda: store.fork("ses_nope", 0),
         lambda: store.set_archived("ses_nope"),
+        lambda: store.create_session(preset="p", parent_id="ses_nope"),
+        lambda: store.create_session(preset="p", parent_id="ses_nope", events=[user("x")]),
     ):
         with pytest.raises(NotFoundError) as exc:
             await call()

@@ -211,6 +211,10 @@ def session_not_found(session_id: str) -> NotFoundError:
 class EventStore(ABC):
     """Async event store. Subclasses implement the primitives marked abstract."""
 
+    # A backend whose session insert itself reports a missing parent as ``session.not_found``
+    # (PostgreSQL: the foreign key) sets this, saving the parent's read.
+    insert_checks_parent = False
+
     dialect: str = ""
 
     def __init__(self, *, clock: Clock = system_clock, ids: IdGenerator = ulid_ids) -> None:
@@ -256,7 +260,7 @@ class EventStore(ABC):
         if not isinstance(preset, str) or not preset.strip():
             raise ValidationError("session.invalid_preset", "a session needs a non-empty preset name", pointer="/preset")
         prepared = prepare_drafts(events) if events else []
-        if parent_id is not None:
+        if parent_id is not None and not self.insert_checks_parent:
             await self.get_session(parent_id)
         now = self.now()
         record = SessionRecord(

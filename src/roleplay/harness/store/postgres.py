@@ -243,6 +243,8 @@ class PostgresStore(EventStore):
         return int(row[0]) if row else 0
 
     # -- sessions --------------------------------------------------------------------------------
+    insert_checks_parent = True  # the parent_id foreign key: one round trip less per child session
+
     async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str) -> None:
         async with self._connection() as conn:
             try:
@@ -269,6 +271,10 @@ class PostgresStore(EventStore):
                 self._remember_parts(events, ids)
             except psycopg.errors.UniqueViolation as exc:
                 raise RpError("session.exists", f"session {record.id!r} already exists") from exc
+            except psycopg.errors.ForeignKeyViolation as exc:
+                if record.parent_id is not None and exc.diag.constraint_name == "sessions_parent_id_fkey":
+                    raise session_not_found(record.parent_id) from None
+                raise
 
     async def get_session(self, session_id: str) -> SessionRecord:
         row = await self._fetchone(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id=%s", (session_id,))
