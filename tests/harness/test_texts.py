@@ -82,3 +82,62 @@ def test_a_damaged_or_missing_part_is_store_corrupt_never_wrong_text() -> None:
         reassemble({"t": ""}, column, stored, where="s#3")
     assert exc.value.code == "store.corrupt"
     assert sha256_text(big) == ext.texts[0].sha256
+
+
+_UNITS = ["a\n", "fact 1: the bell\n", "\n", "\r", "\r\n", "\n\n", "长句子。" * 40 + "\n", "y" * 5000, "z" * 9000 + "\n", "\x1c", "ok"]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_split_reusing_a_recent_texts_parts_equals_the_full_split(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hashed_parts`` starts from a recent text's leading parts: its result must be exactly the
+    full split (with each part's sha256), whatever the next text keeps, changes or appends."""
+    import random
+
+    rng = random.Random(seed)
+    monkeypatch.setattr(texts, "_RECENT_MIN_CHARS", 1)
+    monkeypatch.setattr(texts, "_recent_splits", [])
+
+    def some_text(n: int) -> str:
+        return "".join(rng.choice(_UNITS) for _ in range(n))
+
+    base = some_text(rng.randint(50, 400))
+    for _ in range(6):
+        cut = rng.randint(0, len(base))
+        following = rng.choice(["", "\n", some_text(rng.randint(1, 30)), base[cut:]])
+        new = base[:cut] + following + some_text(rng.randint(0, 20))
+        got = texts.hashed_parts(new)
+        assert got == [(p, sha256_text(p)) for p in texts._split(new)]
+        assert split_parts(new) == texts._split(new)
+        base = new if rng.random() < 0.7 else base
+
+
+def test_a_part_ending_in_a_carriage_return_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recent text's part that ends with ``\\r`` at a cut: the next text adds ``\\n`` there,
+    making ``\\r\\n`` one line and moving the cut; the split must still equal the full one."""
+    import random
+
+    monkeypatch.setattr(texts, "_RECENT_MIN_CHARS", 1)
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(400):
+        monkeypatch.setattr(texts, "_recent_splits", [])
+        base = "".join(rng.choice(["line of text\r", "more words here\n", "x" * 90 + "\r"]) for _ in range(rng.randint(20, 120)))
+        parts = texts._split(base)
+        ends = [sum(map(len, parts[: i + 1])) for i, p in enumerate(parts[:-1]) if p.endswith("\r")]
+        if not ends:
+            continue
+        texts.hashed_parts(base)
+        new = base[: ends[0]] + "\n" + base[ends[0] :]
+        assert texts.hashed_parts(new) == [(p, sha256_text(p)) for p in texts._split(new)]
+        checked += 1
+    assert checked > 20
+
+
+def test_consecutive_prompts_reuse_the_leading_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(texts, "_RECENT_MIN_CHARS", 1)
+    monkeypatch.setattr(texts, "_recent_splits", [])
+    before, after = conversation(300), conversation(301)
+    texts.hashed_parts(before)
+    reused, at = texts._shared_parts(after, texts._recent_splits[-1])
+    assert reused > 0 and at > len(before) * 0.9
+    assert texts.hashed_parts(after) == [(p, sha256_text(p)) for p in texts._split(after)]

@@ -66,6 +66,53 @@ class Externalised:
 
 def split_parts(text: str) -> list[str]:
     """Cut ``text`` into parts whose concatenation is ``text``, at content-defined line ends."""
+    return [part for part, _ in hashed_parts(text)]
+
+
+def hashed_parts(text: str) -> list[tuple[str, str]]:
+    """``split_parts`` with each part's sha256, reusing a recent text's leading parts.
+
+    The next turn's prompt starts with most of this turn's (everything up to the newest exchange),
+    and a cut depends only on the lines since the previous cut: so where ``text`` starts with a
+    recent text's first parts, each of which ended at a cut, its own split starts with those same
+    parts, and only the rest is cut (and hashed) again. A part ending in ``\r`` is not reused (a
+    ``\n`` after it would make ``\r\n`` one line). Property-tested against the full split."""
+    global _recent_splits
+    best, offset = 0, 0
+    previous: list[tuple[str, str]] = []
+    for candidate in _recent_splits:
+        n, at = _shared_parts(text, candidate)
+        if at > offset:
+            best, offset, previous = n, at, candidate
+    result = previous[:best] + [(part, sha256_text(part)) for part in _split(text[offset:] if offset else text)]
+    if len(text) >= _RECENT_MIN_CHARS:
+        _recent_splits = [*_recent_splits[-(_RECENT_SPLITS - 1) :], result]  # rebound whole: no reader sees it change
+    return result
+
+
+def _shared_parts(text: str, parts: list[tuple[str, str]]) -> tuple[int, int]:
+    """How many leading ``parts`` (of an earlier split) ``text`` starts with, and their length.
+    The earlier text's last part is never counted: it ended with that text, not at a cut."""
+    at = 0
+    for n in range(len(parts) - 1):
+        part = parts[n][0]
+        if part.endswith("\r") or not text.startswith(part, at):
+            return n, at
+        at += len(part)
+    return max(len(parts) - 1, 0), at
+
+
+# The splits of the last few long texts (newest last), for ``hashed_parts``. A text shorter than
+# this is cheap to cut again and would only push a prompt out.
+_RECENT_SPLITS = 4
+_RECENT_MIN_CHARS = 64 * 1024
+_recent_splits: list[list[tuple[str, str]]] = []
+
+
+def _split(text: str) -> list[str]:
+    # Starting at a cut, the cuts that follow depend only on the text from there: a mid-line cut
+    # (a long line's slice) falls at a multiple of MAX_PART_CHARS from the line's start, so the
+    # rest of that line is sliced at the same places when cut on its own.
     parts: list[str] = []
     current: list[str] = []
     size = 0
@@ -105,8 +152,7 @@ def externalise(payload: Any) -> Externalised | None:
     parts: dict[str, str] = {}
     for path, text in found:
         hashes = []
-        for part in split_parts(text):
-            digest = sha256_text(part)
+        for part, digest in hashed_parts(text):
             parts.setdefault(digest, part)
             hashes.append(digest)
         texts.append(ExternalText(path, sha256_text(text), tuple(hashes)))
@@ -154,8 +200,7 @@ def externalise_snapshot(state: Any) -> Externalised:
     parts: dict[str, str] = {}
     for path, text in [((), snapshot_text(rest)), *found]:
         hashes = []
-        for part in split_parts(text):
-            digest = sha256_text(part)
+        for part, digest in hashed_parts(text):
             parts.setdefault(digest, part)
             hashes.append(digest)
         texts.append(ExternalText(path, sha256_text(text), tuple(hashes)))
