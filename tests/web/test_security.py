@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from roleplay.web.security import safe_next
 from web.web_support import api_client
 
 pytestmark = pytest.mark.anyio
@@ -71,3 +72,58 @@ async def test_logout_clears_the_cookie(db_url: str) -> None:
     async with api_client(db_url, token=TOKEN) as (client, _):
         out = await client.post("/logout", headers={"Authorization": f"Bearer {TOKEN}"})
         assert out.status_code == 200 and out.headers["set-cookie"].startswith('rp_token=""')
+
+
+async def test_a_browser_asking_for_a_page_without_the_token_goes_to_the_login_and_back(db_url: str) -> None:
+    async with api_client(db_url, token=TOKEN) as (client, _):
+        html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+        home = await client.get("/", headers=html)
+        assert home.status_code == 303 and home.headers["location"] == "/login?next=%2F"
+        story = await client.get("/s/abc?show=all", headers=html)
+        assert story.status_code == 303 and story.headers["location"] == "/login?next=%2Fs%2Fabc%3Fshow%3Dall"
+        # API calls, scripts' fetches and static files keep the 401 envelope
+        for path, headers in (
+            (f"{API}/sessions", html),
+            ("/", {"Accept": "application/json"}),
+            ("/static/app.css", {"Accept": "text/css"}),
+        ):
+            r = await client.get(path, headers=headers)
+            assert r.status_code == 401 and r.json()["code"] == "http.auth_required", path
+        posted = await client.post("/settings", headers=html)
+        assert posted.status_code == 401
+        login = await client.get("/login?next=%2Fs%2Fabc%3Fshow%3Dall")
+        assert 'name=next value="/s/abc?show=all"' in login.text
+        good = await client.post("/login", data={"token": TOKEN, "next": "/s/abc?show=all"})
+        assert good.status_code == 303 and good.headers["location"] == "/s/abc?show=all"
+        bad = await client.post("/login", data={"token": "nope", "next": "/library/card"})
+        assert bad.headers["location"] == "/login?error=true&next=%2Flibrary%2Fcard"
+        plain = await client.post("/login", data={"token": TOKEN})
+        assert plain.headers["location"] == "/"  # not the API docs: the app's start page
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "//evil.example/x",
+        "/\\evil.example",
+        "https://evil.example/",
+        "http:/x",
+        "javascript:alert(1)",
+        "evil",
+        "",
+        "/\t/evil",
+        "/login?next=//evil",
+    ],
+)
+async def test_login_never_redirects_off_the_server(db_url: str, given: str) -> None:
+    assert safe_next(given) == "/"
+    async with api_client(db_url, token=TOKEN) as (client, _):
+        r = await client.post("/login", data={"token": TOKEN, "next": given})
+        assert r.status_code == 303 and r.headers["location"] == "/"
+        page = await client.get("/login", params={"next": given})
+        assert 'name=next value="/"' in page.text
+
+
+def test_local_paths_are_kept() -> None:
+    for path in ("/", "/s/abc", "/library/card?q=a%20b", "/s/x#end"):
+        assert safe_next(path) == path

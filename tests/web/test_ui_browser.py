@@ -637,3 +637,25 @@ def test_importing_several_files_reports_each_and_a_card_exports_as_png(page: An
     path = download.value.path()
     assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert page.problems == []
+
+
+def test_with_a_token_a_page_sends_you_to_the_login_and_back_to_it(browser: Any, tmp_path: Path) -> None:
+    with start_live_server(f"sqlite:///{tmp_path / 'rp.db'}", token="tok-browser") as live:
+        context = browser.new_context(base_url=live.base, viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        try:
+            page.goto("/library/card")
+            page.wait_for_url("**/login?next=%2Flibrary%2Fcard")
+            page.fill("input[name=token]", "wrong")
+            page.click("text=Log in")
+            page.wait_for_url("**/login?error=true&next=%2Flibrary%2Fcard")
+            assert "not right" in page.inner_text("body")
+            page.fill("input[name=token]", "tok-browser")
+            page.click("text=Log in")
+            page.wait_for_url(f"{live.base}/library/card")
+            assert page.locator("h1").count() >= 1 and "auth_required" not in page.content()
+            page.goto("/")  # the cookie now opens every page
+            assert page.url == f"{live.base}/" and "auth_required" not in page.content()
+        finally:
+            context.close()

@@ -13,10 +13,12 @@ connections): open event streams end, running turns are aborted and awaited, so 
 from __future__ import annotations
 
 import asyncio
+import html
 import importlib
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, AsyncIterator, Callable
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -29,7 +31,7 @@ from roleplay.harness.models.routes import Route
 from . import errors
 from .models import ErrorOut
 from .runs import TurnRunner
-from .security import TOKEN_COOKIE, SecurityMiddleware, token_matches
+from .security import TOKEN_COOKIE, SecurityMiddleware, safe_next, token_matches
 
 API = "/api/v1"
 MiB = 1024 * 1024
@@ -159,14 +161,17 @@ def create_app(
         return {"ok": True, "version": __version__}
 
     @app.get("/login", response_class=HTMLResponse, include_in_schema=False)
-    async def login_page(error: bool = False) -> HTMLResponse:
-        return HTMLResponse(_LOGIN.format(note="<p>That token is not right.</p>" if error else ""))
+    async def login_page(error: bool = False, next: str = "/") -> HTMLResponse:
+        note = "<p>That token is not right.</p>" if error else ""
+        return HTMLResponse(_LOGIN.format(note=note, next=html.escape(safe_next(next), quote=True)))
 
     @app.post("/login", include_in_schema=False)
-    async def login(token: Annotated[str, Form()]) -> Response:
+    async def login(token: Annotated[str, Form()], next: Annotated[str, Form()] = "/") -> Response:
+        target = safe_next(next)  # only a page of this server: the login is no open redirect
         if config.token is None or not token_matches(config.token, token):
-            return RedirectResponse("/login?error=true", status_code=303)
-        resp = RedirectResponse("/api/docs", status_code=303)
+            again = "/login?error=true" + ("" if target == "/" else "&next=" + quote(target, safe=""))
+            return RedirectResponse(again, status_code=303)
+        resp = RedirectResponse(target, status_code=303)
         resp.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/")
         return resp
 
@@ -181,7 +186,7 @@ def create_app(
 
 _LOGIN = (
     "<!doctype html><html><head><meta charset=utf-8><title>roleplay: log in</title></head><body>"
-    "<h1>roleplay</h1>{note}<form method=post action=/login>"
+    '<h1>roleplay</h1>{note}<form method=post action=/login><input type=hidden name=next value="{next}">'
     "<label>Token <input type=password name=token autocomplete=current-password autofocus></label> "
     "<button>Log in</button></form><p>The token was printed when the server started (or is $RP_TOKEN).</p></body></html>"
 )

@@ -4,7 +4,9 @@
   ``RP_TOKEN`` or generates one and prints it once), every request but the login page carries it,
   as ``Authorization: Bearer …`` (API clients) or the ``rp_token`` cookie the login page sets
   (HttpOnly, SameSite=Strict, so page scripts can neither read it nor have another site send it).
-  Without it: 401 in the one error envelope.
+  Without it: 401 in the one error envelope, except a browser asking for a page (``GET``/``HEAD``
+  of a non-``/api`` path, ``Accept: text/html``): that is sent to ``/login?next=<the page>`` (303),
+  and the login returns to ``next`` only when it is a path on this server (``safe_next``).
 - **CSRF.** An unsafe method (POST, PUT, PATCH, DELETE) from a browser page of another origin is
   refused with 403: the ``Origin`` header must be the server's own origin or one allowed with
   ``--allow-origin``; without ``Origin``, ``Sec-Fetch-Site: cross-site`` is refused too. Clients
@@ -20,6 +22,7 @@ import json
 import re
 from http.cookies import SimpleCookie
 from typing import Any, Iterable
+from urllib.parse import quote, urlsplit
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -36,6 +39,35 @@ UPLOAD_FRAMING = 1024 * 1024
 
 def token_matches(expected: str, given: str | None) -> bool:
     return given is not None and hmac.compare_digest(expected.encode(), given.encode())
+
+
+def safe_next(value: str | None) -> str:
+    """``value`` when it is a local path (``/s/abc?x=1``), else ``/``: never another host
+    (``//evil``, ``/\\evil``, ``https://…``), so the login cannot be used as an open redirect."""
+    if not value or not value.startswith("/") or value[1:2] in ("/", "\\"):
+        return "/"
+    if any(ord(c) < 0x20 or c == "\\" for c in value):  # browsers read a backslash as a slash
+        return "/"
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or parts.path.startswith("/login"):
+        return "/"
+    return value
+
+
+def wants_page(scope: Scope, headers: dict[str, str]) -> bool:
+    """A browser navigating to a page (not an API call, a script's fetch or a static file)."""
+    path: str = scope["path"]
+    if scope["method"] not in ("GET", "HEAD") or path.startswith(("/api/", "/static/")) or path == "/api":
+        return False
+    return "text/html" in headers.get("accept", "")
+
+
+def login_location(scope: Scope) -> str:
+    target = scope["path"]
+    query = scope.get("query_string", b"")
+    if query:
+        target += "?" + query.decode("latin-1")
+    return "/login?next=" + quote(safe_next(target), safe="")
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -92,6 +124,9 @@ class SecurityMiddleware:
                 await _reply(send, 403, envelope("http.cross_origin", refused))
                 return
         if self.token is not None and scope["path"] not in OPEN_PATHS and not token_matches(self.token, request_token(headers)):
+            if wants_page(scope, headers):
+                await _redirect(send, login_location(scope))
+                return
             await _reply(
                 send,
                 401,
@@ -141,4 +176,10 @@ async def _reply(send: Send, status: int, body: dict[str, Any], extra: list[tupl
     await send({"type": "http.response.body", "body": data})
 
 
-__all__ = ["SecurityMiddleware", "TOKEN_COOKIE", "request_token", "token_matches"]
+async def _redirect(send: Send, location: str) -> None:
+    headers = [(b"location", location.encode("latin-1")), (b"content-length", b"0"), (b"cache-control", b"no-store")]
+    await send({"type": "http.response.start", "status": 303, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+__all__ = ["SecurityMiddleware", "TOKEN_COOKIE", "request_token", "safe_next", "token_matches"]
