@@ -292,3 +292,37 @@ async def test_a_killed_lease_connection_loses_its_leases_cleanly_and_the_next_l
     finally:
         await store.close()
         await other.close()
+
+
+async def test_a_cancelled_postgres_lease_start_leaves_nothing_held(pg_url: str) -> None:
+    """A start cancelled while its lock statement is in flight (a client that went away): the
+    statement finishes on the shared connection, and a lock it took is given back at once."""
+    store, other = open_store(pg_url), open_store(pg_url)
+    await store.migrate()
+    try:
+        sid = (await store.create_session(preset="chat")).id
+        async with run_lease(store, sid):  # connected: from here a start is one statement
+            pass
+        for ticks in range(6):
+
+            async def start() -> None:
+                async with run_lease(store, sid):
+                    await asyncio.sleep(30)
+
+            task = asyncio.create_task(start())
+            for _ in range(ticks):
+                await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            for _ in range(100):
+                if not await lease_taken(other, sid):
+                    break
+                await asyncio.sleep(0.02)
+            async with run_lease(other, sid):  # released everywhere
+                pass
+            async with run_lease(store, sid):  # and not left marked as held in this process
+                pass
+    finally:
+        await store.close()
+        await other.close()
