@@ -136,3 +136,12 @@ def test_read_text_line_from_a_text_only_stream_refuses_lone_surrogates():
         read_text_line(stdin)
     assert info.value.code == "cli.input.invalid_utf8" and info.value.details["offset"] == 1
     assert read_text_line(stdin) == "ok"
+
+
+def test_a_json_line_is_one_line_with_the_same_escapes_as_json_text() -> None:
+    from roleplay.cli_context import json_line
+
+    value = {"text": "第一行\n第二行 \x7f\u202e", "n": [1, 2]}
+    line = json_line(value)
+    assert "\n" not in line and "\x7f" not in line and "\u202e" not in line
+    assert json.loads(line) == value

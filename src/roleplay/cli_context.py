@@ -301,5 +301,10 @@ def echo_json(value: Any) -> None:
     click.echo(json_text(value))
 
 
+def json_line(value: Any) -> str:
+    """``value`` as one line of JSON (JSON Lines: ``rp play --json``), escaped as :func:`json_text`."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
 def state_of(ctx: click.Context) -> CliState:
     return ctx.ensure_object(CliState)

@@ -408,3 +408,23 @@ def test_playing_with_the_demo_model_never_imports_the_openai_sdk(tmp_path: Path
         modules = {line.rsplit("|", 1)[1].strip() for line in err.splitlines() if line.startswith("import time:")}
         assert "roleplay.core.run" in modules  # the trace recorded the turn's imports
         assert not {m for m in modules if m == "openai" or m.startswith("openai.")}
+
+
+def test_play_json_gives_one_json_event_per_line_and_people_notes_on_stderr(tmp_path: Path) -> None:
+    script = "我走进灯塔。\n/bogus\n/undo\n/undo\n/quit\n".encode()
+    proc = rp(tmp_path, "play", "--sample", "--model", "demo", "--json", stdin=script)
+    assert proc.returncode == 0, proc.stderr.decode()
+    events = [json.loads(line) for line in proc.stdout.decode().splitlines()]  # every stdout line is JSON
+    kinds = [e["type"] for e in events]
+    assert kinds == ["session", "opening", "turn", "error", "error"], events
+    session, opening, turn = events[0], events[1], events[2]
+    assert session["new"] is True and opening["text"]
+    assert turn["committed"] is True and turn["reply"] and turn["sessionId"] == session["sessionId"]
+    assert isinstance(turn["choices"], list)
+    assert events[3]["error"]["code"] != events[4]["error"]["code"]  # the unknown command, then nothing to undo
+    assert "(undone:" in proc.stderr.decode()  # what a person reads stays off the JSON stream
+
+    resumed = rp(tmp_path, "play", "--session", session["sessionId"], "--json", stdin=b"/quit\n")
+    again = [json.loads(line) for line in resumed.stdout.decode().splitlines()]
+    assert [e["type"] for e in again] == ["session", "recap"]
+    assert again[1]["messages"][-1]["text"] == opening["text"]  # the undo left the opening last

@@ -18,7 +18,8 @@ from roleplay.harness.chat import stream_turn
 
 from .actions_play import message_line
 from .branch import branch, branch_tree, render_tree
-from .cli import commit_diagnostics, model_option, runtime
+from .cli import model_option, runtime
+from .play_loop import commit_diagnostics
 from .message_actions import delete_from, delete_turn, edit_message, message_by_number, visible_messages
 from .metrics import parse_prices, session_metrics
 from .regenerate import regenerate

@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, redirect_stdout
 from functools import partial
 from typing import Any, AsyncIterator
 
@@ -34,7 +34,7 @@ import click
 from roleplay.assets.edit_cli import offer_persona_name
 from roleplay.assets.seeds import ensure_seeds, language_notice
 from roleplay.assets.service import AssetService
-from roleplay.cli_context import echo_json, home_option, json_option, read_text_line, run, state_of, terminal_safe
+from roleplay.cli_context import echo_json, home_option, json_line, json_option, read_text_line, run, state_of, terminal_safe
 from roleplay.errors import RpError
 from roleplay.harness.models.routes import resolve_route
 from roleplay.harness.prompts import PromptAssembly, PromptContext
@@ -45,7 +45,7 @@ from .continue_turn import continue_turn, extended_reply, visible_entries
 from .conversation import Entry
 from .impersonate import impersonate
 from .line_editor import LineReader
-from .play_loop import PLAY_COMMANDS, PlaySession, Quiet, play_loop, stream_run, turn_choices, warn_turn
+from .play_loop import PLAY_COMMANDS, PlaySession, Quiet, play_loop, result_json, stream_run, turn_choices, warn_turn
 from .agent_mode import parent_system_preview
 from .run import RunResult, play_turn, prepare_run
 from .runtime import RoleplayRuntime
@@ -195,7 +195,7 @@ async def say_command(ctx: click.Context, session_id: str, text: str, model_spec
         offered = await turn_choices(rt, result)
     warn_turn(result)
     if as_json:
-        echo_json({**_result_json(result), "choices": offered})
+        echo_json({**result_json(result), "choices": offered})
     elif result.turn.outcome != "completed":
         _fail_turn(result)
     else:
@@ -210,12 +210,45 @@ async def say_command(ctx: click.Context, session_id: str, text: str, model_spec
 @click.option("--session", "session_id", help="Continue this session.")
 @participation_option
 @model_option
+@json_option
 @click.pass_context
 @run
 async def play_command(
-    ctx: click.Context, card: str | None, sample: bool, session_id: str | None, participation: str, model_spec: str | None
+    ctx: click.Context,
+    card: str | None,
+    sample: bool,
+    session_id: str | None,
+    participation: str,
+    model_spec: str | None,
+    as_json: bool,
 ) -> None:
-    """Interactive play. Type to play; /help lists the commands."""
+    """Interactive play. Type to play; /help lists the commands.
+
+    With --json, stdout carries JSON Lines for a program driving play through stdin: a
+    ``session`` event, the ``opening`` or a ``recap``, then a ``turn`` (as ``rp say --json``) or an
+    ``error`` per line played; everything meant for a person goes to stderr."""
+    if not as_json:
+        await _play(ctx, card, sample, session_id, participation, model_spec, None)
+        return
+    out = sys.stdout
+
+    def emit(event: dict[str, Any]) -> None:
+        out.write(json_line(event) + "\n")
+        out.flush()
+
+    with redirect_stdout(sys.stderr):
+        await _play(ctx, card, sample, session_id, participation, model_spec, emit)
+
+
+async def _play(
+    ctx: click.Context,
+    card: str | None,
+    sample: bool,
+    session_id: str | None,
+    participation: str,
+    model_spec: str | None,
+    emit: Any,
+) -> None:
     async with runtime(ctx) as rt:
         if session_id is None:
             # Resolved before the story exists: a bad or missing route creates nothing.
@@ -228,15 +261,24 @@ async def play_command(
             record, m = await new_story(rt, card, sample and card is None, participation=participation, route=route if model_spec else None)
             session_id = record.id
             click.echo(terminal_safe(f"session {record.id} · {record.title} · model {rt.model_for(route).label}", one_line=True), err=True)
-            if m.opening_message_text:
+            if emit is not None:
+                emit({"type": "session", "sessionId": record.id, "title": record.title, "model": rt.model_for(route).label, "new": True})
+                emit({"type": "opening", "text": m.opening_message_text or ""})
+            elif m.opening_message_text:
                 click.echo(terminal_safe(m.opening_message_text) + "\n")
         else:
             await require_playable(rt, session_id)  # refuse before the prompt, not at the first line
             route = await resolve_session_route(rt, session_id, model_spec)
             click.echo(terminal_safe(f"session {session_id} · model {rt.model_for(route).label}", one_line=True), err=True)
-            _echo_recap(await visible_entries(rt, session_id))
+            entries = await visible_entries(rt, session_id)
+            if emit is not None:
+                emit({"type": "session", "sessionId": session_id, "model": rt.model_for(route).label, "new": False})
+                recap = [{"messageId": e.message_id, "speaker": e.speaker, "text": e.text} for e in _last_exchange(entries)]
+                emit({"type": "recap", "messages": recap})
+            else:
+                _echo_recap(entries)
         reader = LineReader(state_of(ctx).paths.home)
-        await play_loop(PlaySession(rt, session_id, route, reader))
+        await play_loop(PlaySession(rt, session_id, route, reader, events=emit))
 
 
 def _last_exchange(entries: list[Entry]) -> list[Entry]:
@@ -335,34 +377,6 @@ async def _choose_card(rt: RoleplayRuntime, reader: LineReader) -> str:
         raise RpError("cli.invalid_choice", "not a card number from the list") from None
 
 
-def _result_json(result: RunResult) -> dict[str, Any]:
-    turn = result.turn
-    return {
-        "sessionId": result.session_id,
-        "turnId": turn.turn_id,
-        "outcome": turn.outcome,
-        "committed": result.committed,
-        "reply": result.reply,
-        "steps": turn.steps,
-        "error": turn.error,
-        "writer": None
-        if result.writer is None
-        else {"childSessionId": result.writer.child_session_id, "promptHash": result.writer.prompt_hash, "route": result.writer.route},
-        "tools": [{"name": r.name, "ok": r.ok, "error": (r.error or {}).get("code")} for r in turn.tool_results],
-        "diagnostics": result.diagnostics,
-        # The commit's own (e.g. reply options that failed: ``artifact.failed``), kept on its result.
-        "commitDiagnostics": commit_diagnostics(result),
-    }
-
-
-def commit_diagnostics(result: RunResult) -> list[dict[str, Any]]:
-    """The diagnostics the turn's successful commit recorded (``meta.diagnostics``), or []."""
-    for r in result.turn.tool_results:
-        if r.ok and r.name == COMMIT_TURN_TOOL and isinstance(r.meta, dict):
-            return [d for d in r.meta.get("diagnostics") or [] if isinstance(d, dict)]
-    return []
-
-
 @click.command("continue")
 @home_option
 @click.argument("session_id")
@@ -379,7 +393,7 @@ async def continue_command(ctx: click.Context, session_id: str, model_spec: str 
         whole = await extended_reply(rt, session_id)
     warn_turn(result)
     if as_json:
-        echo_json({**_result_json(result), "extendedReply": None if whole is None else {"messageId": whole.message_id, "text": whole.text}})
+        echo_json({**result_json(result), "extendedReply": None if whole is None else {"messageId": whole.message_id, "text": whole.text}})
     elif result.turn.outcome != "completed":
         _fail_turn(result)
 

@@ -34,7 +34,7 @@ from roleplay.cli_context import echo_error, json_text, terminal_safe
 from roleplay.errors import RpError
 from roleplay.harness.chat import stream_turn
 from roleplay.harness.models.routes import Route
-from roleplay.names import STATE_PROJECTION
+from roleplay.names import COMMIT_TURN_TOOL, STATE_PROJECTION
 from roleplay.state.events import activity_document, state_document
 
 from .continue_turn import continue_turn, visible_entries
@@ -65,6 +65,16 @@ class PlaySession:
     lines: int = 0  # lines read so far (error messages name the line)
     # Offered after the last reply (``RoleplayRuntime.turn_choices``: reply options); a number sends one.
     choices: list[str] = field(default_factory=list)
+    # ``rp play --json``: each turn and error as one JSON object (a line on stdout); the notes meant
+    # for a person go to stderr, and the reply is not streamed as text.
+    events: Callable[[dict[str, Any]], None] | None = None
+
+    def report(self, exc: RpError) -> None:
+        """A recoverable error: shown, or an ``error`` event; play goes on either way."""
+        if self.events is not None:
+            self.events({"type": "error", "error": exc.to_dict()})
+        else:
+            echo_error(exc)
 
     async def play(self, text: str) -> RunResult:
         """Play ``text`` as the player's turn: streamed, warned about, then the after-reply hooks."""
@@ -73,7 +83,7 @@ class PlaySession:
     async def run_streamed(self, start: Callable[[Any], Awaitable[RunResult]]) -> RunResult:
         """Run a turn-shaped call (``start(abort)``: a turn, a Continue, a regeneration) with its
         reply streamed to stdout, then report and run the after-reply hooks."""
-        result = await stream_run(self.rt, self.session_id, start, sys.stdout)
+        result = await stream_run(self.rt, self.session_id, start, Quiet() if self.events is not None else sys.stdout)
         warn_turn(result)
         if result.turn.outcome != "completed":
             err = result.turn.error or {}
@@ -83,6 +93,8 @@ class PlaySession:
             )
         click.echo("")
         self.choices[:] = await turn_choices(self.rt, result)
+        if self.events is not None:
+            self.events({"type": "turn", **result_json(result), "choices": list(self.choices)})
         for i, option in enumerate(self.choices, 1):
             click.echo(terminal_safe(f"  [{i}] {option}", one_line=True))
         if self.choices:
@@ -124,7 +136,7 @@ async def play_loop(play: PlaySession) -> None:
         try:
             line = await play.reader.read(play.lines, default=prefill, cursor=play.draft.end if prefill else None)
         except RpError as exc:
-            echo_error(exc)  # a garbled line is not played; the story goes on
+            play.report(exc)  # a garbled line is not played; the story goes on
             continue
         if line is None:
             return
@@ -133,7 +145,7 @@ async def play_loop(play: PlaySession) -> None:
         except PlayExit:
             return
         except RpError as exc:
-            echo_error(exc)  # nothing to undo, a busy session, a refused turn: play goes on
+            play.report(exc)  # nothing to undo, a busy session, a refused turn: play goes on
 
 
 async def handle_line(play: PlaySession, line: str, *, prefilled: bool = False) -> None:
@@ -288,6 +300,34 @@ async def interruptible(call: Callable[[asyncio.Event], Awaitable[T]]) -> T:
 
 
 # -- shared with rp say -----------------------------------------------------------------------------
+
+
+def result_json(result: RunResult) -> dict[str, Any]:
+    turn = result.turn
+    return {
+        "sessionId": result.session_id,
+        "turnId": turn.turn_id,
+        "outcome": turn.outcome,
+        "committed": result.committed,
+        "reply": result.reply,
+        "steps": turn.steps,
+        "error": turn.error,
+        "writer": None
+        if result.writer is None
+        else {"childSessionId": result.writer.child_session_id, "promptHash": result.writer.prompt_hash, "route": result.writer.route},
+        "tools": [{"name": r.name, "ok": r.ok, "error": (r.error or {}).get("code")} for r in turn.tool_results],
+        "diagnostics": result.diagnostics,
+        # The commit's own (e.g. reply options that failed: ``artifact.failed``), kept on its result.
+        "commitDiagnostics": commit_diagnostics(result),
+    }
+
+
+def commit_diagnostics(result: RunResult) -> list[dict[str, Any]]:
+    """The diagnostics the turn's successful commit recorded (``meta.diagnostics``), or []."""
+    for r in result.turn.tool_results:
+        if r.ok and r.name == COMMIT_TURN_TOOL and isinstance(r.meta, dict):
+            return [d for d in r.meta.get("diagnostics") or [] if isinstance(d, dict)]
+    return []
 
 
 async def stream_run(rt: RoleplayRuntime, session_id: str, start: Callable[[Any], Awaitable[RunResult]], out: Any) -> RunResult:
