@@ -15,45 +15,10 @@ from roleplay.core.effects import (
     ExtensionRegistry,
 )
 from roleplay.state.effect import state_update_capability
-from roleplay.core.types import CommitContext
 from roleplay.errors import ValidationError
 from roleplay.state import (
-    apply_bootstrap,
-    bootstrap_payload,
-    empty_projection,
     state_update_tool_schema,
 )
-
-DEFINITION = {
-    "title": "t",
-    "updateMode": "rules-required",
-    "schema": {
-        "type": "object",
-        "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 10}},
-        "required": ["a"],
-        "additionalProperties": False,
-    },
-    "rules": [
-        {
-            "id": "a-up",
-            "target": "/a",
-            "when": "w",
-            "effect": {"op": "increment", "minimum": -2, "maximum": 2},
-            "cadence": "when-applicable",
-        }
-    ],
-}
-
-
-def context(state: Any = None, definition: dict | None = None) -> CommitContext:
-    if state is None:
-        state = apply_bootstrap(empty_projection(), bootstrap_payload(definition or DEFINITION, {"a": 1}))
-    return CommitContext("run1", "turn1", "ses1", "chat", "ep", None, state, {})
-
-
-def update(by: Any = 1, *, namespace: str = "story", rule: str = "a-up", revision: int = 1) -> dict[str, Any]:
-    change = {"op": "increment", "path": "/a", "by": by, "reason": "r", "ruleId": rule}
-    return {"kind": "state.update", "namespace": namespace, "expectedRevision": revision, "payload": {"changes": [change]}}
 
 
 def noop_capability(kind: str = "inventory.add", **schema_over: Any) -> EffectCapability:
