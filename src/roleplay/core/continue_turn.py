@@ -29,11 +29,10 @@ from roleplay.harness.surface import SURFACE
 
 from .conversation import Entry, project
 from .player_prompts import CONTINUE_INPUT, CONTINUE_SOURCE
-from .prompts import COMMIT_TURN_TOOL
 from .replies import replies_projection
-from .run import RpRun, RunResult, opening_message_id, parent_history_note, prepare_run
+from .run import RpRun, RunResult, opening_message_id, prepare_run, run_result
 from .runtime import RoleplayRuntime
-from .toolfree import parent_model, uncommitted_note
+from .toolfree import parent_model
 from .turn_eligibility import require_playable
 
 SOURCE_VERSION = 1
@@ -82,21 +81,7 @@ async def continue_turn(
         loop = AgentLoop(rt.service, model, run.spec())
         source: dict[str, Any] = {CONTINUE_SOURCE: {"v": SOURCE_VERSION, "target": target.message_id}}
         turn = await loop.run_turn(session_id, CONTINUE_INPUT, abort=abort, source=source, turn_id=prepared.turn_id, lease=lease)
-    committed = any(r.ok and r.name == COMMIT_TURN_TOOL for r in turn.tool_results)
-    flag = uncommitted_note(turn)
-    if flag is not None:
-        run.diagnostics.append(flag)
-    if turn.history is not None and turn.history.omitted:
-        run.diagnostics.append(parent_history_note(turn.history))
-    return RunResult(
-        session_id=session_id,
-        turn=turn,
-        prepared=prepared,
-        writer=run.writer.artifact,
-        committed=committed,
-        reply=turn.text,
-        diagnostics=[d.to_dict() for d in [*prepared.build.diagnostics, *run.diagnostics]],
-    )
+    return run_result(session_id, turn, prepared, run)
 
 
 async def extended_reply(rt: RoleplayRuntime, session_id: str) -> Entry | None:

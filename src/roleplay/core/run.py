@@ -502,9 +502,15 @@ async def play_turn(
                 await run.agent.finish()  # nor its workspace shell
             raise
         run.diagnostics.extend(await watch.finish(turn))
-    committed = any(r.ok and r.name == COMMIT_TURN_TOOL for r in turn.tool_results)
     if run.agent is not None:
         run.diagnostics.extend(await run.agent.finish())
+    return run_result(session_id, turn, prepared, run)
+
+
+def run_result(session_id: str, turn: TurnResult, prepared: PreparedRun, run: RpRun) -> RunResult:
+    """A finished turn as its caller sees it, flagged when no commit landed or the parent's
+    history was cut (a Chat turn, a Continue)."""
+    committed = any(r.ok and r.name == COMMIT_TURN_TOOL for r in turn.tool_results)
     flag = uncommitted_note(turn)
     if flag is not None:
         run.diagnostics.append(flag)
