@@ -60,3 +60,73 @@ def test_shutdown_aborts_running_turns_and_logs_them_aborted(db_url: str, slow_p
     events = asyncio.run(read())
     ends = [e.payload for e in events if e.type == "turn/end" and e.payload["turnId"] == turn_id]
     assert [e["outcome"] for e in ends] == ["aborted"]
+
+
+async def _turn(client: httpx.AsyncClient, sid: str, text: str) -> str:
+    from web.web_support import wait_idle
+
+    r = await client.post(f"{API}/sessions/{sid}/turns", json={"text": text})
+    assert r.status_code == 202, r.text
+    await wait_idle(client, sid)
+    return str(r.json()["turnId"])
+
+
+@pytest.mark.anyio
+async def test_a_feature_change_applies_from_the_next_turn_without_a_restart(api: tuple[httpx.AsyncClient, Any]) -> None:
+    from web.web_support import new_story
+
+    client, opened = api
+    state = client._transport.app.state.web  # type: ignore[attr-defined]
+    sid = await new_story(client)
+    first = await _turn(client, sid, "I knock on the door.")
+    assert [e["turnId"] for e in (await client.get(f"{API}/sessions/{sid}/reply-options")).json()["replyOptions"]] == [first]
+
+    assert (await client.post(f"{API}/features/rp-reply-options/disable")).status_code == 200
+    await _turn(client, sid, "I wait.")
+    assert state.rt is not opened and "rp-reply-options" not in state.rt.features  # rebuilt for that turn
+    assert "rp-reply-options" not in (await client.get(f"{API}/features")).json()["running"]
+    off = await client.get(f"{API}/sessions/{sid}/reply-options")
+    assert off.status_code == 404 and off.json()["code"] == "feature.off"
+    # the commit of the turn played while it was off carries no reply options
+    log = (await client.get(f"{API}/sessions/{sid}/log")).json()
+    commits = [
+        e["payload"]["content"]
+        for e in log
+        if e["type"] == "tool/result" and e["payload"]["name"] == "rp_commit_turn" and e["payload"]["ok"]
+    ]
+    assert "rp.reply-options" in commits[0] and "rp.reply-options" not in commits[-1]
+
+    rebuilt = state.rt
+    await _turn(client, sid, "Still nothing.")  # nothing changed: the same runtime
+    assert state.rt is rebuilt
+
+    assert (await client.post(f"{API}/features/rp-reply-options/enable")).status_code == 200
+    third = await _turn(client, sid, "I knock again.")
+    entries = (await client.get(f"{API}/sessions/{sid}/reply-options")).json()["replyOptions"]
+    assert [e["turnId"] for e in entries] == [first, third] and entries[-1]["options"]
+    assert "rp-reply-options" in state.rt.features
+
+
+@pytest.mark.anyio
+async def test_a_replaced_runtime_is_closed_after_its_last_run(api: tuple[httpx.AsyncClient, Any]) -> None:
+    from roleplay.core.feature_set import FeatureManager
+
+    client, opened = api
+    state = client._transport.app.state.web  # type: ignore[attr-defined]
+    closed: list[Any] = []
+    real_close = opened.aclose
+
+    async def spy() -> None:
+        closed.append(opened)
+        await real_close()
+
+    opened.aclose = spy
+    assert await state.fresh_runtime() is opened  # the first look only records the revision
+    async with state.runtime_in_use(opened):  # a run still going on the old set
+        await FeatureManager(opened.store).disable("rp-quick-replies")
+        fresh = await state.fresh_runtime()
+        assert fresh is not opened and "rp-quick-replies" not in fresh.features
+        assert closed == []  # the running turn keeps its runtime (and its model clients)
+        assert await state.fresh_runtime() is fresh
+    assert closed == [opened]
+    await state.close_rebuilt(opened)  # what the lifespan does at shutdown: the rebuilt one is closed

@@ -5,6 +5,12 @@ config, opener=…)`` opens it in the lifespan, inside the server's event loop (
 closes it after the last request. Nothing heavy is built per request: routes reach the runtime,
 the asset service, the turn runner and the settings through ``web(request)``.
 
+Feature changes (``rp features``, the settings page, another process) apply from the next new or
+reopened conversation, as in the CLI: before a session is created or opened and before a run
+starts, ``fresh_runtime()`` reads the ``features.enabled`` revision (one row) and, when it moved
+and the set differs, builds a new runtime for what starts from then on. Runs keep the runtime they
+started on (``runtime_in_use``); the replaced one's model clients are closed once none uses it.
+
 Shutdown (``begin_shutdown``, called by ``rp serve`` on the first Ctrl-C, before uvicorn waits for
 connections): open event streams end, running turns are aborted and awaited, so each ends
 ``aborted`` in the log.
@@ -17,7 +23,7 @@ import html
 import importlib
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, AsyncIterator, Callable
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
 from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Form, Request
@@ -25,12 +31,15 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from roleplay import __version__
 from roleplay.assets.service import AssetService
+from roleplay.core.feature_set import KEY as FEATURES_KEY
+from roleplay.core.feature_set import closure
 from roleplay.core.runtime import RoleplayRuntime
+from roleplay.core.settings import SettingsStore
 from roleplay.harness.models.routes import Route
 
 from . import errors
 from .models import ErrorOut
-from .runs import TurnRunner
+from .runs import StartCall, TurnRunner
 from .security import TOKEN_COOKIE, SecurityMiddleware, safe_next, token_matches
 
 API = "/api/v1"
@@ -49,14 +58,75 @@ class WebConfig:
     shutdown_timeout: float = 30.0
 
 
+Rebuild = Callable[[RoleplayRuntime], Awaitable[RoleplayRuntime]]  # the old runtime → one with the saved features
+
+
+async def rebuild_runtime(old: RoleplayRuntime) -> RoleplayRuntime:
+    """The default: ``open_runtime`` on the same store, keeping the id source and Writer override."""
+    from roleplay.features import open_runtime
+
+    return await open_runtime(old.store, ids=old.ids, writer_default=old.writer_default)
+
+
 @dataclass
 class WebState:
-    rt: RoleplayRuntime
+    rt: RoleplayRuntime  # the runtime new work starts on; see fresh_runtime
     config: WebConfig
     runs: TurnRunner
     assets: AssetService
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
     loop: asyncio.AbstractEventLoop | None = None
+    rebuild: Rebuild | None = rebuild_runtime
+    features_revision: int | None = None  # of features.enabled when rt was last checked against it
+    _users: dict[int, int] = field(default_factory=dict)  # id(runtime) → runs on it
+    _retired: dict[int, RoleplayRuntime] = field(default_factory=dict)  # replaced, closed when unused
+    _rebuilding: asyncio.Lock | None = None
+
+    async def fresh_runtime(self) -> RoleplayRuntime:
+        """The runtime for a new or reopened conversation: rebuilt first when the saved feature
+        set changed since the last look (one settings read when it did not)."""
+        settings = SettingsStore(self.rt.store)
+        record = await settings.get(FEATURES_KEY)
+        if record.revision == self.features_revision or self.rebuild is None:
+            return self.rt
+        if self._rebuilding is None:
+            self._rebuilding = asyncio.Lock()
+        async with self._rebuilding:
+            record = await settings.get(FEATURES_KEY)  # another request may have rebuilt meanwhile
+            if record.revision != self.features_revision:
+                if frozenset(closure(record.value)) != self.rt.features:
+                    fresh = await self.rebuild(self.rt)
+                    old, self.rt = self.rt, fresh
+                    self._retired[id(old)] = old
+                    await self._close_unused(old)
+                self.features_revision = record.revision
+        return self.rt
+
+    @asynccontextmanager
+    async def runtime_in_use(self, rt: RoleplayRuntime) -> AsyncIterator[RoleplayRuntime]:
+        """Hold ``rt`` for a run: a replaced runtime is closed only after its last run."""
+        key = id(rt)
+        self._users[key] = self._users.get(key, 0) + 1
+        try:
+            yield rt
+        finally:
+            self._users[key] -= 1
+            if not self._users[key]:
+                del self._users[key]
+            await self._close_unused(rt)
+
+    async def _close_unused(self, rt: RoleplayRuntime) -> None:
+        if rt is not self.rt and id(rt) in self._retired and not self._users.get(id(rt)):
+            del self._retired[id(rt)]
+            await rt.aclose()
+
+    async def close_rebuilt(self, opened: RoleplayRuntime | None) -> None:
+        """At shutdown: close every runtime built here (``opened``'s owner closes that one)."""
+        built = [*self._retired.values(), self.rt]
+        self._retired.clear()
+        for rt in built:
+            if rt is not opened:
+                await rt.aclose()
 
     def begin_shutdown(self) -> None:
         """Thread- and signal-safe: end the streams and abort the turns."""
@@ -80,6 +150,20 @@ def warm_up() -> None:
         importlib.import_module(name)
 
 
+RunCall = Callable[[RoleplayRuntime, asyncio.Event], Awaitable[Any]]  # a run on a given runtime
+
+
+def on_runtime(w: WebState, rt: RoleplayRuntime, call: RunCall) -> StartCall:
+    """``call`` on ``rt``, which stays open until the call ends (a feature change meanwhile
+    builds a new runtime for later runs; this one finishes on the set it started with)."""
+
+    async def run(abort: asyncio.Event) -> Any:
+        async with w.runtime_in_use(rt):
+            return await call(rt, abort)
+
+    return run
+
+
 def web(request: Request) -> WebState:
     state: WebState = request.app.state.web
     return state
@@ -95,11 +179,13 @@ def create_app(
     *,
     opener: Opener | None = None,
     on_started: Callable[[WebState], None] | None = None,
+    rebuild: Rebuild | None = rebuild_runtime,
 ) -> FastAPI:
-    """``on_started(state)`` runs in the server's loop once the runtime is open, before serving."""
+    """``on_started(state)`` runs in the server's loop once the runtime is open, before serving.
+    ``rebuild`` builds the runtime that replaces one whose features changed (None: never)."""
 
     def install(rt: RoleplayRuntime) -> WebState:
-        state = WebState(rt, config, TurnRunner(rt.store), AssetService(rt.store))
+        state = WebState(rt, config, TurnRunner(rt.store), AssetService(rt.store), rebuild=rebuild)
         app.state.web = state
         return state
 
@@ -117,6 +203,7 @@ def create_app(
                 finally:
                     state._shutdown_now()
                     await state.runs.shutdown(config.shutdown_timeout)
+                    await state.close_rebuilt(rt)  # the opener closes its own
         else:
             app.state.web.loop = asyncio.get_running_loop()
             try:
@@ -124,6 +211,7 @@ def create_app(
             finally:
                 app.state.web._shutdown_now()
                 await app.state.web.runs.shutdown(config.shutdown_timeout)
+                await app.state.web.close_rebuilt(runtime)
 
     app = FastAPI(
         title="roleplay",

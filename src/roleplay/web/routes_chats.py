@@ -17,7 +17,7 @@ from roleplay.harness.plain_chat import CHAT_PRESET, chat_spec
 from roleplay.harness.loop import AgentLoop
 from roleplay.harness.models.routes import resolve_route, route_context_window
 
-from .app import API, Web
+from .app import API, Web, on_runtime
 from .models import Body, TurnAccepted, TurnBody
 
 router = APIRouter(tags=["chats"])
@@ -46,7 +46,8 @@ async def send_message(w: Web, session_id: str, body: TurnBody) -> JSONResponse:
     if not body.text.strip():
         raise ValidationError("chat.empty_message", "the message is empty", pointer="/text")
     route = resolve_route(body.model) if body.model else w.config.default_route
-    loop = AgentLoop(w.rt.service, w.rt.model_for(route), chat_spec(route_context_window(route)))
-    run = await w.runs.start(session_id, "chat", lambda abort: loop.run_turn(session_id, body.text, abort=abort))
+    rt = w.rt  # a chat has no features; its model client is this runtime's, held until the reply ends
+    loop = AgentLoop(rt.service, rt.model_for(route), chat_spec(route_context_window(route)))
+    run = await w.runs.start(session_id, "chat", on_runtime(w, rt, lambda _rt, abort: loop.run_turn(session_id, body.text, abort=abort)))
     out = TurnAccepted(session_id=session_id, turn_id=run.turn_id, kind="chat", events=f"{API}/sessions/{session_id}/events")
     return JSONResponse(out.model_dump(by_alias=True), status_code=202, headers={"Location": out.events})

@@ -40,16 +40,20 @@ async def create_session(w: Web, body: SessionCreate) -> SessionCreated:
     card = body.card
     if body.sample and card is None:
         card = (await w.assets.import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id  # once; a re-import finds it
-    if card is None:
-        from roleplay.errors import ValidationError
-
-        raise ValidationError("story.card_required", "choose a card (card: ID) or the bundled sample (sample: true)", pointer="/card")
+    if card is None and not body.left_out("card"):
+        raise ValidationError(
+            "story.card_required", "choose a card (card: ID), the bundled sample (sample: true) or none (card: null)", pointer="/card"
+        )
     request = StoryRequest(
-        card=card, persona=body.persona, preset=body.preset, lorebooks=body.lorebooks, writing_styles=body.writing_styles,
+        card=card,
+        persona=False if body.left_out("persona") else body.persona,
+        preset=False if body.left_out("preset") else body.preset,
+        lorebooks=[] if body.left_out("lorebooks") else body.lorebooks,
+        writing_styles=[] if body.left_out("writing_styles") else body.writing_styles,
         opening=body.opening, opening_index=body.opening_index, opening_text=body.opening_text,
         participation=body.participation, title=body.title, route=route,
     )  # fmt: skip
-    record, m = await create_story(w.rt, request)
+    record, m = await create_story(await w.fresh_runtime(), request)  # a new story: the saved features
     return SessionCreated(
         session_id=record.id,
         title=record.title,
@@ -64,7 +68,7 @@ async def create_session(w: Web, body: SessionCreate) -> SessionCreated:
 @router.put("/sessions/{session_id}/opening")
 async def choose_opening(w: Web, session_id: str, body: OpeningChoice) -> dict[str, Any]:
     """Choose another opening before the first turn (replaces the opening message and the State bootstrap)."""
-    m = await rechoose_opening(w.rt, session_id, body.opening, index=body.opening_index, text=body.opening_text)
+    m = await rechoose_opening(await w.fresh_runtime(), session_id, body.opening, index=body.opening_index, text=body.opening_text)
     return {"sessionId": session_id, "opening": m.opening_message_text, "diagnostics": m.diagnostics}
 
 
@@ -157,7 +161,7 @@ async def fork(w: Web, session_id: str, body: ForkBody) -> dict[str, Any]:
 async def make_branch(w: Web, session_id: str, body: BranchBody) -> dict[str, Any]:
     """A new story from this one as it stood after a turn (default: the last); the source is untouched."""
     message_id = await message_by_number(w.rt, session_id, body.at) if body.at else None
-    made = await branch(w.rt, session_id, at_message=message_id, at_turn=body.at_turn, title=body.title)
+    made = await branch(await w.fresh_runtime(), session_id, at_message=message_id, at_turn=body.at_turn, title=body.title)
     return {"branch": made.to_dict(), "tree": await branch_tree(w.rt, made.record.id)}
 
 

@@ -22,9 +22,8 @@ from roleplay.core.run import play_turn
 from roleplay.core.session_route import stored_route
 from roleplay.harness.models.routes import Route, resolve_route
 
-from .app import API, Web, WebState
+from .app import API, RunCall, Web, WebState, on_runtime
 from .models import AbortBody, ContinueBody, RegenerateBody, TurnAccepted, TurnBody
-from .runs import StartCall
 from .sse import EventStream, parse_cursor
 
 router = APIRouter(tags=["turns"])
@@ -38,9 +37,10 @@ async def session_route(w: WebState, session_id: str, spec: str | None) -> Route
     return stored_route(profile_of(loaded.state)) or w.config.default_route
 
 
-async def _accept(w: WebState, session_id: str, kind: str, call: StartCall) -> JSONResponse:
-    await w.rt.store.get_session(session_id)  # 404 before anything starts
-    run = await w.runs.start(session_id, kind, call)
+async def _accept(w: WebState, session_id: str, kind: str, call: RunCall) -> JSONResponse:
+    rt = await w.fresh_runtime()  # a feature change applies from the next run
+    await rt.store.get_session(session_id)  # 404 before anything starts
+    run = await w.runs.start(session_id, kind, on_runtime(w, rt, call))
     body = TurnAccepted(session_id=session_id, turn_id=run.turn_id, kind=kind, events=f"{API}/sessions/{session_id}/events")
     return JSONResponse(body.model_dump(by_alias=True), status_code=202, headers={"Location": body.events})
 
@@ -49,14 +49,14 @@ async def _accept(w: WebState, session_id: str, kind: str, call: StartCall) -> J
 async def send_turn(w: Web, session_id: str, body: TurnBody) -> JSONResponse:
     """Play the player's text as the next turn; the reply streams on the session's events."""
     route = await session_route(w, session_id, body.model)
-    return await _accept(w, session_id, "turn", lambda abort: play_turn(w.rt, session_id, body.text, parent_route=route, abort=abort))
+    return await _accept(w, session_id, "turn", lambda rt, abort: play_turn(rt, session_id, body.text, parent_route=route, abort=abort))
 
 
 @router.post("/sessions/{session_id}/continue", status_code=202, response_model=TurnAccepted)
 async def continue_reply(w: Web, session_id: str, body: ContinueBody | None = None) -> JSONResponse:
     """The Writer goes on with the last reply, as one more turn."""
     route = await session_route(w, session_id, body.model if body else None)
-    return await _accept(w, session_id, "continue", lambda abort: continue_turn(w.rt, session_id, parent_route=route, abort=abort))
+    return await _accept(w, session_id, "continue", lambda rt, abort: continue_turn(rt, session_id, parent_route=route, abort=abort))
 
 
 @router.post("/sessions/{session_id}/regenerate", status_code=202, response_model=TurnAccepted)
@@ -68,7 +68,7 @@ async def regenerate_reply(w: Web, session_id: str, body: RegenerateBody | None 
         w,
         session_id,
         "regenerate",
-        lambda abort: regenerate(w.rt, session_id, parent_route=route, save_edit=body.save_edit, abort=abort),
+        lambda rt, abort: regenerate(rt, session_id, parent_route=route, save_edit=body.save_edit, abort=abort),
     )
 
 
@@ -93,7 +93,8 @@ async def running(w: Web, session_id: str) -> dict[str, Any]:
 async def impersonate_draft(w: Web, session_id: str, body: ContinueBody | None = None) -> dict[str, Any]:
     """Draft the player's next message in their persona's voice; nothing is sent or stored in the story."""
     route = await session_route(w, session_id, body.model if body else None)
-    drafted = await impersonate(w.rt, session_id, parent_route=route)
+    async with w.runtime_in_use(await w.fresh_runtime()) as rt:
+        drafted = await impersonate(rt, session_id, parent_route=route)
     return {"sessionId": session_id, **drafted.to_dict()}
 
 

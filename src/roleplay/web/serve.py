@@ -98,7 +98,7 @@ def serve_command(
         _serve_workers(state, host, port, route.spec, allow_origins, max_upload_mb, token, workers, as_json)
         return
     config = WebConfig(default_route=route, token=token, allowed_origins=allow_origins, max_upload_bytes=max_upload_mb * MiB)
-    app = create_app(None, config, opener=runtime_opener(state))
+    app = create_app(None, config, opener=runtime_opener(state), rebuild=runtime_rebuilder(state))
     server = _Server(
         uvicorn.Config(
             app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE
@@ -142,6 +142,19 @@ def runtime_opener(state: CliState) -> Any:
                 await rt.aclose()
 
     return opener
+
+
+def runtime_rebuilder(state: CliState) -> Any:
+    """Builds the runtime that replaces one whose saved features changed, the opener's way."""
+
+    async def rebuild(old: Any) -> Any:
+        from roleplay.features import open_runtime
+
+        factory = state.runtime_factory or open_runtime
+        rt = factory(old.store, writer_default=old.writer_default)
+        return await rt if inspect.isawaitable(rt) else rt
+
+    return rebuild
 
 
 # -- several worker processes on one port ----------------------------------------------------------
@@ -211,7 +224,7 @@ def worker_app() -> Any:
         max_upload_bytes=settings["maxUploadMb"] * MiB,
     )
     state = CliState(home=settings["home"])
-    return create_app(None, config, opener=runtime_opener(state), on_started=_wind_down_on_signals)
+    return create_app(None, config, opener=runtime_opener(state), on_started=_wind_down_on_signals, rebuild=runtime_rebuilder(state))
 
 
 def _wind_down_on_signals(web_state: Any) -> None:

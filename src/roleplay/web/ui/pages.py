@@ -278,6 +278,7 @@ def _writer_route_text(profile: Any) -> str:
 async def chat_page(request: Request, w: Web, session_id: str, show: Annotated[int, Query(ge=0)] = WINDOW) -> HTMLResponse:
     from roleplay.quick_replies import QuickReplies
 
+    await w.fresh_runtime()  # (re)opening a story: a feature change since applies from here
     items: list[dict[str, str]] = []
     cursor = "end"
     if QUICK_REPLIES_FEATURE in w.rt.features:
