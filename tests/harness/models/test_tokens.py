@@ -90,3 +90,42 @@ def test_recent_long_texts_are_remembered_exactly_and_boundedly() -> None:
     huge = "x\n" * (tokens._RECENT_MAX_CHARS // 2 + 1)
     assert count_tokens(huge) == _total(_stats(huge))
     assert huge not in tokens._recent
+
+
+@given(
+    st.lists(st.sampled_from(_PIECES + ["word\n", "\n  indented", "第一行\n", "12 34\n"]), min_size=0, max_size=300),
+    st.lists(
+        st.tuples(st.integers(min_value=0, max_value=10**6), st.sampled_from(["", " ", "\n", "x", "\n ", "新\n", "\r\n"])), max_size=4
+    ),
+)
+@settings(max_examples=150, deadline=None)
+def test_counting_on_from_a_previous_texts_marks_equals_a_fresh_count(pieces: list[str], edits: list[tuple[int, str]]) -> None:
+    """A long text is counted on from the last kept mark of a recent text it starts the same as:
+    edits and additions at any point (a space or a line end right at a mark included) must give
+    the whole-text count."""
+    tokens._recent.clear()
+    tokens._marked = []
+    body = "".join(pieces) + "harbour line\n" * 400  # past the split length, with several marks
+    text = body
+    assert count_tokens(text) == _total(_stats(text))
+    for at, insert in edits:
+        cut = at % (len(text) + 1)
+        for variant in (text[:cut] + insert, text[:cut] + insert + text[cut:]):
+            assert count_tokens(variant) == _total(_stats(variant)), (cut, insert)
+        text = text[:cut] + insert + text[cut:]
+
+
+def test_marks_land_exactly_on_a_line_end() -> None:
+    tokens._recent.clear()
+    tokens._marked = []
+    text = "".join(f"line {i} of the harbour story\n" for i in range(tokens._MARK_EVERY * 6)) + "tail"
+    count_tokens(text)
+    marks = tokens._marked[-1][1]
+    assert len(marks) == 6 and all(text[end - 1] == "\n" for end, _ in marks)
+    # The same text cut right at a mark, then followed by a space or a line end: that mark is no
+    # longer a place where the count may be cut.
+    end = marks[4][0]
+    assert end > tokens._SPLIT_FROM
+    for following in (" more", "\n\nmore", "", "x"):
+        variant = text[:end] + following
+        assert count_tokens(variant) == _total(_stats(variant))

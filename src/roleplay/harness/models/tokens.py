@@ -71,17 +71,48 @@ def _count_long(text: str) -> int:
     # cross a line end followed by a non-space character (a word, a digit group and a whitespace
     # run all stop there), so per-line figures add up exactly; only the two per-word rounding
     # rules are applied to the sums, as on the whole text.
+    #
+    # And a turn's prompt starts with most of the previous one: the sums are kept at every
+    # ``_MARK_EVERY``-th such line end of the last few long texts, and counting resumes after the
+    # last mark up to which ``text`` is the same (a prefix compared in blocks, not line by line).
+    global _marked
+    start, cum, marks = 0, _ZERO, []
+    for old, old_marks in _marked:
+        at, k = 0, 0
+        for end, _ in old_marks:
+            if not text.startswith(old[at:end], at):
+                break
+            at, k = end, k + 1
+        # The last mark must still be a line end followed by a non-space character here; the
+        # ones before it are (the text goes on past them, as the old one did).
+        if k and not _LINE_END.match(text, old_marks[k - 1][0] - 1):
+            k -= 1
+        if k and old_marks[k - 1][0] > start:
+            marks = old_marks[:k]
+            start, cum = marks[-1]
     memo = _memo
     rows = []
-    start = 0
-    for match in _LINE_END.finditer(text):
+    begin = start
+    for match in _LINE_END.finditer(text, start):
         end = match.end()
-        line = text[start:end]
+        line = text[begin:end]
         stats = memo.get(line)
         rows.append(stats if stats is not None else _line_stats(line))
-        start = end
-    rows.append(_line_stats(text[start:]))
-    return _total(tuple(map(sum, zip(*rows))))
+        begin = end
+        if len(rows) == _MARK_EVERY:
+            cum = tuple(map(sum, zip(cum, *rows)))
+            rows = []
+            marks.append((end, cum))
+    rows.append(_line_stats(text[begin:]))
+    if len(text) <= _RECENT_MAX_CHARS:
+        _marked = [*_marked[-(_MARKED_TEXTS - 1) :], (text, marks)]  # rebound whole: no reader sees it change
+    return _total(tuple(map(sum, zip(cum, *rows))))
+
+
+_ZERO = (0,) * 8
+_MARK_EVERY = 64
+_MARKED_TEXTS = 3
+_marked: list[tuple[str, list[tuple[int, tuple[int, ...]]]]] = []
 
 
 # Texts from this length are counted per line; shorter ones (a message, a line) are memoised whole.
