@@ -189,16 +189,23 @@ class AgentLoop:
         source: dict[str, Any] | None = None,
         turn_id: str | None = None,
         lease: Lease | None = None,
+        new_session: bool = False,
     ) -> TurnResult:
         """Run one turn. Without ``lease`` the turn takes the session's run lease itself; a caller
-        that already holds it (and has read the log under it) passes it in."""
+        that already holds it (and has read the log under it) passes it in. ``new_session``: the
+        caller has just created the session with no events (a sub-agent's child), so no run can
+        have left a turn open and its head is 0 (a read saved; an append that finds the head moved
+        re-reads it, as always)."""
         if lease is not None:
             if not lease.holds(self.store, session_id):
                 raise RpError("run.lease_invalid", f"the lease handed to this turn is not held on session {session_id}")
             await self.close_interrupted(session_id)
             return await self._run(session_id, content, abort or asyncio.Event(), source, turn_id)
         async with run_lease(self.store, session_id):
-            await self.close_interrupted(session_id)
+            if new_session:
+                self._head = 0
+            else:
+                await self.close_interrupted(session_id)
             return await self._run(session_id, content, abort or asyncio.Event(), source, turn_id)
 
     async def close_interrupted(self, session_id: str) -> list[str]:

@@ -114,7 +114,7 @@ async def run_subagent(
     content: list[dict[str, Any]] = [{"type": "text", "text": request.user_text}, *request.images]
     child_abort = asyncio.Event()
     relay = asyncio.ensure_future(_relay(abort, child_abort)) if abort is not None else None
-    task = asyncio.ensure_future(loop.run_turn(child.id, content, abort=child_abort))
+    task = asyncio.ensure_future(loop.run_turn(child.id, content, abort=child_abort, new_session=True))
     timed_out = False
     try:
         done, _ = await asyncio.wait({task}, timeout=request.timeout)
