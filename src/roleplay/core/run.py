@@ -83,7 +83,7 @@ from .run_context import RpRunDeps
 from .runtime import RoleplayRuntime
 from .settings import SettingsStore, context_window_for, read_settings
 from .subagent_catalog import SUBAGENT_MANAGER, SubagentItem, load_catalog
-from .summary import SummaryWatch, land_pending
+from .summary import SummaryWatch, land_pending_at
 from .toolfree import parent_model, uncommitted_note
 from .sources import (
     SourceInputs,
@@ -169,9 +169,11 @@ async def prepare_run(
     parent_route: Route,
     images: list[dict[str, Any]] | None = None,
     run_id: str | None = None,
+    at: int | None = None,
 ) -> PreparedRun:
-    """Read everything this turn needs and freeze the context build (no event is written)."""
-    surface = await rt.service.projection(session_id, SURFACE)
+    """Read everything this turn needs and freeze the context build (no event is written).
+    ``at``: the session's head, when the caller holds the run lease and has just read it."""
+    surface = await (rt.service.projection(session_id, SURFACE) if at is None else rt.service.projection_at(session_id, SURFACE, at))
     nodes, head_seq = surface.state["nodes"], surface.upto_seq
     # The other projections are read as of that same head (``projection_at``: no read of newer
     # events when the cache already folded exactly that far, a round trip each on PostgreSQL): the
@@ -486,8 +488,8 @@ async def play_turn(
     async with run_lease(rt.store, session_id) as lease:
         await require_playable(rt, session_id)
         # A summary written alongside the previous turn lands now, before this turn reads the log.
-        landed = await land_pending(rt, session_id) if text.strip() or images else []
-        prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images)
+        landed, head = await land_pending_at(rt, session_id) if text.strip() or images else ([], None)
+        prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images, at=head)
         run = RpRun(rt, prepared)
         run.diagnostics.extend(landed)
         watch = await SummaryWatch.start(rt, run, parent_route)

@@ -244,11 +244,22 @@ async def _writing(rt: RoleplayRuntime, session_id: str) -> set[str]:
 async def land_pending(rt: RoleplayRuntime, session_id: str) -> list[Diagnostic]:
     """Land the recorded candidate as a ``compaction/checkpoint``, or discard it as stale.
     The caller holds the run lease (a turn about to start)."""
+    return (await land_pending_at(rt, session_id))[0]
+
+
+async def land_pending_at(rt: RoleplayRuntime, session_id: str) -> tuple[list[Diagnostic], int | None]:
+    """``land_pending``, and the session's head it read when it wrote nothing (the turn then reads
+    the log as of that head: ``prepare_run(at=…)``); None when it wrote or read nothing."""
     if CANDIDATE not in rt.service.commands.names():
-        return []  # a runtime without the feature
-    pending = (await rt.service.projection(session_id, summary_projection)).state["pending"]
+        return [], None  # a runtime without the feature
+    summary = await rt.service.projection(session_id, summary_projection)
+    pending = summary.state["pending"]
     if pending is None or not enabled(rt, await read_settings(rt.store)):
-        return []
+        return [], summary.upto_seq
+    return await _land(rt, session_id, pending), None
+
+
+async def _land(rt: RoleplayRuntime, session_id: str, pending: dict[str, Any]) -> list[Diagnostic]:
     surface = await rt.service.projection(session_id, SURFACE)
     nodes = surface.state["nodes"]
     reason = stale_reason(nodes, pending, await _writing(rt, session_id))
