@@ -61,6 +61,17 @@ def test_openings(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "cli.card_required" in missing.stderr
 
 
+def test_new_leaves_kinds_out_with_no(tmp_path: Path) -> None:
+    bare = invoke(tmp_path, "new", "--no", "card", "--no", "persona", "--no", "preset", "--no", "styles", "--opening", "skip", "--json")
+    assert bare.exit_code == 0, bare.output
+    view = json.loads(invoke(tmp_path, "prompt", json.loads(bare.stdout)["sessionId"], "--model", "demo", "--json").stdout)
+    sections = view["writer"]["sections"]
+    assert "player" in sections and not {"persona", "character"} & set(sections)
+    assert not [s for s in sections if s.startswith(("preset-", "style-"))]
+    both = invoke(tmp_path, "new", "--sample", "--persona", "ast_x", "--no", "persona")
+    assert both.exit_code == 1 and "cli.conflicting_options" in both.stderr
+
+
 def test_new_sets_participation_and_prompt_shows_it(tmp_path: Path) -> None:
     default = new_sample(tmp_path)
     assert default["participation"] == "adaptive"  # nothing to configure up front

@@ -10,7 +10,7 @@ from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
 from roleplay.core.message_actions import edit_message
 from roleplay.core.profile import apply_profile, profile_of
-from roleplay.core.run import OPENING, play_turn, resolve_writer_route
+from roleplay.core.run import OPENING, play_turn, prepare_run, resolve_writer_route
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.session_create import StoryRequest, create_story, rechoose_opening
 from roleplay.core.sources import StoreAssetReader
@@ -173,3 +173,23 @@ async def test_no_first_opening_after_a_story_was_created_without_one(store: Eve
     with pytest.raises(RpError) as exc:
         await rechoose_opening(rt, record.id, "custom", text="雾散了。")
     assert exc.value.code == "story.opening_not_in_seed" and exc.value.details["reason"] == "removed"
+
+
+async def test_every_kind_can_be_left_out_explicitly_unlike_the_default(store: EventStore) -> None:
+    rt, card = await setup(store)
+    defaulted, _ = await create_story(rt, StoryRequest(card=card, opening="skip"))
+    bound = profile_of((await rt.service.projection(defaulted.id, "rp/session")).state).resources
+    assert bound.persona and bound.preset and len(bound.writing_styles) == 1  # omitted: the defaults
+    bare, m = await create_story(rt, StoryRequest(persona=False, preset=False, lorebooks=[], writing_styles=[], opening="skip"))
+    left = profile_of((await rt.service.projection(bare.id, "rp/session")).state).resources
+    assert (left.card, left.persona, left.preset, list(left.lorebooks), list(left.writing_styles)) == (None, None, None, [], [])
+    assert m.persona is None and m.opening_text is None  # no card, no persona: the story still opens
+    prompt_of = lambda sid: prepare_run(rt, sid, "Hello.", parent_route=Route("demo", "demo"))  # noqa: E731
+    full, empty = (await prompt_of(defaulted.id)).build, (await prompt_of(bare.id)).build
+    assert {"persona", "character", "preset-task"} <= {s.slot_id for s in full.sections}
+    left_slots = {s.slot_id for s in empty.sections}
+    assert not {"persona", "character", "world"} & left_slots and not [i for i in left_slots if i.startswith(("preset-", "style-"))]
+    assert "player" in left_slots  # the conversation still goes in
+    await play_turn(rt, bare.id, "Hello.", parent_route=Route("demo", "demo"))
+    roles = [n["role"] for n in (await rt.service.surface(bare.id))["nodes"]]
+    assert roles[0] == "user" and "assistant" in roles  # a reply was written

@@ -40,6 +40,26 @@ async def test_create_refuses_bad_input_with_the_one_envelope(api: tuple[httpx.A
     assert (await client.get(f"{API}/sessions")).json() == []  # nothing was created
 
 
+async def test_an_explicit_null_leaves_a_kind_out_where_omitting_it_takes_the_default(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    defaulted = (await client.post(f"{API}/sessions", json={"sample": True, "opening": "skip"})).json()
+    resources = (await client.get(f"{API}/sessions/{defaulted['sessionId']}")).json()["profile"]["resources"]
+    assert resources["persona"] and resources["preset"] and len(resources["writingStyles"]) == 1 and resources["lorebooks"]
+    none = {"card": None, "persona": None, "preset": None, "lorebooks": None, "writingStyles": None, "opening": "skip"}
+    bare = await client.post(f"{API}/sessions", json=none)
+    assert bare.status_code == 201, bare.text
+    resources = (await client.get(f"{API}/sessions/{bare.json()['sessionId']}")).json()["profile"]["resources"]
+    assert {k: resources[k] for k in ("card", "persona", "preset", "lorebooks", "writingStyles")} == {
+        "card": None, "persona": None, "preset": None, "lorebooks": [], "writingStyles": []
+    }  # fmt: skip
+    preview = await client.get(f"{API}/sessions/{bare.json()['sessionId']}/prompt", params={"model": "demo"})
+    sections = preview.json()["writer"]["sections"]  # no persona, card, lorebook, preset or style section
+    assert "player" in sections and not {"persona", "character", "world"} & set(sections)
+    assert not [s for s in sections if s.startswith(("preset-", "style-"))]
+    missing = await client.post(f"{API}/sessions", json={"opening": "skip"})  # omitted card: still a choice to make
+    assert missing.status_code == 422 and missing.json()["code"] == "story.card_required"
+
+
 async def test_second_step_rechooses_the_opening_until_the_first_turn(api: tuple[httpx.AsyncClient, Any]) -> None:
     client, _ = api
     sid = await new_story(client)

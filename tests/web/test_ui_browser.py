@@ -604,6 +604,29 @@ def test_setup_with_styles_in_order_and_no_opening_shows_the_guide_until_the_fir
     assert page.problems == []
 
 
+def test_setup_leaves_every_kind_out_and_the_story_still_plays(page: Any) -> None:
+    assert page.request.post("/api/v1/sessions", data={"sample": True}).ok  # a card and defaults in the library
+    page.goto("/new")
+    page.check("input[name=card][value=none]")
+    page.select_option("select[name=persona]", "none")
+    page.select_option("select[name=preset]", "none")
+    page.check("input[name=no_lorebooks]")
+    page.check("input[name=no_styles]")
+    page.click("text=Next: the opening")
+    assert "Without a character card" in page.inner_text("main")
+    page.check("input[name=opening][value=skip]")
+    page.click("text=Start the story")
+    page.wait_for_selector("#chat[data-ready]")
+    sid = page.url.rsplit("/", 1)[-1]
+    resources = page.request.get(f"/api/v1/sessions/{sid}/profile").json()["profile"]["resources"]
+    assert {k: resources[k] for k in ("card", "persona", "preset", "lorebooks", "writingStyles")} == {
+        "card": None, "persona": None, "preset": None, "lorebooks": [], "writingStyles": []
+    }  # fmt: skip
+    send(page, "I arrive at the harbour.")
+    assert page.locator("#messages article").count() >= 2
+    assert page.problems == []
+
+
 def test_importing_several_files_reports_each_and_a_card_exports_as_png(page: Any, tmp_path: Path, corpus: Path | None) -> None:
     files = [card_file(tmp_path, corpus)]
     if corpus is not None:

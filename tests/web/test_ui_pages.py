@@ -3,7 +3,9 @@ inline script, and a stranger's card renders inert (roleplay.web.ui)."""
 
 from __future__ import annotations
 
+import json
 import re
+from html import unescape as html_unescape
 from typing import Any
 
 import httpx
@@ -100,6 +102,25 @@ async def test_setup_preselects_the_defaults_and_the_cards_lorebooks(api: tuple[
     assert re.search(rf'value="{defaults["writing-style"]}" checked', html)
     book = next(a for a in (await client.get("/api/v1/assets", params={"kind": "lorebook"})).json())
     assert re.search(rf'name="lorebook" value="{book["id"]}" checked', html)
+
+
+async def test_setup_offers_none_for_every_kind_distinct_from_the_default(api: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = api
+    await new_story(client)
+    html = assert_safe_page(await client.get("/new"))
+    for name in ("persona", "preset"):  # "None" is a choice of its own; the default stays preselected
+        assert re.search(rf'<select name="{name}">\s*<option value="none" >None \(leave out\)', html)
+    assert 'name="card" value="none"' in html and 'name="no_lorebooks"' in html and 'name="no_styles"' in html
+    step2 = assert_safe_page(await client.get("/new/opening?card=none&persona=none&preset=none&no_lorebooks=true&no_styles=true"))
+    choice = json.loads(html_unescape(re.search(r"data-choice='([^']*)'", step2).group(1)))  # type: ignore[union-attr]
+    assert choice == {"card": None, "persona": None, "preset": None, "lorebooks": [], "writingStyles": []}
+    assert "Without a character card" in step2 and 'value="card:' not in step2
+    defaulted = assert_safe_page(await client.get("/new/opening?card=none"))
+    assert json.loads(html_unescape(re.search(r"data-choice='([^']*)'", defaulted).group(1))) == {  # type: ignore[union-attr]
+        "card": None,
+        "lorebooks": [],
+        "writingStyles": [],
+    }  # fmt: skip  (no persona/preset key: the API's defaults)
 
 
 async def test_a_hostile_card_renders_inert_everywhere(api: tuple[httpx.AsyncClient, Any]) -> None:

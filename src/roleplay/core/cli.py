@@ -128,6 +128,13 @@ async def new_story(rt: RoleplayRuntime, card: str | None, sample: bool, **kw: A
 @click.option("--preset", help="Preset asset id (default: the default preset).")
 @click.option("--lorebook", "lorebooks", multiple=True, help="Lorebook asset id (repeat; default: the card's own).")
 @click.option("--style", "styles", multiple=True, help="Writing style asset id (repeat; default: the default style).")
+@click.option(
+    "--no",
+    "left_out",
+    multiple=True,
+    type=click.Choice(["card", "persona", "preset", "lorebooks", "styles"]),
+    help="Leave this kind out of the story explicitly (repeat), instead of its default.",
+)
 @click.option("--opening", help="N (0 = first message, n = alternate greeting n), skip, custom or custom:TEXT.")
 @click.option("--opening-text", help="The text of a custom opening.")
 @participation_option
@@ -144,6 +151,7 @@ async def new_command(
     preset: str | None,
     lorebooks: tuple[str, ...],
     styles: tuple[str, ...],
+    left_out: tuple[str, ...],
     opening: str | None,
     opening_text: str | None,
     participation: str,
@@ -152,13 +160,21 @@ async def new_command(
     as_json: bool,
 ) -> None:
     """Start a story."""
-    if card is None and not sample:
-        raise RpError("cli.card_required", "choose a card with --card ID (see `rp assets list --kind card`) or --sample")
+    if card is None and not sample and "card" not in left_out:
+        raise RpError("cli.card_required", "choose a card with --card ID (see `rp assets list --kind card`), --sample or --no card")
+    chosen = {"card": card or sample, "persona": persona, "preset": preset, "lorebooks": lorebooks, "styles": styles}
+    for kind in left_out:
+        if chosen[kind]:
+            raise RpError("cli.conflicting_options", f"--no {kind} leaves out what the command also chooses", pointer=f"/{kind}")
     route = resolve_route(model_spec) if model_spec else None  # a bad route creates nothing
     async with runtime(ctx) as rt:
         record, m = await new_story(
-            rt, card, sample, persona=persona, preset=preset, lorebooks=list(lorebooks) or None,
-            writing_styles=list(styles) or None, title=title, participation=participation, route=route,
+            rt, card, sample,
+            persona=False if "persona" in left_out else persona,
+            preset=False if "preset" in left_out else preset,
+            lorebooks=[] if "lorebooks" in left_out else list(lorebooks) or None,
+            writing_styles=[] if "styles" in left_out else list(styles) or None,
+            title=title, participation=participation, route=route,
             **parse_opening(opening, opening_text),
         )  # fmt: skip
     if as_json:

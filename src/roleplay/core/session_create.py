@@ -39,10 +39,11 @@ OpeningSource = Literal["card", "custom", "skip"]
 @dataclass
 class StoryRequest:
     card: str | None = None
-    persona: str | None = None  # None: the default persona
-    preset: str | None = None  # None: the default preset
-    lorebooks: list[str] | None = None  # None: the card's linked lorebooks
-    writing_styles: list[str] | None = None  # None: the default writing style
+    # The spec's setup: every kind can be left out explicitly, distinct from "use the default".
+    persona: str | Literal[False] | None = None  # None: the default persona; False: none
+    preset: str | Literal[False] | None = None  # None: the default preset; False: none
+    lorebooks: list[str] | None = None  # None: the card's linked lorebooks; []: none
+    writing_styles: list[str] | None = None  # None: the default writing style; []: none
     opening: OpeningSource = "card"
     opening_index: int = 0
     opening_text: str = ""
@@ -101,8 +102,8 @@ async def create_story(
 ) -> tuple[SessionRecord, Materializing]:
     reader = StoreAssetReader(rt.assets)
     card = await _require(reader, "card", request.card) if request.card else None
-    persona_id = request.persona or await _default_id(rt, "persona")
-    preset_id = request.preset or await _default_id(rt, "preset")
+    persona_id = await _chosen_or_default(rt, "persona", request.persona)
+    preset_id = await _chosen_or_default(rt, "preset", request.preset)
     styles = request.writing_styles if request.writing_styles is not None else [i for i in [await _default_id(rt, "writing-style")] if i]
     if request.lorebooks is not None:
         lorebooks = request.lorebooks
@@ -282,6 +283,12 @@ async def _require(reader: StoreAssetReader, kind: str, asset_id: str) -> AssetV
     if view is None:
         raise RpError("asset.not_found", f"no {kind} {asset_id!r}", pointer=f"/{kind}")
     return view
+
+
+async def _chosen_or_default(rt: RoleplayRuntime, kind: str, chosen: str | Literal[False] | None) -> str | None:
+    if chosen is False:
+        return None  # left out explicitly: the profile binds nothing and no default steps in
+    return chosen or await _default_id(rt, kind)
 
 
 async def _default_id(rt: RoleplayRuntime, kind: str) -> str | None:

@@ -34,7 +34,9 @@ class ErrorOut(Out):
 
 class SessionCreate(Body):
     """Step one of a story's setup: the live assets to bind and how it opens. Omitted assets are
-    the defaults (lorebooks: the card's own); ``model`` is kept as the story's route."""
+    the defaults (lorebooks: the card's own); an explicit ``null`` (or ``[]``) leaves that kind out
+    (the spec: every kind can be left out, distinct from the default); ``model`` is kept as the
+    story's route."""
 
     card: str | None = None
     sample: bool = Field(False, description="use the bundled sample card (imported on first use)")
@@ -48,6 +50,10 @@ class SessionCreate(Body):
     participation: Literal["adaptive", "actor", "director"] = "adaptive"
     title: str | None = None
     model: str | None = Field(None, description="the story's route, e.g. deepseek/deepseek-flash or demo")
+
+    def left_out(self, name: str) -> bool:
+        """Whether the request says ``null`` for this kind (present, unlike an omitted field)."""
+        return name in self.model_fields_set and getattr(self, name) is None
 
 
 class OpeningChoice(Body):

@@ -40,12 +40,16 @@ async def create_session(w: Web, body: SessionCreate) -> SessionCreated:
     card = body.card
     if body.sample and card is None:
         card = (await w.assets.import_file(sample_card_bytes(), SAMPLE_CARD)).asset_id  # once; a re-import finds it
-    if card is None:
-        from roleplay.errors import ValidationError
-
-        raise ValidationError("story.card_required", "choose a card (card: ID) or the bundled sample (sample: true)", pointer="/card")
+    if card is None and not body.left_out("card"):
+        raise ValidationError(
+            "story.card_required", "choose a card (card: ID), the bundled sample (sample: true) or none (card: null)", pointer="/card"
+        )
     request = StoryRequest(
-        card=card, persona=body.persona, preset=body.preset, lorebooks=body.lorebooks, writing_styles=body.writing_styles,
+        card=card,
+        persona=False if body.left_out("persona") else body.persona,
+        preset=False if body.left_out("preset") else body.preset,
+        lorebooks=[] if body.left_out("lorebooks") else body.lorebooks,
+        writing_styles=[] if body.left_out("writing_styles") else body.writing_styles,
         opening=body.opening, opening_index=body.opening_index, opening_text=body.opening_text,
         participation=body.participation, title=body.title, route=route,
     )  # fmt: skip

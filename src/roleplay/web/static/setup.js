@@ -14,7 +14,7 @@ form.addEventListener("submit", async (e) => {
   const choice = JSON.parse(form.dataset.choice);
   const picked = new FormData(form).get("opening") || "skip";
   const body = { ...choice, title: form.elements.title.value || undefined };
-  for (const key of ["persona", "preset"]) if (!body[key]) delete body[key];
+  // The choice says null for a kind left out and has no key for the default: sent as it is.
   if (String(picked).startsWith("card:")) {
     body.opening = "card";
     body.openingIndex = Number(String(picked).slice(5));

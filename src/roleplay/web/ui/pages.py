@@ -120,6 +120,9 @@ async def setup_step1(request: Request, w: Web, card: str | None = None) -> HTML
     )
 
 
+LEAVE_OUT = "none"  # the setup form's "None" choice (asset ids are prefixed, so never this)
+
+
 def _macros(text: str, char: str, user: str) -> str:
     # A preview only: the story's opening is expanded by the runtime's own macros when it starts.
     return text.replace("{{char}}", char).replace("{{user}}", user)
@@ -129,32 +132,43 @@ def _macros(text: str, char: str, user: str) -> str:
 async def setup_step2(
     request: Request,
     w: Web,
-    card: str,
     lorebook: Annotated[list[str], Query(default_factory=list)],
     style: Annotated[list[str], Query(default_factory=list)],
+    card: str = LEAVE_OUT,
     persona: str | None = None,
     preset: str | None = None,
     no_lorebooks: bool = False,
     no_styles: bool = False,
 ) -> HTMLResponse:
-    record = await w.assets.store.get(card)
-    data = record.data
-    persona_name = (await asset_name(w, persona)) or "User"
-    greetings = [data.get("first_mes") or ""] + list(data.get("alternate_greetings") or [])
-    greetings_html = [
-        {"index": i, "html": render_markdown(_macros(g, record.name, persona_name))} for i, g in enumerate(greetings) if g.strip()
-    ]
-    choice = {
-        "card": card,
-        "persona": persona or None,
-        "preset": preset or None,
-        "lorebooks": [] if no_lorebooks else lorebook,
-        "writingStyles": [] if no_styles else style,
-    }
+    record = None if card == LEAVE_OUT else await w.assets.store.get(card)
+    greetings_html = []
+    if record is not None:
+        persona_name = (await asset_name(w, persona)) if persona != LEAVE_OUT else None
+        greetings = [record.data.get("first_mes") or ""] + list(record.data.get("alternate_greetings") or [])
+        greetings_html = [
+            {"index": i, "html": render_markdown(_macros(g, record.name, persona_name or "User"))}
+            for i, g in enumerate(greetings)
+            if g.strip()
+        ]
+    # The API's three answers per kind: an id, null (left out explicitly) or absent (the default).
+    choice: dict[str, Any] = {"card": None if record is None else card}
+    for key, value in (("persona", persona), ("preset", preset)):
+        if value == LEAVE_OUT:
+            choice[key] = None
+        elif value:
+            choice[key] = value
+    choice["lorebooks"] = [] if no_lorebooks else lorebook
+    choice["writingStyles"] = [] if no_styles else style
     return page(
         request,
         "opening.html",
-        {"nav": "new", "card": record, "greetings": greetings_html, "choice": choice, "avatar": await has_avatar(w, card)},
+        {
+            "nav": "new",
+            "card": record,
+            "greetings": greetings_html,
+            "choice": choice,
+            "avatar": record is not None and await has_avatar(w, card),
+        },
     )
 
 
