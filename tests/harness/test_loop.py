@@ -457,3 +457,29 @@ async def test_hooks_add_input_events_rewrite_the_reply_and_finish_after_a_tool(
     assert events[2].payload["source"] == {"rpRunContext": {"v": 1}}
     msg = next(e for e in events if e.type == "assistant/message")
     assert msg.payload["content"] == [{"type": "reasoning", "text": ""}, {"type": "text", "text": "Body."}]
+
+
+def test_converted_messages_go_on_from_the_last_story_and_equal_a_fresh_conversion() -> None:
+    """``ConvertedMessages.convert`` continues from the last tuple it converted when the new one
+    starts with the same nodes; any other change (a replaced node, another session, a shorter
+    story) converts from its memo. Every answer equals a fresh converter's."""
+    from roleplay.harness.loop import ConvertedMessages
+
+    def node(i: int, seq: int, role: str = "user") -> dict[str, Any]:
+        return {"id": f"m{i}", "seq": seq, "role": role, "content": [{"type": "text", "text": f"text {i} v{seq} " * (i + 1)}]}
+
+    base = tuple(node(i, i + 1, "user" if i % 2 else "assistant") for i in range(6))
+    stories = [
+        ("s1", base),
+        ("s1", base + (node(6, 7), node(7, 8, "assistant"))),
+        ("s1", base[:2] + (node(2, 9),) + base[3:] + (node(6, 7),)),  # a node replaced mid-story
+        ("s1", base[:3]),  # shorter
+        ("s2", base + (node(6, 7),)),  # another session
+        ("s2", tuple(dict(n) for n in base) + (node(6, 7), node(7, 8))),  # equal copies of the nodes
+    ]
+    kept = ConvertedMessages()
+    for session_id, story in stories:
+        got = kept.convert(session_id, story)
+        fresh = ConvertedMessages().convert(session_id, story)
+        assert [(m.role, m.content, m.tool_calls) for m in got[0]] == [(m.role, m.content, m.tool_calls) for m in fresh[0]]
+        assert got[1] == fresh[1]

@@ -573,7 +573,14 @@ class ConvertedMessages:
         memo = self._by_key
         messages: list[ChatMessage] = []
         costs: list[int] = []
-        for node in nodes:
+        start = 0
+        if last is not None and last[0] == session_id and isinstance(nodes, tuple) and len(nodes) >= len(last[1]):
+            # The next turn's story is the last one plus its new nodes: the same node objects
+            # (compared by identity first, so this costs no conversion), converted once already.
+            done = len(last[1])
+            if nodes[:done] == last[1]:
+                messages, costs, start = list(last[2]), list(last[3]), done
+        for node in nodes[start:] if start else nodes:
             key = (session_id, node["id"], node["seq"])
             hit = memo.get(key)
             if hit is None:
