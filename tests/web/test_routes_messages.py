@@ -3,12 +3,15 @@ metrics and the prompt preview."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from web.web_support import new_story, wait_idle
+from web.web_support import api_client, new_story, turn_in_another_process, wait_idle
 
 pytestmark = pytest.mark.anyio
 
@@ -107,3 +110,34 @@ async def test_state_and_reply_options_are_404_while_their_feature_is_off(db_url
         options = await client.get(f"{API}/sessions/{sid}/reply-options")
         assert options.status_code == 404 and options.json()["details"]["feature"] == "rp-reply-options"
         assert (await client.get(f"{API}/sessions/{sid}/messages")).status_code == 200
+
+
+async def test_messages_and_the_chat_page_show_the_turn_a_run_in_another_process_writes(tmp_path: Path) -> None:
+    async with api_client(f"sqlite:///{tmp_path / 'roleplay.db'}") as (client, _):
+        sid = await new_story(client)
+        idle = (await client.get(f"{API}/sessions/{sid}/messages")).json()
+        assert idle["running"] is False and idle["activeTurnId"] is None
+        assert all(m["active"] is False for m in idle["messages"] if "turnId" in m)
+        with turn_in_another_process(tmp_path, sid, "I knock on the iron door.") as proc:
+            deadline = time.monotonic() + 60
+            # The lease comes before the turn is logged: wait for both.
+            while not (
+                (during := (await client.get(f"{API}/sessions/{sid}/messages")).json())["running"]
+                and during["messages"][-1]["text"] == "I knock on the iron door."
+            ):
+                assert proc.poll() is None and time.monotonic() < deadline, "the run never showed as active"
+                await asyncio.sleep(0.05)
+            mine = during["messages"][-1]
+            assert mine["active"] is True and mine["turnId"] == during["activeTurnId"]
+            assert not any(m.get("active") for m in during["messages"][:-1])
+            running = (await client.get(f"{API}/sessions/{sid}/running")).json()
+            assert running["leased"] is True and running["turnId"] is None  # not this server's run: it cannot stop it
+            page = (await client.get(f"/s/{sid}")).text
+            assert 'data-elsewhere="true"' in page and f'data-running="{mine["turnId"]}"' in page
+            assert 'data-active="true"' in page and "a run is writing this turn" in page
+            assert '<p id="writing-elsewhere" class="writing" role="status" aria-live="polite">' in page  # shown
+        after = (await client.get(f"{API}/sessions/{sid}/messages")).json()
+        assert after["running"] is False and after["activeTurnId"] is None and not any(m.get("active") for m in after["messages"])
+        assert (await client.get(f"{API}/sessions/{sid}/running")).json()["leased"] is False
+        page = (await client.get(f"/s/{sid}")).text
+        assert 'data-elsewhere="false"' in page and 'data-active="true"' not in page

@@ -682,3 +682,35 @@ def test_with_a_token_a_page_sends_you_to_the_login_and_back_to_it(browser: Any,
             assert page.url == f"{live.base}/" and "auth_required" not in page.content()
         finally:
             context.close()
+
+
+def test_a_story_whose_turn_runs_in_another_process_shows_it_and_the_reply_when_it_ends(browser: Any, tmp_path: Path) -> None:
+    import time
+
+    from web.web_support import turn_in_another_process
+
+    with start_live_server(f"sqlite:///{tmp_path / 'roleplay.db'}") as live:
+        context = browser.new_context(base_url=live.base, viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        try:
+            sid = page.request.post("/api/v1/sessions", data={"sample": True}).json()["sessionId"]
+            with turn_in_another_process(tmp_path, sid, "I knock on the iron door.", chunk_delay=0.15) as proc:
+                deadline = time.monotonic() + 60
+                while not (m := page.request.get(f"/api/v1/sessions/{sid}/messages").json())["activeTurnId"]:
+                    assert proc.poll() is None and time.monotonic() < deadline, "the run never showed as active"
+                    time.sleep(0.05)
+                page.goto(f"/s/{sid}")
+                page.wait_for_selector("#chat[data-ready]")
+                assert page.is_visible("#writing-elsewhere") and not page.is_visible("#stop") and not page.is_visible("#send")
+                assert page.locator("#messages article[data-active=true]").count() == 1
+                assert "a run is writing this turn" in page.inner_text("#messages article[data-active=true]")
+                shoot(page, "chat-running-elsewhere")
+                # the other process finishes: the page notices, paints the reply and is ready again
+                page.wait_for_function("() => document.querySelector('#chat').dataset.busy === 'false'")
+            page.wait_for_function("() => document.querySelectorAll('#messages article').length === 3")
+            assert not page.is_visible("#writing-elsewhere") and page.is_visible("#send")
+            assert page.locator("#messages article[data-active=true]").count() == 0
+            assert m["running"] is True
+        finally:
+            context.close()

@@ -103,3 +103,27 @@ def start_live_server(db_url: str, **kw: Any) -> Iterator[LiveServer]:
         app.state.web.begin_shutdown()
         server.should_exit = True
         thread.join(30)
+
+
+@contextmanager
+def turn_in_another_process(home: Any, session_id: str, text: str, chunk_delay: float = 0.1) -> Iterator[Any]:
+    """``rp say`` on the SQLite home ``home`` (its ``roleplay.db``) in a child process, with a fake
+    provider slow enough (``chunk_delay`` per frame) that the turn runs for seconds. Yields the process."""
+    import os
+    import subprocess
+    import sys
+
+    from roleplay.testing.fake_openai import serve_fake_openai
+
+    clean = {"DEEPSEEK_API_KEY": "", "RP_MODEL": "", "RP_DATABASE_URL": "", "RP_WRITER_MODEL": ""}
+    with serve_fake_openai(chunk_delay=chunk_delay) as fake:
+        env = {**os.environ, **clean, "RP_HOME": str(home), "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "x"}
+        rp = [sys.executable, "-c", "from roleplay.cli import main; main()"]
+        proc = subprocess.Popen([*rp, "say", session_id, text, "--model", "openai/fake"], stdout=subprocess.DEVNULL, env=env)
+        try:
+            yield proc
+            assert proc.wait(120) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)

@@ -15,6 +15,7 @@ from roleplay.core.metrics import parse_prices, session_metrics
 from roleplay.core.run import prepare_run
 from roleplay.core.swipes import swipe
 from roleplay.core.turn_eligibility import require_playable
+from roleplay.core.turn_surface import live_turns
 from roleplay.errors import NotFoundError, RpError
 from roleplay.harness.prompts import PromptAssembly, PromptContext
 from roleplay.names import (
@@ -34,8 +35,15 @@ router = APIRouter(tags=["messages"])
 
 @router.get("/sessions/{session_id}/messages")
 async def messages(w: Web, session_id: str) -> dict[str, Any]:
-    """The visible messages with their numbers, ids and alternatives."""
-    return {"sessionId": session_id, "messages": await visible_messages(w.rt, session_id)}
+    """The visible messages with their numbers, ids and alternatives, as ``rp messages --json``:
+    ``running`` is whether a run holds the story now (in any process), ``activeTurnId`` the turn
+    it is writing, and each message of a turn says whether it is that one (``active``)."""
+    listed = await visible_messages(w.rt, session_id)
+    live = await live_turns(w.rt, session_id)
+    for item in listed:
+        if "turnId" in item:  # live, not logged: the turn a run is writing now
+            item["active"] = item["turnId"] == live["activeTurnId"]
+    return {"sessionId": session_id, "running": live["running"], "activeTurnId": live["activeTurnId"], "messages": listed}
 
 
 @router.put("/sessions/{session_id}/messages/{ref}")

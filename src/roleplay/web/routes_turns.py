@@ -20,6 +20,7 @@ from roleplay.core.profile import profile_of, session_projection
 from roleplay.core.regenerate import regenerate
 from roleplay.core.run import play_turn
 from roleplay.core.session_route import stored_route
+from roleplay.harness.leases import lease_taken
 from roleplay.harness.models.routes import Route, resolve_route
 
 from .app import API, RunCall, Web, WebState, on_runtime
@@ -83,10 +84,12 @@ async def abort_turn(w: Web, session_id: str, body: AbortBody | None = None) -> 
 
 @router.get("/sessions/{session_id}/running")
 async def running(w: Web, session_id: str) -> dict[str, Any]:
-    """The turn this server is running for the session, if any."""
+    """The turn this server is running for the session, if any; ``leased``: whether a run (or a
+    message action) holds the story now in any process, this one or another sharing the store."""
     await w.rt.store.get_session(session_id)
     run = w.runs.active.get(session_id)
-    return {"sessionId": session_id, "turnId": run.turn_id if run else None, "kind": run.kind if run else None}
+    leased = run is not None or await lease_taken(w.rt.store, session_id)
+    return {"sessionId": session_id, "turnId": run.turn_id if run else None, "kind": run.kind if run else None, "leased": leased}
 
 
 @router.post("/sessions/{session_id}/impersonate")

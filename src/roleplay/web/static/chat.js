@@ -19,6 +19,11 @@ const newText = document.getElementById("new-text");
 const confirmDialog = document.getElementById("confirm");
 
 let runningTurn = chat.dataset.running || null;
+// A turn another process runs (another server, `rp say`): this server cannot stop it and may not
+// hear its events (SQLite), so the page asks whether the story is still held, then repaints.
+let elsewhere = chat.dataset.elsewhere === "true";
+const elsewhereNote = document.getElementById("writing-elsewhere");
+let elsewherePoll = null;
 let live = null; // the article the streamed reply is written into
 let startedAt = 0;
 let timer = null;
@@ -52,9 +57,13 @@ function setBusy(turnId) {
   runningTurn = turnId;
   const busy = Boolean(turnId);
   chat.dataset.busy = busy ? "true" : "false";
+  if (!busy) elsewhere = false;
+  chat.dataset.elsewhere = elsewhere ? "true" : "false";
   sendButton.hidden = busy;
-  stopButton.hidden = !busy;
-  writing.hidden = !busy;
+  stopButton.hidden = !busy || elsewhere;
+  writing.hidden = !busy || elsewhere;
+  elsewhereNote.hidden = !(busy && elsewhere);
+  if (elsewhere && !elsewherePoll) elsewherePoll = setTimeout(checkElsewhere, 1500);
   for (const b of log.querySelectorAll(".msg-actions button, .reply-option")) b.disabled = busy || Boolean(editing);
   for (const b of document.querySelectorAll("[data-mode]")) b.disabled = busy; // the mode changes only while idle
   clearInterval(timer);
@@ -68,6 +77,23 @@ function setBusy(turnId) {
   } else if (document.activeElement === stopButton || document.activeElement === document.body) {
     draft.focus();
   }
+}
+
+async function checkElsewhere() {
+  elsewherePoll = null;
+  if (!elsewhere) return;
+  try {
+    const now = await api("GET", `/sessions/${encodeURIComponent(sid)}/running`);
+    if (!now.leased) {
+      elsewhere = false;
+      setBusy(null);
+      await refresh();
+      return;
+    }
+  } catch {
+    // a dropped connection: ask again
+  }
+  if (elsewhere && !elsewherePoll) elsewherePoll = setTimeout(checkElsewhere, 1500);
 }
 
 // -- the server-painted list --------------------------------------------------------------------

@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse
 from roleplay.assets.kinds import CARD, DEFAULT_KINDS, LOREBOOK, PERSONA, PRESET, WRITING_STYLE
 from roleplay.core.message_actions import visible_messages
 from roleplay.core.profile import profile_of, session_projection
+from roleplay.core.turn_surface import live_turns
 from roleplay.errors import RpError
 from roleplay.harness.store.base import SessionFilter
 from roleplay.names import (
@@ -255,7 +256,12 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
                 "isLastReply": m is last_reply and m is last and role == "assistant" and m.get("turnId") is not None and len(listed) > 1,
             }
         )
+    # A run here is in runs.active; one in another process (another server, `rp say`) only holds
+    # the story's lease: the page shows it as writing and asks until it lets go.
     run = w.runs.active.get(session_id)
+    live = await live_turns(w.rt, session_id) if run is None else None
+    elsewhere = bool(live and live["running"])
+    active_turn = run.turn_id if run else (live["activeTurnId"] if live else None)
     state, changes, state_off = await _state(w, session_id)
     return {
         "session": record,
@@ -267,7 +273,9 @@ async def chat_context(w: WebState, session_id: str, show: int) -> dict[str, Any
         "state": state,
         "changes": changes,
         "stateOff": state_off,
-        "running": run.turn_id if run else None,
+        "running": active_turn or ("running" if elsewhere else None),
+        "runningElsewhere": elsewhere,
+        "activeTurn": active_turn,
         "mode": profile.execution_mode if profile is not None else "chat",
         "writerRoute": _writer_route_text(profile),
         "cardName": names["assistant"],
