@@ -113,6 +113,7 @@ async def test_a_browser_asking_for_a_page_without_the_token_goes_to_the_login_a
         "",
         "/\t/evil",
         "/login?next=//evil",
+        "/s/x\x7f",
     ],
 )
 async def test_login_never_redirects_off_the_server(db_url: str, given: str) -> None:

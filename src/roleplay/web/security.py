@@ -46,7 +46,7 @@ def safe_next(value: str | None) -> str:
     (``//evil``, ``/\\evil``, ``https://…``), so the login cannot be used as an open redirect."""
     if not value or not value.startswith("/") or value[1:2] in ("/", "\\"):
         return "/"
-    if any(ord(c) < 0x20 or c == "\\" for c in value):  # browsers read a backslash as a slash
+    if any(ord(c) < 0x20 or ord(c) == 0x7F or c == "\\" for c in value):  # browsers read a backslash as a slash
         return "/"
     parts = urlsplit(value)
     if parts.scheme or parts.netloc or parts.path.startswith("/login"):
