@@ -22,6 +22,7 @@ HOOKS = {
     "register_materializers": ["register"],
     "register_lore_templates": ["register"],
     "register_text_transformers": ["register"],
+    "register_history_transformers": ["register"],
     "register_guides": ["register"],
     "register_play_commands": ["register"],
     "register_model_providers": ["register"],

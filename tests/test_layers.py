@@ -198,6 +198,7 @@ CORE_PUBLIC = {
         "subagent_run",
         "session_runtime",
         "runtime",
+        "prompt_history",  # the register_history_transformers seam's contract
     )
 }
 

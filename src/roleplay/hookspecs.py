@@ -97,6 +97,13 @@ def register_text_transformers(register: Any) -> None:
 
 
 @hookspec
+def register_history_transformers(register: Any) -> None:
+    """Prompt-only rewrites of the conversation the Writer reads: ``register(transform)`` with
+    ``async transform(history, reader)`` editing a ``roleplay.core.prompt_history.PromptHistory``
+    (the log never changes). Several run in registration order."""
+
+
+@hookspec
 def register_guides(register: Any) -> None:
     """Guide skills an Agent-mode parent loads on demand (``rp_guide``): ``register(name)`` with a
     guide shipped in ``roleplay.guides``, or ``register(guide)`` with a ``roleplay.guides.Guide``

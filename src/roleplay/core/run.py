@@ -69,6 +69,7 @@ from .agent_mode import AgentPolicy
 from .commit import CommitSession
 from .context_build import effective_layout, freeze, writer_budget, writer_max_tokens
 from .conversation import history_entries, history_story, story_nodes, text_of_entries
+from .prompt_history import prompt_history
 from .macros import MacroContext, expand
 from .profile import SESSION_PROJECTION, SessionProfile, profile_of
 from .prompts import (
@@ -191,6 +192,9 @@ async def prepare_run(
     writing = (await rt.service.projection_at(session_id, replies_projection, head_seq)).state["writing"]
     # From the session's fold, which a turn feeds only the nodes added since the last (issue 12).
     entries, summary_source = history_entries(rt.service.folds, session_id, surface, writing)
+    # The conversation as the prompt reads it (card regex scripts…); the log keeps it verbatim.
+    history = await prompt_history(rt.history_transformers, entries, input_text, profile, reader)
+    entries, prompt_input = history.entries, history.current_input
     timed = latest_lore_timed(nodes)
     inputs = SourceInputs(
         # Derived from the log position, so `rp prompt` previews exactly what the next turn
@@ -201,8 +205,8 @@ async def prepare_run(
         state=state,
         conversation_text=text_of_entries(entries),
         summary_text=summary_source,
-        current_input=input_text if input_text.strip() else "(The user sent an image without text.)",
-        lore_messages=[e.text for e in entries] + [input_text],
+        current_input=prompt_input if prompt_input.strip() else "(The user sent an image without text.)",
+        lore_messages=[e.text for e in entries] + [prompt_input],
         lore_chat_length=len(entries) + 1,
         lore_timed_state=TimedState.from_dict(timed) if timed else TimedState(),
         lore_cache=rt.lore_cache,
@@ -233,7 +237,8 @@ async def prepare_run(
         context_size=sources.sampling.get("context_size"),
         max_tokens=sources.sampling.get("max_tokens"),
     )
-    build = freeze(slots, sources.sources, sources.bindings, sources.diagnostics, history=entries, budget=budget)
+    diagnostics = [*history.diagnostics, *sources.diagnostics]
+    build = freeze(slots, sources.sources, sources.bindings, diagnostics, history=entries, budget=budget)
     return PreparedRun(
         run_id=inputs.run_id,
         turn_id=rt.ids("turn_"),

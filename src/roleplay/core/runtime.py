@@ -34,6 +34,7 @@ from .commit import commit_tool
 from .effects import EffectRegistry, ExtensionRegistry
 from .macros import MacroContext, expand_opening
 from .profile import register_profile_commands, session_projection
+from .prompt_history import HistoryTransformer
 from .replies import replies_projection
 from .sources import AssetViewCache, LoreCache, SourceProvider, macro_context_for
 from .writer import write_turn_tool
@@ -63,6 +64,7 @@ class RoleplayRuntime:
     materializers: list[Any] = field(default_factory=list)
     lore_templates: list[LoreTemplate] = field(default_factory=list)
     text_transformers: list[Callable[[str], str]] = field(default_factory=list)
+    history_transformers: list[HistoryTransformer] = field(default_factory=list)  # prompt-only conversation rewrites
     source_providers: list[SourceProvider] = field(default_factory=list)
     # The enabled features this runtime was built with (the feature manager's closed set).
     features: frozenset[str] = frozenset()
@@ -156,6 +158,7 @@ class RoleplayRuntime:
         hook.register_materializers(register=self.add_materializer)
         hook.register_lore_templates(register=self.lore_templates.append)
         hook.register_text_transformers(register=self.text_transformers.append)
+        hook.register_history_transformers(register=self.history_transformers.append)
         hook.register_context_sources(register=self.source_providers.append)
         hook.register_play_commands(register=play_command)
         hook.register_guides(register=self.guides.register)

@@ -1,4 +1,5 @@
-"""``rp-character-card`` as a plugin: the ``rp.card`` and ``rp.card.depth-prompt`` sources.
+"""``rp-character-card`` as a plugin: the ``rp.card`` and ``rp.card.depth-prompt`` sources, and the
+card's regex scripts over the conversation the Writer prompt reads (``card_prompt_scripts``).
 
 A feature module above core (``tests/test_layers.py`` gives it the adapters' layer): it reads the
 bound card through the run's :class:`~roleplay.core.sources.SourceRun` and adds its two sources.
@@ -15,7 +16,9 @@ from typing import Any
 import pydantic
 
 from roleplay.assets.cards import CharacterCard, IsolatedPrompts, st_depth_prompt
+from roleplay.assets.cards.regex_scripts import has_regex_scripts, prompt_scripts
 from roleplay.core.macros import MacroContext, expand
+from roleplay.core.prompt_history import PromptHistory
 from roleplay.core.prompts import CARD_NOTE
 from roleplay.core.sources import (
     POSITION_CARD,
@@ -27,11 +30,12 @@ from roleplay.core.sources import (
     blocks,
     rev,
 )
-from roleplay.core.types import CARD, CARD_DEPTH_PROMPT, AssetView, ContextSource
+from roleplay.core.types import CARD, CARD_DEPTH_PROMPT, CONVERSATION, AssetReader, AssetView, ContextSource, Diagnostic
 from roleplay.hookspecs import hookimpl
 from roleplay.names import CHARACTER_CARD_FEATURE
 
 FEATURE = CHARACTER_CARD_FEATURE
+REGEX_SCRIPT_SKIPPED = "card.regex_script_skipped"
 
 
 def card_source(
@@ -113,9 +117,30 @@ async def collect_card(run: SourceRun) -> None:
     run.add(depth_prompt_source(view, card, run.macros, transform), POSITION_CARD_DEPTH)
 
 
+async def card_prompt_scripts(history: PromptHistory, reader: AssetReader) -> None:
+    """The bound card's regex scripts that target the prompt, over the conversation the Writer
+    reads (``assets.cards.regex_scripts``); a script the guard stops is skipped with a diagnostic."""
+    card_id = history.profile.resources.card
+    view = await reader.read("card", card_id) if card_id else None
+    if view is None or not has_regex_scripts(view.data):
+        return
+    scripts = prompt_scripts(view.data)
+    if scripts.scripts:
+        history.rewrite(scripts.apply)
+    history.diagnostics += [
+        Diagnostic(REGEX_SCRIPT_SKIPPED, f"card regex script skipped in the prompt: {why}", CONVERSATION, {"assetId": view.id})
+        for why in scripts.skipped
+    ]
+
+
 @hookimpl
 def register_context_sources(register: Any) -> None:
     register(SourceProvider(CARD, collect_card, STAGE_CARD))
 
 
-__all__ = ["FEATURE", "card_source", "collect_card", "depth_prompt_source", "isolated_prompts"]
+@hookimpl
+def register_history_transformers(register: Any) -> None:
+    register(card_prompt_scripts)
+
+
+__all__ = ["FEATURE", "card_prompt_scripts", "card_source", "collect_card", "depth_prompt_source", "isolated_prompts"]
