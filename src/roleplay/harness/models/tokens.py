@@ -109,7 +109,7 @@ def _count_long(text: str) -> int:
     return _total(tuple(map(sum, zip(cum, *rows))))
 
 
-_ZERO = (0,) * 8
+_ZERO: tuple[int, ...] = (0,) * 8
 _MARK_EVERY = 64
 _MARKED_TEXTS = 3
 _marked: list[tuple[str, list[tuple[int, tuple[int, ...]]]]] = []
