@@ -51,6 +51,11 @@ class CliState:
     def paths(self) -> Paths:
         if self._paths is None:
             self._paths = resolve_paths(self.home)
+            # The home's stored model keys (``secrets.json``) fill in what the environment lacks.
+            from roleplay.harness.models.routes import use_key_file
+            from roleplay.harness.models.secrets import KeyFile
+
+            use_key_file(KeyFile(self._paths.home))
         return self._paths
 
     def open_store(self, *, migrate: bool = True):  # type: ignore[no-untyped-def]

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import stat
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from roleplay.harness.models.routes import use_key_file
+from roleplay.harness.models.secrets import KeyFile
+from web.web_support import new_story
+
 pytestmark = pytest.mark.anyio
 
 API = "/api/v1"
+KEY = "sk-stored-in-the-home-0123456789"
 
 
 async def test_settings_get_set_with_revisions_and_reset(api: tuple[httpx.AsyncClient, Any]) -> None:
@@ -71,3 +79,42 @@ async def test_models_list_and_test(api: tuple[httpx.AsyncClient, Any], monkeypa
     assert tried.status_code == 200 and tried.json()["demo"] is True and tried.json()["reply"]
     bad = await client.post(f"{API}/models/test", json={"model": "nowhere/x"})
     assert 400 <= bad.status_code < 500 and bad.json()["code"].startswith("model.")
+
+
+async def test_model_keys_are_write_only_and_kept_out_of_responses_and_the_log(
+    api: tuple[httpx.AsyncClient, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    client, rt = api
+    for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "RP_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    unavailable = await client.put(f"{API}/models/keys/deepseek", json={"key": KEY})
+    assert unavailable.status_code == 400 and unavailable.json()["code"] == "keys.unavailable"  # no home: the environment only
+    use_key_file(KeyFile(home))
+    try:
+        seen: list[str] = []
+        stored = await client.put(f"{API}/models/keys/deepseek", json={"key": KEY})
+        assert stored.status_code == 204 and stored.content == b""
+        status = await client.get(f"{API}/models/keys")
+        assert status.json() == {
+            "keys": {"deepseek": {"stored": True, "environment": False}, "openai": {"stored": False, "environment": False}}
+        }
+        listed = await client.get(f"{API}/models")
+        assert next(p for p in listed.json()["providers"] if p["provider"] == "deepseek")["configured"] is True
+        sid = await new_story(client)  # something in the log after the key was stored
+        seen += [stored.text, status.text, listed.text, (await client.get(f"{API}/sessions/{sid}/log")).text]
+        seen += [(await client.get(f"{API}/settings")).text, (await client.get("/settings")).text]
+        assert not [text for text in seen if KEY in text]
+        events = json.dumps([e.payload for e in await rt.service.events(sid)])
+        assert KEY not in events
+        on_disk = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "secrets.json" and KEY.encode() in p.read_bytes()]
+        assert on_disk == []  # only the secrets file holds it
+        assert stat.S_IMODE((home / "secrets.json").stat().st_mode) == 0o600
+        unknown = await client.put(f"{API}/models/keys/nowhere", json={"key": KEY})
+        assert unknown.status_code == 404 and KEY not in unknown.text
+        blank = await client.put(f"{API}/models/keys/openai", json={"key": "  "})
+        assert blank.status_code == 422 and blank.json()["pointer"] == "/key"
+        assert (await client.delete(f"{API}/models/keys/deepseek")).status_code == 204
+        assert (await client.get(f"{API}/models/keys")).json()["keys"]["deepseek"]["stored"] is False
+    finally:
+        use_key_file(None)

@@ -714,3 +714,29 @@ def test_a_story_whose_turn_runs_in_another_process_shows_it_and_the_reply_when_
             assert m["running"] is True
         finally:
             context.close()
+
+
+def test_settings_store_a_model_key_write_only(page: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from roleplay.harness.models.routes import use_key_file
+    from roleplay.harness.models.secrets import KeyFile
+
+    secret = "sk-typed-into-the-page-0123456789"
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    use_key_file(KeyFile(tmp_path / "home"))
+    try:
+        page.goto("/settings#models")
+        row = page.locator("tr[data-provider=deepseek]")
+        assert "not set" in row.inner_text()
+        page.select_option("#model-key [name=provider]", "deepseek")
+        page.fill("#model-key [name=key]", secret)
+        with page.expect_navigation():
+            page.click("#model-key button[type=submit]")
+        assert "stored on the server" in page.locator("tr[data-provider=deepseek]").inner_text()
+        assert secret not in page.content() and page.input_value("#model-key [name=key]") == ""
+        assert (tmp_path / "home" / "secrets.json").exists()
+        with page.expect_navigation():
+            page.click("#model-key-forget")
+        assert "not set" in page.locator("tr[data-provider=deepseek]").inner_text()
+        assert page.problems == []
+    finally:
+        use_key_file(None)

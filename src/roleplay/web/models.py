@@ -164,6 +164,10 @@ class SettingUpdate(Body):
     revision: int | None = None
 
 
+class ModelKey(Body):
+    key: str = Field(description="the provider's API key; stored in the server's home, never shown again")
+
+
 class ModelTest(Body):
     model: str | None = None
     prompt: str = "Reply with one short, friendly sentence."

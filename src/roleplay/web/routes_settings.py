@@ -15,18 +15,20 @@ import os
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Response
 
 from roleplay.core.feature_set import FeatureManager
 from roleplay.core.settings import SettingsStore
+from roleplay.errors import RpError
 from roleplay.harness.models.registry import PROVIDERS, is_configured
-from roleplay.harness.models.routes import build_model, deprecation_note, resolve_route
+from roleplay.harness.models.secrets import KeyFile
+from roleplay.harness.models.routes import build_model, deprecation_note, key_file, model_environment, resolve_route
 from roleplay.harness.models.types import ChatMessage, ModelRequest, complete
 from roleplay.plugins import plugin_manager, plugin_rows
 from roleplay.quick_replies import QuickReplies
 
 from .app import Web
-from .models import Body, ModelTest, SettingUpdate
+from .models import Body, ModelKey, ModelTest, SettingUpdate
 from .routes_assets import expected_revision
 
 router = APIRouter(tags=["settings"])
@@ -129,6 +131,8 @@ async def delete_quick_reply(w: Web, label: str, revision: int | None = None) ->
 async def models(w: Web, all: bool = False) -> dict[str, Any]:
     """Known providers and models, which the server's environment configures, and the server's default route."""
     rows = []
+    keys = key_file()
+    stored = {name for name, is_set in keys.status().items() if is_set} if keys is not None else set()
     for provider in PROVIDERS.values():
         if provider.test_double and not all:
             continue
@@ -136,7 +140,8 @@ async def models(w: Web, all: bool = False) -> dict[str, Any]:
             {
                 "provider": provider.name,
                 "label": provider.label,
-                "configured": is_configured(provider, os.environ),
+                "configured": is_configured(provider, model_environment()),
+                "keyStored": provider.name in stored,
                 "keyEnv": provider.key_env,
                 "demo": provider.demo,
                 "acceptsAnyModel": provider.open_models,
@@ -150,11 +155,41 @@ async def models(w: Web, all: bool = False) -> dict[str, Any]:
     return {"defaultRoute": w.config.default_route.spec, "providers": rows}
 
 
+def _keys() -> KeyFile:
+    keys = key_file()
+    if keys is None:
+        raise RpError("keys.unavailable", "this server keeps no model keys (no home directory); set them in its environment")
+    return keys
+
+
+@router.get("/models/keys")
+async def key_status(w: Web) -> dict[str, Any]:
+    """Which providers have a stored key (never the key), and whether the environment sets one (it wins)."""
+    stored = _keys().status()
+    env = os.environ
+    return {"keys": {p: {"stored": s, "environment": bool(env.get(PROVIDERS[p].key_env or ""))} for p, s in stored.items()}}
+
+
+@router.put("/models/keys/{provider}", status_code=204)
+async def store_key(w: Web, provider: str, body: ModelKey) -> Response:
+    """Store a provider's key in the server's home (write-only: no response ever shows it)."""
+    _keys().set(provider, body.key)
+    w.rt.models.clear()  # the next turn builds its client with this key; a running turn keeps its own
+    return Response(status_code=204)
+
+
+@router.delete("/models/keys/{provider}", status_code=204)
+async def forget_key(w: Web, provider: str) -> Response:
+    _keys().clear(provider)
+    w.rt.models.clear()
+    return Response(status_code=204)
+
+
 @router.post("/models/test")
 async def test_model(w: Web, body: ModelTest) -> dict[str, Any]:
     """Send one prompt through a route (default: the server's); the reply, usage and latency."""
     route = resolve_route(body.model) if body.model else w.config.default_route
-    model = build_model(route, os.environ)
+    model = build_model(route)  # the environment, with the stored keys where it has none
     started = time.perf_counter()
     try:
         response = await complete(model, ModelRequest(messages=[ChatMessage("user", body.prompt)]))

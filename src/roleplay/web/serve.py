@@ -83,6 +83,7 @@ def serve_command(
 
     state = state_of(ctx)
     try:
+        state.paths  # the home's stored model keys count for the default route too
         route = server_default_route(model_spec)
         if workers > 1:
             _check_workers(state, port)
@@ -217,13 +218,14 @@ def worker_app() -> Any:
     from .app import WebConfig, create_app
 
     settings = json.loads(os.environ[WORKER_SETTINGS])
+    state = CliState(home=settings["home"])
+    state.paths  # the home's stored model keys, as in the parent
     config = WebConfig(
         default_route=resolve_route(settings["model"]),
         token=os.environ.get("RP_TOKEN") or None,
         allowed_origins=tuple(settings["origins"]),
         max_upload_bytes=settings["maxUploadMb"] * MiB,
     )
-    state = CliState(home=settings["home"])
     return create_app(None, config, opener=runtime_opener(state), on_started=_wind_down_on_signals, rebuild=runtime_rebuilder(state))
 
 

@@ -28,6 +28,7 @@ from .demo import DemoModel, DemoPolicies
 from .failures import RetryPolicy
 from .registry import OPENAI_BASE_URL, PROVIDERS, context_window, get_provider, provider_for_model
 from .scripted import ScriptedModel
+from .secrets import KeyFile, with_stored_keys
 from .types import REASONING_EFFORTS, Capabilities, ChatModel
 
 if TYPE_CHECKING:
@@ -106,6 +107,25 @@ ROUTE_OPTIONS = {"tools": "tools", "json": "json_mode"}
 _SWITCH = {"on": True, "off": False}
 
 
+_key_file: KeyFile | None = None
+
+
+def use_key_file(keys: KeyFile | None) -> None:
+    """The process's stored model keys (``rp serve`` and the CLI: the home's ``secrets.json``);
+    None: the environment alone."""
+    global _key_file
+    _key_file = keys
+
+
+def key_file() -> KeyFile | None:
+    return _key_file
+
+
+def model_environment() -> Mapping[str, str]:
+    """What routes read keys from: the environment, with the stored keys where it has none."""
+    return with_stored_keys(os.environ, _key_file)
+
+
 def route_options_suffix(route: Route) -> str:
     pairs = [(key, getattr(route, field)) for key, field in ROUTE_OPTIONS.items()]
     shown = [f"{key}={'on' if value else 'off'}" for key, value in pairs if value is not None]
@@ -129,7 +149,7 @@ def _parse_options(text: str, query: str) -> dict[str, bool]:
 
 
 def parse_route_spec(spec: str, env: Mapping[str, str] | None = None) -> Route:
-    env = os.environ if env is None else env
+    env = model_environment() if env is None else env
     _check_model_name(spec)
     text, _, query = spec.strip().partition("?")
     options = _parse_options(spec.strip(), query) if query else {}
@@ -169,7 +189,7 @@ def resolve_route(
     """The route for a run. ``settings`` may hold ``model`` (a spec), ``reasoning_effort``,
     ``max_output_tokens``, ``base_url`` and ``context_window``; a spec's own effort wins over the
     settings'."""
-    env = os.environ if env is None else env
+    env = model_environment() if env is None else env
     settings = dict(settings or {})
     unknown = set(settings) - {"model", "reasoning_effort", "max_output_tokens", "base_url", "context_window"}
     if unknown:
@@ -240,14 +260,15 @@ def build_model(
     timeout: float = 300.0,
     demo_policies: DemoPolicies | None = None,
 ) -> ChatModel:
-    """A ready ``ChatModel`` for the route. Keys come from ``env`` and nowhere else."""
+    """A ready ``ChatModel`` for the route. Keys come from ``env`` (default: the environment, with
+    the stored keys where it has none) and nowhere else."""
     if route.tools is not None or route.json_mode is not None:
         # Route options only switch capability flags; the model is built as without them.
         plain = build_model(
             replace(route, tools=None, json_mode=None), env, sleep=sleep, retry=retry, timeout=timeout, demo_policies=demo_policies
         )
         return with_route_options(plain, route)
-    env = os.environ if env is None else env
+    env = model_environment() if env is None else env
     provider = get_provider(route.provider)
     if provider.demo:
         return DemoModel(model=route.model, policies=demo_policies)

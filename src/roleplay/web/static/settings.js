@@ -81,6 +81,22 @@ document.getElementById("model-test").addEventListener("submit", async (e) => {
   if (result) toast("The model answered");
 });
 
+// Model keys: write-only; the server stores them in its home and only ever says whether one is set.
+const keyForm = document.getElementById("model-key");
+if (keyForm) {
+  keyForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const provider = keyForm.elements.provider.value;
+    const key = keyForm.elements.key.value;
+    keyForm.elements.key.value = ""; // never kept in the page
+    await run(() => api("PUT", `/models/keys/${encodeURIComponent(provider)}`, { key }));
+  });
+  document.getElementById("model-key-forget").addEventListener("click", async () => {
+    const provider = keyForm.elements.provider.value;
+    await run(() => api("DELETE", `/models/keys/${encodeURIComponent(provider)}`));
+  });
+}
+
 // Sub-agents (Agent mode's catalog): enable, route, delete, add; each write names the catalog revision.
 async function loadSubagents() {
   const list = document.getElementById("subagent-list");

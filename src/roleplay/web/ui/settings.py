@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse
 from roleplay.core.feature_set import FeatureManager
 from roleplay.core.settings import SettingsStore
 from roleplay.harness.models.registry import PROVIDERS, is_configured
+from roleplay.harness.models.routes import key_file, model_environment
 from roleplay.quick_replies import QuickReplies
 
 from ..app import Web
@@ -50,8 +51,11 @@ async def settings_page(request: Request, w: Web) -> HTMLResponse:
         rows.append({**d, "input": _input_kind(d["value"], d["default"])})
     features = (await FeatureManager(w.rt.store).state()).to_dict()
     quick = await QuickReplies(w.rt.store).list()
+    keys = key_file()
+    stored = keys.status() if keys is not None else {}
     providers = [
-        {"name": p.name, "label": p.label, "configured": is_configured(p, os.environ), "keyEnv": p.key_env, "demo": p.demo,
+        {"name": p.name, "label": p.label, "configured": is_configured(p, model_environment()), "keyEnv": p.key_env, "demo": p.demo,
+         "inEnvironment": bool(p.key_env and os.environ.get(p.key_env)), "stored": stored.get(p.name, False),
          "models": [f"{p.name}/{m.name}" for m in p.models]}
         for p in PROVIDERS.values()
         if not p.test_double
@@ -60,7 +64,7 @@ async def settings_page(request: Request, w: Web) -> HTMLResponse:
         request,
         "settings.html",
         {"nav": "settings", "rows": rows, "features": features, "running": sorted(w.rt.features), "quick": quick.to_dict(),
-         "providers": providers, "defaultRoute": w.config.default_route.spec},
+         "providers": providers, "defaultRoute": w.config.default_route.spec, "keysStorable": keys is not None},
     )  # fmt: skip
 
 
