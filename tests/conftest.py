@@ -57,6 +57,16 @@ def english_locale(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANG", "C.UTF-8")
 
 
+@pytest.fixture(autouse=True)
+def no_stored_model_keys() -> Iterator[None]:
+    """A CLI test resolving its home registers that home's stored model keys process-wide
+    (``use_key_file``); forget them after each test, so none leaks into the next."""
+    yield
+    from roleplay.harness.models.routes import use_key_file
+
+    use_key_file(None)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

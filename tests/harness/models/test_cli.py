@@ -8,17 +8,20 @@ import pytest
 from click.testing import CliRunner
 
 from roleplay.harness.models.cli import models
-from roleplay.harness.models.routes import build_model
+from roleplay.harness.models.routes import build_model, use_key_file
 from roleplay.testing.fake_openai import FakeReply, serve_fake_openai
 
 ENV_NAMES = ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "DEEPSEEK_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "RP_MODEL")
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    # The developer's own keys must not leak into (or change) these tests.
+def clean_env(monkeypatch, tmp_path):
+    # The developer's own keys (environment or stored in their home) must not leak into these tests.
     for name in ENV_NAMES:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RP_HOME", str(tmp_path))
+    yield
+    use_key_file(None)
 
 
 def run(args, env=None):
@@ -142,3 +145,18 @@ def test_test_errors_use_the_common_format() -> None:
     assert text.exit_code == 1 and text.stderr.startswith("error [model.not_configured]: ")
     as_json = run(["test", "--json"])
     assert as_json.exit_code == 1 and set(json.loads(as_json.stdout)) == {"error"}
+
+
+def test_keys_are_stored_in_the_home_never_printed_and_the_environment_wins(tmp_path):
+    secret = "sk-stored-by-the-cli-0123456789"
+    stored = CliRunner().invoke(models, ["key", "set", "deepseek"], input=secret + "\n", env={}, catch_exceptions=False)
+    assert stored.exit_code == 0 and secret not in stored.output and (tmp_path / "secrets.json").exists()
+    assert run(["key", "status"]).output.splitlines() == ["deepseek: stored", "openai: not set"]
+    listed = run(["list"]).output.splitlines()
+    assert "deepseek: DeepSeek [configured]" in listed and listed[-1] == "default route: deepseek/deepseek-flash"
+    both = json.loads(run(["key", "status", "--json"], {"DEEPSEEK_API_KEY": "sk-env"}).output)
+    assert both["keys"]["deepseek"] == {"stored": True, "environment": True} and secret not in json.dumps(both)
+    bad = run(["key", "set", "nowhere", "--json"])
+    assert bad.exit_code == 1 and json.loads(bad.output)["error"]["code"] == "keys.provider_not_found"
+    assert json.loads(run(["key", "clear", "deepseek", "--json"]).output) == {"provider": "deepseek", "cleared": True}
+    assert "deepseek: DeepSeek [configured]" not in run(["list"]).output.splitlines()

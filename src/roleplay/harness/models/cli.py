@@ -1,8 +1,9 @@
 """``rp models``: see which providers are configured, and send one prompt through a route.
 
 The main CLI attaches the group with ``cli.add_command(models)``; it also runs on its own with
-``python -m roleplay.harness.models.cli``. Configuration is read from the environment only, the
-same way a run resolves its route, so what ``models test`` reports is what a chat would use.
+``python -m roleplay.harness.models.cli``. Configuration is read the same way a run resolves its
+route (the environment, then the keys stored in the home, ``rp models key``), so what ``models
+test`` reports is what a chat would use.
 """
 
 from __future__ import annotations
@@ -10,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 from typing import Any
 
 import click
 
-from roleplay.cli_context import fail, json_text, terminal_safe
+from roleplay.cli_context import fail, home_option, json_text, state_of, terminal_safe
 from roleplay.errors import RpError
 
 from .registry import PROVIDERS, is_configured
-from .routes import Route, build_model, deprecation_note, resolve_route
+from .routes import Route, build_model, deprecation_note, model_environment, resolve_route
+from .secrets import KeyFile
 from .types import ChatMessage, ChatModel, ModelRequest, ModelResponse, complete
 
 DEFAULT_PROMPT = "Reply with one short, friendly sentence."
@@ -31,7 +34,7 @@ def models() -> None:
 
 
 def _provider_rows(show_all: bool) -> list[dict[str, Any]]:
-    env = os.environ
+    env = model_environment()
     rows = []
     for provider in PROVIDERS.values():
         if provider.test_double and not show_all:
@@ -64,16 +67,19 @@ def _provider_rows(show_all: bool) -> list[dict[str, Any]]:
 
 def _default_route() -> Route | None:
     try:
-        return resolve_route(None, None, os.environ)
+        return resolve_route(None, None, model_environment())
     except RpError:
         return None
 
 
 @models.command("list")
+@home_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--all", "show_all", is_flag=True, help="Include test doubles.")
-def list_command(as_json: bool, show_all: bool) -> None:
-    """Known providers and models, and which are configured by the environment."""
+@click.pass_context
+def list_command(ctx: click.Context, as_json: bool, show_all: bool) -> None:
+    """Known providers and models, and which are configured (the environment, or a stored key)."""
+    state_of(ctx).paths  # noqa: B018  (the home's stored keys count)
     rows = _provider_rows(show_all)
     default = _default_route()
     if as_json:
@@ -117,11 +123,15 @@ async def _run_once(model: ChatModel, prompt: str) -> ModelResponse:
 @click.option("--model", "spec", default=None, help="Route, e.g. deepseek/deepseek-flash, openai/gpt-4o-mini, demo.")
 @click.option("--prompt", default=DEFAULT_PROMPT, show_default=True, help="The one-line prompt to send.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def test_command(spec: str | None, prompt: str, as_json: bool) -> None:
+@home_option
+@click.pass_context
+def test_command(ctx: click.Context, spec: str | None, prompt: str, as_json: bool) -> None:
     """Send one prompt through a route; print the reply, usage and latency."""
     try:
-        route = resolve_route(spec, None, os.environ)
-        model = build_model(route, os.environ)
+        state_of(ctx).paths  # noqa: B018  (the home's stored keys count)
+        env = model_environment()
+        route = resolve_route(spec, None, env)
+        model = build_model(route, env)
         started = time.perf_counter()
         response = asyncio.run(_run_once(model, prompt))
         latency_ms = round((time.perf_counter() - started) * 1000, 1)
@@ -151,6 +161,72 @@ def test_command(spec: str | None, prompt: str, as_json: bool) -> None:
     click.echo(f"latency:  {latency_ms} ms")
     for warning in warnings:
         click.echo(f"warning:  {warning}")
+
+
+@models.group("key")
+def key_group() -> None:
+    """Model keys stored in the home (secrets.json, owner-only); the environment always wins."""
+
+
+def _key_file(ctx: click.Context) -> KeyFile:
+    return KeyFile(state_of(ctx).paths.home)
+
+
+@key_group.command("set")
+@home_option
+@click.argument("provider")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def key_set(ctx: click.Context, provider: str, as_json: bool) -> None:
+    """Store PROVIDER's key, read from standard input (a hidden prompt on a terminal); never printed."""
+    try:
+        keys = _key_file(ctx)
+        keys.status()  # a broken file is said before asking for the key
+        key: str = click.prompt(f"{provider} key", hide_input=True) if sys.stdin.isatty() else sys.stdin.read()
+        keys.set(provider, key)
+    except RpError as exc:
+        fail(exc, as_json)
+        return
+    click.echo(json_text({"provider": provider, "stored": True}) if as_json else f"stored {provider}'s key in {keys.path}")
+
+
+@key_group.command("clear")
+@home_option
+@click.argument("provider")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def key_clear(ctx: click.Context, provider: str, as_json: bool) -> None:
+    """Forget PROVIDER's stored key."""
+    try:
+        cleared = _key_file(ctx).clear(provider)
+    except RpError as exc:
+        fail(exc, as_json)
+        return
+    click.echo(
+        json_text({"provider": provider, "cleared": cleared})
+        if as_json
+        else (f"forgot {provider}'s key" if cleared else f"no stored key for {provider}")
+    )
+
+
+@key_group.command("status")
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def key_status(ctx: click.Context, as_json: bool) -> None:
+    """Which providers have a stored key (never the key) and which the environment sets (it wins)."""
+    try:
+        stored = _key_file(ctx).status()
+    except RpError as exc:
+        fail(exc, as_json)
+        return
+    rows = {p: {"stored": s, "environment": bool(os.environ.get(PROVIDERS[p].key_env or ""))} for p, s in stored.items()}
+    if as_json:
+        click.echo(json_text({"keys": rows}))
+        return
+    for provider, row in rows.items():
+        where = [w for w, on in (("environment", row["environment"]), ("stored", row["stored"])) if on]
+        click.echo(f"{provider}: {', '.join(where) if where else 'not set'}")
 
 
 def _usage_line(response: ModelResponse) -> str:
