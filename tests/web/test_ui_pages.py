@@ -115,6 +115,11 @@ async def test_setup_offers_none_for_every_kind_distinct_from_the_default(api: t
     choice = json.loads(html_unescape(re.search(r"data-choice='([^']*)'", step2).group(1)))  # type: ignore[union-attr]
     assert choice == {"card": None, "persona": None, "preset": None, "lorebooks": [], "writingStyles": []}
     assert "Without a character card" in step2 and 'value="card:' not in step2
+    bare = await client.post("/api/v1/sessions", json={**choice, "opening": "skip"})
+    assert bare.status_code == 201, bare.text
+    sid = bare.json()["sessionId"]
+    for path in (f"/s/{sid}", f"/s/{sid}/wiki", f"/s/{sid}/workbench", f"/s/{sid}/workbench/preview"):  # nothing bound: every view works
+        assert_safe_page(await client.get(path))
     defaulted = assert_safe_page(await client.get("/new/opening?card=none"))
     assert json.loads(html_unescape(re.search(r"data-choice='([^']*)'", defaulted).group(1))) == {  # type: ignore[union-attr]
         "card": None,
