@@ -26,7 +26,7 @@ async def test_transformers_see_role_and_depth_with_the_current_input_at_zero() 
 
     profile = SessionProfile.model_validate({})
     out = await prompt_history([tag, upper], entries, "go", profile, reader=None)  # type: ignore[arg-type]
-    assert seen == [("opening", "assistant", 3), ("hi", "user", 2), ("note", "assistant", 1), ("go", "user", 0)]
+    assert seen == [("go", "user", 0), ("note", "assistant", 1), ("hi", "user", 2), ("opening", "assistant", 3)]  # newest first
     assert [e.text for e in out.entries] == ["OPENING@3", "HI@2", "NOTE@1"] and out.current_input == "GO@0"
     assert [(e.message_id, e.speaker) for e in out.entries] == [("m1", "writing"), ("m2", "user"), ("m3", "non-writing")]
     assert entries[0].text == "opening"  # the caller's entries are untouched

@@ -29,13 +29,16 @@ class PromptHistory:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def rewrite(self, rewrite: Callable[[str, str, int], str]) -> None:
-        """``rewrite(text, role, depth)`` over every history entry and the current input; the
-        role is ``user`` or ``assistant`` (a writing or non-writing reply)."""
-        count = len(self.entries)
-        self.entries = [
-            replace(e, text=rewrite(e.text, "user" if e.speaker == "user" else "assistant", count - i)) for i, e in enumerate(self.entries)
-        ]
+        """``rewrite(text, role, depth)`` over the current input and every history entry, newest
+        first (a rewrite under a time budget spends it where the Writer looks most); the role is
+        ``user`` or ``assistant`` (a writing or non-writing reply)."""
         self.current_input = rewrite(self.current_input, "user", 0)
+        count = len(self.entries)
+        newest_first = [
+            replace(e, text=rewrite(e.text, "user" if e.speaker == "user" else "assistant", count - i))
+            for i, e in reversed(list(enumerate(self.entries)))
+        ]
+        self.entries = newest_first[::-1]
 
 
 HistoryTransformer = Callable[[PromptHistory, AssetReader], Awaitable[None]]
