@@ -218,3 +218,21 @@ async def test_display_features_turned_off_leave_the_chat_plain(db_url: str) -> 
         off = assert_safe_page(await client.get(f"/s/{sid}"))
         assert 'data-dialogue="off"' in off and "avatar" not in off and 'data-action="edit"' not in off and "quick-reply" not in off
         assert 'data-action="copy"' in off
+
+
+async def test_the_workbench_preview_shows_the_writer_prompt_and_none_of_the_commit_material(
+    api: tuple[httpx.AsyncClient, Any],
+) -> None:
+    from roleplay.core.run import prepare_run
+    from roleplay.harness.models.routes import Route
+
+    client, rt = api
+    sid = await new_story(client)
+    html = html_unescape(assert_safe_page(await client.get(f"/s/{sid}/workbench/preview")))
+    p = await prepare_run(rt, sid, "(next input)", parent_route=Route("demo", "demo"))
+    writer_lines = {line.strip() for line in p.build.writer_prompt.splitlines() if len(line.strip()) > 30}
+    commit_lines = {line.strip() for line in p.run_context.splitlines() if len(line.strip()) > 30} - writer_lines
+    assert writer_lines and all(line in html for line in writer_lines)  # the exact Writer prompt
+    assert commit_lines, "the sample story's commit context has material of its own (revision, protocol, rules)"
+    leaked = sorted(line for line in commit_lines if line in html)
+    assert not leaked, leaked[:5]
