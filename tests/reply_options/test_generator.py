@@ -93,6 +93,29 @@ async def test_settings_guide_count_length_and_directions(store: EventStore) -> 
     await rt.aclose()
 
 
+async def test_reply_options_follow_the_settings_the_run_was_prepared_with(store: EventStore) -> None:
+    """Settings are frozen for a run at prepare: a change made while it runs applies next turn
+    (and the guidance is not read from the table again)."""
+    settings = SettingsStore(store)
+
+    class ChangesCountMidRun(Steered):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+            if SYSTEM_MARKER not in request.messages[0].text() and (await settings.get("replyOptions.count")).value != 2:
+                await settings.set("replyOptions.count", 2)
+            async for event in super().stream(request):
+                yield event
+
+    model = ChangesCountMidRun(demo_answer)
+    rt, sid = await story(store, model)
+    first = await play_turn(rt, sid, "我走进灯塔。", parent_route=DEMO)
+    assert len(commit_meta(first)["extensions"][EXTENSION_KEY]["options"]) == 3
+    assert '<guidance count="3"' in model.requests[0].messages[-1].text()
+    second = await play_turn(rt, sid, "我点亮灯。", parent_route=DEMO)
+    assert len(commit_meta(second)["extensions"][EXTENSION_KEY]["options"]) == 2
+    assert '<guidance count="2"' in model.requests[1].messages[-1].text()
+    await rt.aclose()
+
+
 def demo_answer(request: ModelRequest) -> str:
     from roleplay.reply_options.demo import answer
 

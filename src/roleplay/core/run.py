@@ -82,7 +82,7 @@ from .prompts import (
 from .replies import replies_projection
 from .run_context import RpRunDeps
 from .runtime import RoleplayRuntime
-from .settings import SettingsStore, context_window_for, read_settings
+from .settings import SettingsSnapshot, SettingsStore, context_window_for, read_settings
 from .subagent_catalog import SUBAGENT_MANAGER, SubagentItem, load_catalog
 from .summary import SummaryWatch, land_pending_at
 from .toolfree import parent_model, uncommitted_note
@@ -149,6 +149,9 @@ class PreparedRun:
     budget: Any = None
     lore_timed_before: dict[str, Any] | None = None
     workspace_root: str | None = None  # Agent mode's sandboxed workspace tools: off while None
+    # The global settings this run was prepared with (frozen for the run, like its catalog): the
+    # run's artifacts (reply options' guidance) read them here instead of the table again.
+    settings: SettingsSnapshot | None = None
 
 
 @dataclass
@@ -268,6 +271,7 @@ async def prepare_run(
         budget=budget,
         lore_timed_before=timed,
         workspace_root=settings.value("agent.workspaceRoot") if mode == "agent" else None,
+        settings=settings,
     )
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any, AsyncIterator
 
 from roleplay.core.artifacts import ArtifactGenerator, ArtifactInput
-from roleplay.core.settings import read_settings
+from roleplay.core.settings import SettingsSnapshot, read_settings
 from roleplay.core.subagent_run import run_structured
 from roleplay.errors import RpError
 from roleplay.harness.models.types import ChatModel, ModelRequest, StreamEvent
@@ -91,8 +91,10 @@ class Guidance:
         return f'<guidance count="{self.count}" max_characters="{self.max_characters}">\ndirections: {keywords}\n</guidance>'
 
 
-async def read_guidance(store: Any) -> Guidance:
-    settings = await read_settings(store)
+async def read_guidance(store: Any, settings: SettingsSnapshot | None = None) -> Guidance:
+    """The guidance from ``settings`` (the run's frozen snapshot), else read from the table."""
+    if settings is None:
+        settings = await read_settings(store)
     return Guidance(
         count=int(settings.value("replyOptions.count")),
         max_characters=int(settings.value("replyOptions.maxCharacters")),
@@ -149,8 +151,9 @@ async def generate_options(view: ArtifactInput, *, store: Any, service: Any, tim
             f"{model.label} has no JSON mode on this route (?json=off), so it cannot give structured reply options",
             details={"provider": model.provider, "model": model.model},
         )
-    guidance = await read_guidance(store)
     prepared = run.p
+    # Settings are frozen for the run at prepare: its reply options follow the same snapshot.
+    guidance = await read_guidance(store, getattr(prepared, "settings", None))
     request = SubagentRequest(
         preset=PRESET,
         system_prompt=SYSTEM_PROMPT,
