@@ -1,14 +1,23 @@
 """HTTP API under load: many sessions playing turns over SSE against ``rp serve``'s application.
 
-Run by hand:  .venv/bin/python bench/serve.py [--sessions 200] [--turns 2] [--chunk-delay 0.02] [--postgres URL]
+Run by hand:  .venv/bin/python bench/serve.py [--sessions 200] [--turns 2] [--chunk-delay 0.02]
+                 [--think 5] [--postgres URL]
 (PostgreSQL is included when --postgres or RP_TEST_POSTGRES_URL is given.)
+
+Two loads are measured per backend. The user load: every session reads the reply and types the
+next message before it posts (``--think`` seconds, default 5, jittered ±50 % with a fixed seed so
+sessions do not march in step; SillyTavern users read and type between turns, so a real load is
+this). The saturation load: ``--think 0``, every session posts again the moment its turn ends —
+the most this one process can do, where turns queue for the CPU. Both are printed with a verdict
+per target; ``--only user|saturation`` runs one.
 
 Three processes: the fake OpenAI-compatible provider (``roleplay.testing.fake_openai``, a fixed
 delay between streamed frames), the server (this script's ``--child`` mode: the ``rp serve`` app on
 uvicorn with an event-loop lag monitor), and this driver (httpx, one SSE stream per session).
 
-Each session opens its event stream, then plays ``--turns`` turns: POST the text, read the stream
-until that turn's ``turn/end``. Measured per turn: time to first token (POST → first
+Each session opens its event stream, then plays ``--turns`` turns: (after the think time) POST the
+text, read the stream until that turn's ``turn/end``. Sessions start spread over the first think
+time, as users arriving do. Measured per turn: time to first token (POST → first
 ``assistant/chunk``), the gaps between chunks, and every durable event id, which is checked
 against the log afterwards (lost = in the log but never streamed; duplicated = streamed twice).
 
@@ -27,6 +36,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import statistics
@@ -153,10 +163,12 @@ async def read_messages(lines: Any) -> Any:
         event[key] = value
 
 
-async def play_session(client: Any, n: int, turns: int, stats: Stats) -> None:
+async def play_session(client: Any, n: int, turns: int, think: float, stats: Stats) -> None:
     import httpx
 
+    rng = random.Random(n)  # the same think times on every run
     try:
+        await asyncio.sleep(rng.uniform(0, think))  # users arrive spread out, not all at once
         r = await client.post(f"{API}/sessions", json={"sample": True, "model": "openai/fake"})
         r.raise_for_status()
         sid = r.json()["sessionId"]
@@ -164,6 +176,8 @@ async def play_session(client: Any, n: int, turns: int, stats: Stats) -> None:
         async with client.stream("GET", f"{API}/sessions/{sid}/events", params={"after": 0}) as stream:
             messages = read_messages(stream.aiter_lines())
             for t in range(turns):
+                if t:
+                    await asyncio.sleep(think * rng.uniform(0.5, 1.5))  # reading the reply, typing
                 t0 = time.perf_counter()
                 posted = await client.post(f"{API}/sessions/{sid}/turns", json={"text": f"Session {n}, turn {t}: I knock."})
                 if posted.status_code != 202:
@@ -219,7 +233,7 @@ def wait_port(port: int, timeout: float = 180) -> None:
     raise RuntimeError(f"nothing listens on {port}")
 
 
-async def drive(url: str, delay: float, sessions: int, turns: int) -> tuple[Stats, list[float], float]:
+async def drive(url: str, delay: float, sessions: int, turns: int, think: float = 0.0) -> tuple[Stats, list[float], float]:
     import httpx
 
     fake, fake_url = start_fake(delay)
@@ -233,7 +247,7 @@ async def drive(url: str, delay: float, sessions: int, turns: int) -> tuple[Stat
         limits = httpx.Limits(max_connections=sessions * 3, max_keepalive_connections=sessions * 3)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(300.0), limits=limits) as client:
             t0 = time.perf_counter()
-            await asyncio.gather(*(play_session(client, n, turns, stats) for n in range(sessions)))
+            await asyncio.gather(*(play_session(client, n, turns, think, stats) for n in range(sessions)))
             elapsed = time.perf_counter() - t0
     finally:
         server.send_signal(signal.SIGINT)
@@ -248,31 +262,62 @@ def sqlite_url() -> str:
     return f"sqlite:///{tempfile.mkdtemp(prefix='rp-bench-serve-')}/rp.db"
 
 
-async def bench(label: str, make_url: Any, args: argparse.Namespace) -> dict[str, Any]:
+async def bench(label: str, make_url: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     calibrate_d, _, _ = await drive(make_url(), args.chunk_delay, 1, 3)
     calibrate_0, _, _ = await drive(make_url(), 0.0, 1, 3)
     provider_ms = statistics.median(calibrate_d.ttft_ms) - statistics.median(calibrate_0.ttft_ms)
     if args.verbose:
         print(f"calibration: ttft {calibrate_d.ttft_ms} with the delay, {calibrate_0.ttft_ms} without", file=sys.stderr)
-    stats, lags, elapsed = await drive(make_url(), args.chunk_delay, args.sessions, args.turns)
-    overhead = [t - provider_ms for t in stats.ttft_ms]
+    loads = {"user": args.think, "saturation": 0.0}
+    rows = []
+    for load, think in loads.items():
+        if args.only and args.only != load:
+            continue
+        stats, lags, elapsed = await drive(make_url(), args.chunk_delay, args.sessions, args.turns, think)
+        overhead = [t - provider_ms for t in stats.ttft_ms]
+        row = {
+            "backend": label,
+            "load": load,
+            "think_s": think,
+            "sessions": args.sessions,
+            "turns": stats.turns,
+            "turns_per_s": round(stats.turns / elapsed, 2),
+            "provider_ttft_ms": round(provider_ms, 1),
+            "ttft_p50_ms": round(pct(stats.ttft_ms, 0.5), 1),
+            "overhead_p50_ms": round(pct(overhead, 0.5), 1),
+            "overhead_p99_ms": round(pct(overhead, 0.99), 1),
+            "chunk_gap_p50_ms": round(pct(stats.gaps_ms, 0.5), 1),
+            "chunk_gap_p99_ms": round(pct(stats.gaps_ms, 0.99), 1),
+            "loop_block_max_ms": round(max(lags), 1) if lags else None,
+            "loop_block_p99_ms": round(pct(lags, 0.99), 1) if lags else None,
+            "errors": len(stats.errors),
+            "first_errors": stats.errors[:3],
+            "lost": stats.lost,
+            "duplicated": stats.duplicated,
+        }
+        row["verdicts"] = verdicts(row)
+        rows.append(row)
+    return rows
+
+
+def verdicts(row: dict[str, Any]) -> dict[str, str]:
+    """Each issue-16 target against this run: "met" or "MISSED (value)"."""
+
+    def v(ok: bool, value: Any) -> str:
+        return "met" if ok else f"MISSED ({value})"
+
+    block = row["loop_block_max_ms"]
     return {
-        "backend": label,
-        "sessions": args.sessions,
-        "turns": stats.turns,
-        "turns_per_s": round(stats.turns / elapsed, 2),
-        "provider_ttft_ms": round(provider_ms, 1),
-        "ttft_p50_ms": round(pct(stats.ttft_ms, 0.5), 1),
-        "overhead_p50_ms": round(pct(overhead, 0.5), 1),
-        "overhead_p99_ms": round(pct(overhead, 0.99), 1),
-        "chunk_gap_p50_ms": round(pct(stats.gaps_ms, 0.5), 1),
-        "chunk_gap_p99_ms": round(pct(stats.gaps_ms, 0.99), 1),
-        "loop_block_max_ms": round(max(lags), 1) if lags else None,
-        "loop_block_p99_ms": round(pct(lags, 0.99), 1) if lags else None,
-        "errors": len(stats.errors),
-        "first_errors": stats.errors[:3],
-        "lost": stats.lost,
-        "duplicated": stats.duplicated,
+        "0 errors/lost/duplicated": v(
+            row["errors"] == row["lost"] == row["duplicated"] == 0, f"{row['errors']}/{row['lost']}/{row['duplicated']}"
+        ),
+        f"overhead p50 <= {TARGETS['overhead_p50_ms']:.0f} ms": v(
+            row["overhead_p50_ms"] <= TARGETS["overhead_p50_ms"], row["overhead_p50_ms"]
+        ),
+        f"overhead p99 <= {TARGETS['overhead_p99_ms']:.0f} ms": v(
+            row["overhead_p99_ms"] <= TARGETS["overhead_p99_ms"], row["overhead_p99_ms"]
+        ),
+        f"loop never blocked > {TARGETS['loop_block_ms']:.0f} ms": v(block is not None and block <= TARGETS["loop_block_ms"], block),
     }
 
 
@@ -284,17 +329,21 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--turns", type=int, default=2)
     ap.add_argument("--chunk-delay", type=float, default=0.02, help="the provider's seconds between streamed frames")
+    ap.add_argument("--think", type=float, default=5.0, help="the user load's mean seconds a user reads and types between turns")
+    ap.add_argument("--only", choices=("user", "saturation"), help="run one of the two loads")
     ap.add_argument("--postgres", default=os.environ.get("RP_TEST_POSTGRES_URL"))
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
-    rows = [asyncio.run(bench("sqlite", sqlite_url, args))]
+    rows = asyncio.run(bench("sqlite", sqlite_url, args))
     if args.postgres:
         sys.path.insert(0, str(HERE.parent))
         from eventlog import pg_schema_url
 
-        rows.append(asyncio.run(bench("postgres", lambda: pg_schema_url(args.postgres)[0], args)))
+        rows += asyncio.run(bench("postgres", lambda: pg_schema_url(args.postgres)[0], args))
     for row in rows:
         print(json.dumps(row, ensure_ascii=False))
+    for row in rows:
+        print(f"{row['backend']:>8} {row['load']:<10} " + " · ".join(f"{k}: {v}" for k, v in row["verdicts"].items()))
     print(f"targets: {TARGETS} · 0 errors, 0 lost, 0 duplicated")
 
 

@@ -188,6 +188,10 @@ class OpenAICompatModel:
             async for chunk in sdk_stream:
                 for event in assembler.feed(chunk):
                     yield event
+                # A late reader finds many frames already buffered, and the SDK parses them all in one
+                # step without awaiting the socket; yielding per frame lets every other session's
+                # step (and the server's accept) run in between instead of after the whole burst.
+                await asyncio.sleep(0)
         except openai.OpenAIError as exc:
             raise self._error(exc, prepared.base_url, attempts) from None
         finally:

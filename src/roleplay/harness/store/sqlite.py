@@ -369,7 +369,7 @@ class SQLiteStore(EventStore):
     async def read(self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         check_page_args(after_seq, until_seq, limit)
 
-        def run(conn: sqlite3.Connection) -> tuple[bool, list[tuple[Any, ...]], dict[int, bytes]]:
+        def run(conn: sqlite3.Connection) -> tuple[bool, list[Event]]:
             sql = "SELECT seq, type, v, payload, created_at, texts, payload_z FROM events WHERE session_id=? AND seq>?"
             args: list[Any] = [session_id, after_seq]
             if until_seq is not None:
@@ -381,12 +381,14 @@ class SQLiteStore(EventStore):
                 args.append(limit)
             rows = conn.execute(sql, args).fetchall()
             exists = bool(rows) or conn.execute("SELECT 1 FROM sessions WHERE id=?", (session_id,)).fetchone() is not None
-            return exists, rows, _load_parts(conn, {i for r in rows for i in part_ids(r[5])})
+            # Decoding (zlib, JSON, the Event objects) is pure, so it runs here on the reader thread
+            # rather than on the event loop, where a long page held every other session's step.
+            return exists, event_rows(session_id, rows, _load_parts(conn, {i for r in rows for i in part_ids(r[5])}))
 
-        exists, rows, parts = await self._read(run)
+        exists, events = await self._read(run)
         if not exists:
             raise session_not_found(session_id)
-        return event_rows(session_id, rows, parts)
+        return events
 
     async def dump(self) -> list[tuple[Any, ...]]:
         def run(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
