@@ -57,6 +57,7 @@ _MIGRATION_LOCK = 0x52505F4D4947  # any constant: serialises concurrent `migrate
 NOTIFY_LIMIT = 7000
 PART_IDS_KEPT = 200_000
 PART_BYTES_KEPT = 32 << 20
+_DECODE_ON_LOOP = 16  # events a page may hold and still be decoded on the loop (a thread hop costs more)
 
 # An append in one statement: move the head (a compare-and-swap, or at whatever the head is), insert
 # the rows at seqs counted back from the new head, and notify; nothing is inserted when the head
@@ -450,7 +451,10 @@ class PostgresStore(EventStore):
         if not rows:
             raise session_not_found(session_id)
         rows = [r for r in rows if r[0] is not None]
-        return event_rows(session_id, rows, await self._parts({i for r in rows for i in part_ids(r[5])}))
+        parts = await self._parts({i for r in rows for i in part_ids(r[5])})
+        if len(rows) > _DECODE_ON_LOOP:  # decoding is pure; a long page would hold the event loop
+            return await asyncio.to_thread(event_rows, session_id, rows, parts)
+        return event_rows(session_id, rows, parts)
 
     async def _parts(self, wanted: set[int]) -> dict[int, bytes]:
         """The compressed bytes of these parts: the recent ones from memory, the rest read."""
