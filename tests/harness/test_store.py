@@ -444,6 +444,21 @@ async def test_a_failed_append_stores_no_parts(store: EventStore) -> None:
     assert await store.dump() == before
 
 
+async def test_appends_that_bring_new_parts_to_a_missing_session_or_at_head_store_nothing_or_everything(store: EventStore) -> None:
+    """Appends whose texts have new parts, next to parts this store knows: a missing session stores
+    nothing; at head, every text reads back and a reader with no part ids kept agrees."""
+    before = await store.dump()
+    with pytest.raises(NotFoundError):
+        await store.append_at_head("ses_missing", [user("m1", story_prompt(31))])
+    with pytest.raises(NotFoundError):
+        await store.append("ses_missing", 0, [user("m1", story_prompt(31))])
+    assert await store.dump() == before
+    rec = await store.create_session(preset="p", events=[user("m0", story_prompt(32))])
+    texts = [story_prompt(32) + "尾", "short", story_prompt(33), story_prompt(32)]
+    await store.append_at_head(rec.id, [user(f"m{i + 1}", t) for i, t in enumerate(texts)])
+    assert [e.payload["content"][0]["text"] for e in await store.read(rec.id)] == [story_prompt(32), *texts]
+
+
 async def test_events_written_before_text_parts_stay_readable(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import sqlite3
 

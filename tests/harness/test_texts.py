@@ -8,7 +8,15 @@ import pytest
 
 from roleplay.errors import RpError
 from roleplay.harness.store import texts
-from roleplay.harness.store.texts import MAX_PART_CHARS, externalise, reassemble, sha256_text, split_parts, texts_column
+from roleplay.harness.store.texts import (
+    MAX_PART_CHARS,
+    externalise,
+    reassemble,
+    sha256_text,
+    split_parts,
+    texts_column,
+    texts_column_pieces,
+)
 
 
 def conversation(turns: int) -> str:
@@ -141,3 +149,15 @@ def test_consecutive_prompts_reuse_the_leading_parts(monkeypatch: pytest.MonkeyP
     reused, at = texts._shared_parts(after, texts._recent_splits[-1])
     assert reused > 0 and at > len(before) * 0.9
     assert texts.hashed_parts(after) == [(p, sha256_text(p)) for p in texts._split(after)]
+
+
+def test_texts_column_pieces_join_to_the_column_whatever_ids_are_known() -> None:
+    ext = externalise({"a": conversation(40), "é": [conversation(45)], "b": "small"})
+    assert ext is not None and len(ext.parts) > 2
+    ids = {h: n * 7 for n, h in enumerate(ext.parts)}
+    for known_count in (0, 1, len(ids)):
+        known = dict(list(ids.items())[:known_count])
+        pieces = texts_column_pieces(ext.texts, known)
+        assert all((lit is None) != (ref is None) for lit, ref in pieces)
+        assert {ref for _, ref in pieces if ref is not None} == set(ids) - set(known)
+        assert "".join(lit if lit is not None else str(ids[ref]) for lit, ref in pieces) == texts_column(ext.texts, ids)

@@ -44,7 +44,7 @@ from .base import (
 from .faults import postgres_fault
 from .pg_leases import LeaseConnection
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
-from .texts import Externalised, compress, event_rows, part_ids, texts_column
+from .texts import Externalised, compress, event_rows, part_ids, texts_column, texts_column_pieces
 
 try:  # the driver is the optional ``postgres`` extra
     import psycopg
@@ -74,6 +74,34 @@ _APPEND = (
     "SELECT (SELECT head_seq FROM head), (SELECT head_seq FROM sessions WHERE id = %s), "
     "(SELECT count(*) FROM ins), (SELECT count(*) FROM note)"
 )
+
+
+# The same with new text parts: they are inserted (in hash order, like ``_store_parts``) and the
+# ids they get, with those of the ones already stored, fill the events' ``texts`` columns: the
+# literal pieces and part references (``p``) of each event (``ev``, its offset) are joined in order.
+# The head moves only when every new part has an id (another writer's part, committed while the
+# insert waited on it, is not in this statement's snapshot); when it does not move, the statement
+# fails on purpose so the parts it inserted go with it, and the caller takes the slower path.
+_APPEND_PARTS = (
+    "WITH input AS (SELECT * FROM unnest(%s::bytea[], %s::bigint[], %s::bytea[]) AS u(sha256, size, data)), "
+    "made AS (INSERT INTO text_parts(sha256, size, data) SELECT sha256, size, data FROM input ORDER BY sha256 "
+    "ON CONFLICT (sha256) DO NOTHING RETURNING sha256, id), "
+    "ids AS (SELECT sha256, id FROM made UNION ALL SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)), "
+    "head AS ({head} AND (SELECT count(*) FROM ids) = %s RETURNING head_seq), "
+    "tx AS (SELECT p.ev, string_agg(coalesce(p.lit, ids.id::text), '' ORDER BY p.ord) AS x "
+    "FROM unnest(%s::bigint[], %s::text[], %s::bytea[]) WITH ORDINALITY AS p(ev, lit, ref, ord) "
+    "LEFT JOIN ids ON ids.sha256 = p.ref GROUP BY p.ev), "
+    "ins AS (INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
+    "SELECT %s, head.head_seq + u.o, u.t, u.v, u.p::json, coalesce(u.x, tx.x), %s, u.z FROM head "
+    "CROSS JOIN unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[], %s::bytea[]) AS u(o, t, v, p, x, z) "
+    "LEFT JOIN tx ON tx.ev = u.o RETURNING 1), "
+    "note AS (SELECT pg_notify(%s, coalesce(%s, json_build_object("
+    "'o', %s::text, 'k', 'e', 's', %s::text, 'f', head.head_seq - %s + 1, 'l', head.head_seq)::text)) FROM head) "
+    "SELECT (SELECT head_seq FROM head), (SELECT count(*) FROM ins), (SELECT count(*) FROM note), "
+    "(SELECT array_agg(sha256) FROM ids), (SELECT array_agg(id) FROM ids), "
+    "(CASE WHEN (SELECT count(*) FROM head) = 0 THEN %s::text || (SELECT count(*) FROM ids) END)::int"
+)
+_NOT_APPENDED_MARK = "rp:not-appended"
 
 
 class _NotAppended(Exception):
@@ -366,6 +394,10 @@ class PostgresStore(EventStore):
         n = len(events)
         # Seqs relative to the new head: ``expected_seq`` may be unknown (append at head).
         offsets = [i - n + 1 for i in range(n)]
+        if known is None:
+            row = await self._append_with_parts(head_sql, head_args, session_id, events, offsets, now, note)
+            if row is not None:
+                return row
         async with self._connection() as conn:
             try:
                 async with conn.transaction() if known is None else _no_transaction():
@@ -400,6 +432,86 @@ class PostgresStore(EventStore):
         if known is None:
             self._remember_parts(events, ids)
         return row
+
+    async def _append_with_parts(
+        self,
+        head_sql: str,
+        head_args: tuple[Any, ...],
+        session_id: str,
+        events: list[PreparedEvent],
+        offsets: list[int],
+        now: str,
+        note: str | None,
+    ) -> tuple[Any, ...] | None:
+        """An append that brings new text parts in one statement; None when it appended nothing
+        (a conflict, no session, a part another writer was inserting): the caller then runs the
+        transaction that tells which, and stores nothing either way."""
+        found: dict[str, int] = {}
+        new: dict[str, str] = {}
+        for ext in (e.external for e in events if e.external is not None):
+            for digest, text in ext.parts.items():
+                pid = self._part_ids.get(digest)
+                if pid is not None:
+                    found[digest] = pid
+                else:
+                    new[digest] = text
+        order = sorted(new)
+        keys = [bytes.fromhex(h) for h in order]
+        columns: list[str | None] = []
+        piece_ev: list[int] = []
+        piece_lit: list[str | None] = []
+        piece_ref: list[bytes | None] = []
+        for offset, e in zip(offsets, events, strict=True):
+            if e.external is None:
+                columns.append(None)
+            elif all(h in found for t in e.external.texts for h in t.parts):
+                columns.append(texts_column(e.external.texts, found))
+            else:
+                columns.append(None)
+                for lit, ref in texts_column_pieces(e.external.texts, found):
+                    piece_ev.append(offset)
+                    piece_lit.append(lit)
+                    piece_ref.append(None if ref is None else bytes.fromhex(ref))
+        n = len(events)
+        await self._ensure_open()  # the channel name is learnt on opening
+        args = (
+            keys,
+            [len(new[h].encode("utf-8")) for h in order],
+            [compress(new[h]) for h in order],
+            keys,
+            *head_args,
+            len(order),
+            piece_ev,
+            piece_lit,
+            piece_ref,
+            session_id,
+            now,
+            offsets,
+            [e.type for e in events],
+            [e.version for e in events],
+            [e.stored_json for e in events],
+            columns,
+            [e.compressed for e in events],
+            self._channel,
+            note,
+            self._origin,
+            session_id,
+            n,
+            _NOT_APPENDED_MARK,
+        )
+        sql = _APPEND_PARTS.format(head=head_sql.removesuffix(" RETURNING head_seq"))
+        async with self._connection() as conn:
+            try:
+                cur = await conn.execute(sql, args)
+            except psycopg.errors.InvalidTextRepresentation as exc:
+                if _NOT_APPENDED_MARK in str(exc):
+                    return None
+                raise
+            row = await cur.fetchone()
+        ids = {**found, **{bytes(h).hex(): pid for h, pid in zip(row[3], row[4], strict=True)}}
+        self._remember_parts(events, ids)
+        # The shape ``_APPEND`` returns: the head, then (unused once appended) the row's head.
+        return (row[0], row[0], row[1], row[2])
 
     @asynccontextmanager
     async def _cross_process_write_lock(self, session_id: str) -> AsyncIterator[None]:

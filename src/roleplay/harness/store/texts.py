@@ -26,7 +26,7 @@ import hashlib
 import json
 import zlib
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from roleplay.errors import RpError
 
@@ -241,6 +241,29 @@ def compress(text: str) -> bytes:
 def texts_column(texts: Iterable[ExternalText], ids: dict[str, int]) -> str:
     """The event row's ``texts`` value: ``[[path, sha256, [part id, …]], …]``."""
     return json.dumps([[list(t.path), t.sha256, [ids[h] for h in t.parts]] for t in texts], separators=(",", ":"))
+
+
+def texts_column_pieces(texts: Iterable[ExternalText], ids: Mapping[str, int]) -> list[tuple[str | None, str | None]]:
+    """``texts_column`` as (literal, None) and (None, part sha256) pieces, for a store that learns
+    the ids of some parts only while it writes the row: the known ids are written in, and joining
+    the pieces with each reference's id gives exactly ``texts_column``."""
+    pieces: list[tuple[str | None, str | None]] = []
+    lit = ["["]
+    for i, t in enumerate(texts):
+        lit.append(("," if i else "") + "[" + json.dumps(list(t.path), separators=(",", ":")) + "," + json.dumps(t.sha256) + ",[")
+        for j, h in enumerate(t.parts):
+            if j:
+                lit.append(",")
+            if h in ids:
+                lit.append(str(ids[h]))
+            else:
+                pieces.append(("".join(lit), None))
+                pieces.append((None, h))
+                lit = []
+        lit.append("]]")
+    lit.append("]")
+    pieces.append(("".join(lit), None))
+    return pieces
 
 
 def part_ids(column: str | None) -> set[int]:
