@@ -10,6 +10,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roleplay.core import context_build as cb
 from roleplay.core.conversation import Entry, text_of_entries
@@ -603,3 +605,38 @@ def test_saved_layout_without_the_note_gets_it_in_the_conversation_slot() -> Non
     assert slots[0].sources == (CONVERSATION, CARD_DEPTH_PROMPT)
     labels = _blocks_of(cb.freeze(slots, sources, history=entries).writer_prompt)
     assert labels[-1] == "[Character's note]"
+
+
+_ENTRY_TEXT = st.lists(
+    st.sampled_from(["她推开门", "rain", " ", "  ", "\n", "\n\n", "\n  indented", "42", "</section>", "<item>", "🙂", "\r\n", "。"]),
+    min_size=1,
+    max_size=30,
+).map("".join)
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["user", "writing", "non-writing"]), _ENTRY_TEXT), min_size=1, max_size=60),
+    st.integers(min_value=0, max_value=6) | st.none(),
+    st.integers(min_value=100, max_value=900),
+)
+@settings(max_examples=120, deadline=None)
+def test_the_trimmed_window_is_counted_exactly_as_its_whole_prompt(raw: list[tuple[str, str]], depth: int | None, room: int) -> None:
+    """The Writer window's count sums memoised per-message figures; it must equal a fresh count of
+    the assembled prompt (labels, blank lines, section tags, escaping and the Character's Note
+    among the messages included), turn after turn as the window's oldest end moves."""
+    from roleplay.harness.models.tokens import _stats, _total
+
+    entries = [Entry(f"m{i}", speaker, text.strip() or "x") for i, (speaker, text) in enumerate(raw)]
+    for end in (len(entries) - 1, len(entries)):  # the previous turn, then this one
+        shown = entries[:end] or entries
+        sources = window_sources(shown, card="Alice is a ferrywoman. " * 200)
+        if depth is not None:
+            sources[CARD_DEPTH_PROMPT] = src(CARD_DEPTH_PROMPT, "Alice hums.", "Character's note", depth=depth, role="system")
+        slots = cb.default_layout(sources)
+        build = cb.freeze(slots, sources, history=shown, budget=cb.WindowBudget(room + 1800, 500, 100))
+        assert build.window is not None
+        assert build.window.prompt_tokens == _total(_stats(build.writer_prompt))
+        # And directly, on a long prompt (the parts path is only taken past the split length).
+        blocks = "".join(cb._entry_block(e, cb.escape_control_tags)[0] for e in shown)
+        text = f"{build.writer_prompt}\n\n{blocks * 30}[Character's note]\nAlice hums."
+        assert cb._count_window(text, shown, cb.escape_control_tags) == _total(_stats(text))

@@ -59,7 +59,7 @@ from roleplay.canonical import sha256_hex
 from roleplay.errors import ValidationError
 from roleplay.harness.history import IMAGE_TOKENS, reply_reserve
 from roleplay.harness.models.routes import Route, route_context_window
-from roleplay.harness.models.tokens import count_tokens
+from roleplay.harness.models.tokens import count_parts, count_tokens
 
 from .conversation import CONVERSATION_NOTE, Entry, render_entries, text_of_entries
 from .types import (
@@ -548,16 +548,46 @@ def writer_max_tokens(route: Route, preset_max_tokens: int | None) -> int | None
 def _entry_cost(entry: Entry, escape: Callable[[str], str]) -> int:
     # One entry as rendered, plus the blank line joining it to its neighbour. Memoised: a long
     # story's trim costs every kept message at every turn, and an entry's cost never changes.
+    return _entry_block(entry, escape)[1]
+
+
+def _entry_block(entry: Entry, escape: Callable[[str], str]) -> tuple[str, int]:
     key = (entry, escape)
-    cost = _ENTRY_COSTS.get(key)
-    if cost is None:
+    known = _ENTRY_COSTS.get(key)
+    if known is None:
         if len(_ENTRY_COSTS) >= _ENTRY_COSTS_MAX:
             _ENTRY_COSTS.clear()
-        cost = _ENTRY_COSTS[key] = count_tokens(escape(render_entries((entry,)))) + 1
-    return cost
+        block = escape(render_entries((entry,)))
+        known = _ENTRY_COSTS[key] = (f"{block}\n\n", count_tokens(block) + 1)
+    return known
 
 
-_ENTRY_COSTS: dict[tuple[Entry, Callable[[str], str]], int] = {}
+def _count_window(text: str, kept: Sequence[Entry], escape: Callable[[str], str]) -> int:
+    """``count_tokens(text)`` of a Writer prompt holding ``kept``, counted by the parts it is made
+    of: what comes before the first kept message, each message with the blank line after it, and
+    the rest. Once the window is full its oldest end moves every turn, so the prompt starts unlike
+    the previous one and would be counted line by line; its messages are the same, and their
+    figures are memoised. Exact whatever the split (``count_parts``): a message not found where
+    expected (escaped differently as part of the whole, or followed by the Character's Note) ends
+    the run of parts and the rest is counted as one part."""
+    if not kept:
+        return count_tokens(text)
+    first = _entry_block(kept[0], escape)[0]
+    at = text.find(first)
+    if at < 0:
+        return count_tokens(text)
+    parts = [text[:at]]
+    for entry in kept:
+        block = _entry_block(entry, escape)[0]
+        if not text.startswith(block, at):
+            break
+        parts.append(block)
+        at += len(block)
+    parts.append(text[at:])
+    return count_parts(text, parts)
+
+
+_ENTRY_COSTS: dict[tuple[Entry, Callable[[str], str]], tuple[str, int]] = {}
 _ENTRY_COSTS_MAX = 50_000
 
 
@@ -602,7 +632,7 @@ def _fit_history(
         else:
             del trimmed[CONVERSATION]  # nothing fits: the source is unavailable, no empty tag
         built = _build(slots, trimmed, pick=lambda s: True, use_parent_text=False, entries=kept)
-        tokens = count_tokens(join_sections(built))
+        tokens = _count_window(join_sections(built), kept, escape)
         if tokens <= limit or keep == 0:
             break
         keep -= 1

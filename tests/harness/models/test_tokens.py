@@ -129,3 +129,22 @@ def test_marks_land_exactly_on_a_line_end() -> None:
     for following in (" more", "\n\nmore", "", "x"):
         variant = text[:end] + following
         assert count_tokens(variant) == _total(_stats(variant))
+
+
+@given(
+    st.lists(st.lists(st.sampled_from([*_PIECES, "word\n", "[User]\n", "</section>", "\n\n"]), max_size=40), max_size=60),
+    st.integers(min_value=0, max_value=2),
+)
+@settings(max_examples=150, deadline=None)
+def test_counting_by_parts_equals_the_whole_text_count(groups: list[list[str]], pad: int) -> None:
+    """Parts counted on their own (memoised) add up to the whole text's count wherever the text is
+    cut, a cut inside a run included; parts that do not join up to the text are not trusted."""
+    parts = ["".join(g) for g in groups] + ["harbour line\n" * 200 * pad]
+    text = "".join(parts)
+    for _ in range(2):  # the second time from the memo
+        tokens._recent.clear()
+        assert tokens.count_parts(text, parts) == _total(_stats(text))
+    tokens._recent.clear()
+    assert tokens.count_parts(text, [*parts, "extra"]) == _total(_stats(text))
+    # The whole text is remembered: the same prompt counted again as a request costs nothing.
+    assert count_tokens(text) == _total(_stats(text))

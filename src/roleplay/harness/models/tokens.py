@@ -29,6 +29,7 @@ shared corpus' Chinese and English cards, the estimate was never below the real 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import regex
 
@@ -55,6 +56,54 @@ def count_tokens(text: str) -> int:
     if known is not None:
         return known
     total = _count_long(text)
+    _remember(text, total)
+    return total
+
+
+def count_parts(text: str, parts: Sequence[str]) -> int:
+    """``count_tokens(text)`` for ``text`` given as the parts it was joined from, each counted on
+    its own. A part seen before costs a memo lookup, so a long text that starts unlike every recent
+    one (a Writer window trimmed at its oldest end, whose kept messages are the parts) is not
+    counted line by line again. Exact: a part joins its predecessor where their boundary is not a
+    line end followed by a non-space character (a run could span it), and parts that do not join
+    up to ``text`` are ignored in favour of the plain count."""
+    if len(text) < _SPLIT_FROM:
+        return count_tokens(text)
+    known = _recent.get(text)
+    if known is not None:
+        return known
+    if "".join(parts) != text:
+        return count_tokens(text)
+    stats: list[tuple[int, ...]] = []
+    group: list[str] = []
+    for part in parts:
+        if not part:
+            continue
+        if group and not (group[-1].endswith("\n") and _NON_SPACE.match(part)):
+            group.append(part)
+            continue
+        if group:
+            stats.append(_part_stats("".join(group) if len(group) > 1 else group[0]))
+        group = [part]
+    if group:
+        stats.append(_part_stats("".join(group) if len(group) > 1 else group[0]))
+    total = _total(tuple(map(sum, zip(_ZERO, *stats))))
+    _remember(text, total)
+    return total
+
+
+def _part_stats(part: str) -> tuple[int, ...]:
+    if len(part) < _SPLIT_FROM:
+        return _line_stats(part)  # memoised whole: additive, as a line is
+    rows, begin = [], 0
+    for match in _LINE_END.finditer(part):
+        rows.append(_line_stats(part[begin : match.end()]))
+        begin = match.end()
+    rows.append(_line_stats(part[begin:]))
+    return tuple(map(sum, zip(_ZERO, *rows)))
+
+
+def _remember(text: str, total: int) -> None:
     if len(text) <= _RECENT_MAX_CHARS:
         if len(_recent) >= _RECENT_TEXTS:
             try:
@@ -62,7 +111,6 @@ def count_tokens(text: str) -> int:
             except (KeyError, RuntimeError, StopIteration):  # another thread got there first
                 _recent.clear()
         _recent[text] = total
-    return total
 
 
 def _count_long(text: str) -> int:
@@ -121,6 +169,7 @@ _SPLIT_FROM = 4096
 # ``re`` scans this far faster than ``regex``; its ``\s`` is a superset of ``regex``'s, U+001C to
 # U+001F included, so a character it calls non-space is non-space for the rules too.)
 _LINE_END = re.compile(r"\n(?=\S)")
+_NON_SPACE = re.compile(r"\S")
 _MEMO_LINES = 65_536
 _MEMO_CHARS = 8_000_000  # what the memo's keys may hold in all
 _memo: dict[str, tuple[int, ...]] = {}
