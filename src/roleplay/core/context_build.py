@@ -602,7 +602,9 @@ def _fit_history(
     from what was kept (the build measured last, so :func:`freeze` does not build it again)."""
     conversation = by_id.get(CONVERSATION)
     full = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=history)
-    tokens = count_tokens(join_sections(full))
+    tagged = next((slot.section_tag for slot in slots if CONVERSATION in slot.sources and not slot.idle), True)
+    escape = escape_control_tags if tagged else escape_request_tags
+    tokens = _count_window(join_sections(full), history, escape)
     limit = budget.prompt_budget
 
     def fit(omitted: int, prompt_tokens: int) -> WindowFit:
@@ -614,8 +616,6 @@ def _fit_history(
     # check the real prompt and drop one more message while it is still over.
     without = {sid: src for sid, src in by_id.items() if sid != CONVERSATION}
     rest = count_tokens(join_sections(_build(slots, without, pick=lambda s: True, use_parent_text=False)))
-    tagged = next((slot.section_tag for slot in slots if CONVERSATION in slot.sources and not slot.idle), True)
-    escape = escape_control_tags if tagged else escape_request_tags
     wrapper = count_tokens(f'<section name="{_FIXED_NAMES[CONVERSATION]}">\n\n</section>\n\n')
     room = limit - rest - wrapper - count_tokens(CONVERSATION_NOTE) - 1
     keep = 0
