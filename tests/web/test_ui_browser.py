@@ -140,7 +140,9 @@ def test_newcomer_path_import_setup_play_regenerate_swipe_edit_reload_branch_del
     for i, text in enumerate(["I step inside, shaking off the rain.", "“Who are you?” I ask.", "I sit by the fire."], 1):
         send(page, text)
         assert page.locator("#messages article").count() == 1 + 2 * i
-    assert page.inner_text("#announce") == "Seraphina replied."  # a finished reply is announced
+    # A finished reply is announced, by the imported card's name (the sample's when the corpus is absent).
+    speaker = "Seraphina" if corpus is not None and (corpus / "cards" / "default_Seraphina.png").is_file() else "林汐"
+    assert page.inner_text("#announce") == f"{speaker} replied."
     # The reply streamed in as deltas before the durable message replaced it.
     assert int(page.get_attribute("#chat", "data-chunks-seen") or 0) >= 3
     assert "I sit by the fire." in page.inner_text("#messages article.user >> nth=-1")
