@@ -56,6 +56,23 @@ class SessionRecord:
     created_at: str = ""
     updated_at: str = ""
 
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> "SessionRecord":
+        """A ``sessions`` row in the column order both backends select (``SESSION_COLUMNS``)."""
+        return cls(
+            id=row[0],
+            preset=row[1],
+            parent_id=row[2],
+            forked_from=row[3],
+            forked_at_seq=row[4],
+            workspace=row[5],
+            title=row[6],
+            archived=bool(row[7]),
+            head_seq=row[8],
+            created_at=row[9],
+            updated_at=row[10],
+        )
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         return {

@@ -117,22 +117,6 @@ async def _no_transaction() -> AsyncIterator[None]:
     yield
 
 
-def _session(row: tuple[Any, ...]) -> SessionRecord:
-    return SessionRecord(
-        id=row[0],
-        preset=row[1],
-        parent_id=row[2],
-        forked_from=row[3],
-        forked_at_seq=row[4],
-        workspace=row[5],
-        title=row[6],
-        archived=bool(row[7]),
-        head_seq=row[8],
-        created_at=row[9],
-        updated_at=row[10],
-    )
-
-
 class PostgresStore(EventStore):
     dialect = "postgresql"
 
@@ -309,11 +293,11 @@ class PostgresStore(EventStore):
         row = await self._fetchone(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id=%s", (session_id,))
         if row is None:
             raise session_not_found(session_id)
-        return _session(row)
+        return SessionRecord.from_row(row)
 
     async def list_sessions(self, flt: SessionFilter | None = None) -> list[SessionRecord]:
         sql, args = session_listing_sql(flt or SessionFilter(), "%s")
-        return [_session(r) for r in await self._fetchall(sql, args)]
+        return [SessionRecord.from_row(r) for r in await self._fetchall(sql, args)]
 
     async def _set_archived(self, session_id: str, archived: bool, now: str) -> None:
         async with self._connection() as conn:

@@ -46,22 +46,6 @@ WAL_CHECKPOINT_PAGES = 256
 WAL_SIZE_LIMIT = 1 << 20
 
 
-def _session(row: tuple[Any, ...]) -> SessionRecord:
-    return SessionRecord(
-        id=row[0],
-        preset=row[1],
-        parent_id=row[2],
-        forked_from=row[3],
-        forked_at_seq=row[4],
-        workspace=row[5],
-        title=row[6],
-        archived=bool(row[7]),
-        head_seq=row[8],
-        created_at=row[9],
-        updated_at=row[10],
-    )
-
-
 class SQLiteStore(EventStore):
     dialect = "sqlite"
 
@@ -283,12 +267,12 @@ class SQLiteStore(EventStore):
         row = await self._read(lambda c: c.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id=?", (session_id,)).fetchone())
         if row is None:
             raise session_not_found(session_id)
-        return _session(row)
+        return SessionRecord.from_row(row)
 
     async def list_sessions(self, flt: SessionFilter | None = None) -> list[SessionRecord]:
         sql, args = session_listing_sql(flt or SessionFilter(), "?", int)
         rows = await self._read(lambda c: c.execute(sql, args).fetchall())
-        return [_session(r) for r in rows]
+        return [SessionRecord.from_row(r) for r in rows]
 
     async def _set_archived(self, session_id: str, archived: bool, now: str) -> None:
         def run(conn: sqlite3.Connection) -> None:
