@@ -5,6 +5,12 @@ response-assembly code path to get right. The SDK's own retries are off (``max_r
 that every retry is ours: counted, logged as a warning, and slept through an injectable ``sleep``.
 Retries only happen before the first byte of a stream; once deltas reached the caller a retry
 would duplicate them, so a mid-stream failure is raised as is.
+
+The request goes through the SDK's documented low-level ``client.post`` (its transport, timeouts,
+status-error mapping, SSE decoding and in-stream ``error`` handling) with the frames read as plain
+JSON dicts. ``chat.completions.create`` would rebuild the body through its TypedDict transform and
+every frame into pydantic models first: about a quarter of a loaded server's CPU (issue 16's
+benchmark) went there, for objects this module only reads a few keys of.
 """
 
 from __future__ import annotations
@@ -172,7 +178,13 @@ class OpenAICompatModel:
         while True:
             attempts += 1
             try:
-                sdk_stream = await client.chat.completions.create(**prepared.kwargs)
+                sdk_stream = await client.post(
+                    "/chat/completions",
+                    body=wire_body(prepared.kwargs),
+                    cast_to=object,
+                    stream=True,
+                    stream_cls=openai.AsyncStream[object],
+                )
                 break
             except openai.OpenAIError as exc:
                 if is_retryable(exc) and attempts <= self.retry.max_retries:
@@ -214,8 +226,9 @@ def _failure_name(exc: BaseException) -> str:
 
 
 class _Assembler:
-    """Builds one response from stream chunks; tool calls are keyed by ``index`` because parallel
-    calls arrive as interleavable fragments and only the first fragment carries id and name."""
+    """Builds one response from stream frames (decoded JSON); tool calls are keyed by ``index``
+    because parallel calls arrive as interleavable fragments and only the first fragment carries
+    id and name."""
 
     def __init__(self, reasoning_field: str) -> None:
         self._reasoning_field = reasoning_field
@@ -226,42 +239,53 @@ class _Assembler:
         self._usage: dict[str, Any] | None = None
         self._served_model: str | None = None
 
-    def feed(self, chunk: Any) -> list[StreamEvent]:
+    def feed(self, chunk: object) -> list[StreamEvent]:
         events: list[StreamEvent] = []
-        if getattr(chunk, "model", None):
-            self._served_model = chunk.model
-        if getattr(chunk, "usage", None) is not None:
-            # model_dump keeps the provider's extra fields (DeepSeek's cache counters).
-            self._usage = chunk.usage.model_dump()
-        for choice in chunk.choices or []:
-            if choice.index != 0:
+        if not isinstance(chunk, dict):
+            return events  # a frame that is not an object carries nothing this reads
+        model = chunk.get("model")
+        if model and isinstance(model, str):
+            self._served_model = model
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            # The whole object, so the provider's extra fields (DeepSeek's cache counters) stay.
+            self._usage = usage
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            delta = choice.delta
-            if delta is not None:
-                reasoning = _extra_str(delta, self._reasoning_field) or _extra_str(delta, "reasoning")
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                reasoning = _str(delta.get(self._reasoning_field)) or _str(delta.get("reasoning"))
                 if reasoning:
                     self._reasoning.append(reasoning)
                     events.append(ReasoningDelta(reasoning))
-                if delta.content:
-                    self._text.append(delta.content)
-                    events.append(TextDelta(delta.content))
-                for fragment in delta.tool_calls or []:
-                    events.append(self._feed_call(fragment))
-            if choice.finish_reason:
-                self._finish = choice.finish_reason
+                content = _str(delta.get("content"))
+                if content:
+                    self._text.append(content)
+                    events.append(TextDelta(content))
+                for fragment in delta.get("tool_calls") or ():
+                    if isinstance(fragment, dict):
+                        events.append(self._feed_call(fragment))
+            finish = choice.get("finish_reason")
+            if finish and isinstance(finish, str):
+                self._finish = finish
         return events
 
-    def _feed_call(self, fragment: Any) -> ToolCallDelta:
-        slot = self._calls.setdefault(fragment.index, {"id": None, "name": None, "arguments": []})
-        function = fragment.function
-        name = function.name if function is not None else None
-        arguments = (function.arguments if function is not None else None) or ""
-        if fragment.id and not slot["id"]:
-            slot["id"] = fragment.id
+    def _feed_call(self, fragment: dict[str, Any]) -> ToolCallDelta:
+        index = fragment.get("index")
+        index = index if isinstance(index, int) else 0
+        slot = self._calls.setdefault(index, {"id": None, "name": None, "arguments": []})
+        function = fragment.get("function")
+        function = function if isinstance(function, dict) else {}
+        name = _str(function.get("name"))
+        arguments = _str(function.get("arguments")) or ""
+        call_id = _str(fragment.get("id"))
+        if call_id and not slot["id"]:
+            slot["id"] = call_id
         if name and not slot["name"]:
             slot["name"] = name
         slot["arguments"].append(arguments)
-        return ToolCallDelta(index=fragment.index, id=fragment.id, name=name, arguments_fragment=arguments)
+        return ToolCallDelta(index=index, id=call_id, name=name, arguments_fragment=arguments)
 
     def response(self, provider: str, model: str, warnings: tuple[str, ...]) -> ModelResponse:
         if self._finish is None:
@@ -292,9 +316,13 @@ class _Assembler:
         )
 
 
-def _extra_str(obj: Any, name: str) -> str | None:
-    # The SDK types do not declare reasoning fields; pydantic keeps them as extras.
-    value = getattr(obj, name, None)
-    if value is None and getattr(obj, "model_extra", None):
-        value = obj.model_extra.get(name)
+def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def wire_body(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body for prepared SDK keyword arguments: ``extra_body`` merged at the top level,
+    as the SDK itself merges it."""
+    body = {key: value for key, value in kwargs.items() if key != "extra_body"}
+    body.update(kwargs.get("extra_body") or {})
+    return body
