@@ -3,7 +3,8 @@
 ``{"code", "message", "pointer", "problems"}`` (plus ``details`` when the error has some), the same
 fields the CLI prints with ``--json``. The status follows from the error's class and code, so the
 engine never needs to know about HTTP: a missing thing is 404, a lost race (``run.busy``, a stale
-revision) 409, an over-large body 413, input the engine refuses 422, and any other refusal 400.
+revision) 409, an over-large body 413, input the engine refuses 422, a database fault or a server
+that is stopping 503, and any other refusal 400. ``docs/api.md`` lists the codes.
 FastAPI's own request validation and routing errors are put in the same envelope.
 """
 
@@ -24,8 +25,9 @@ log = logging.getLogger("roleplay.web")
 
 # Codes whose class does not say it all.
 _CONFLICT_CODES = frozenset({"run.busy", "asset.in_use"})
-_HTTP_CODES = {400: "http.bad_request", 401: "http.unauthorized", 403: "http.forbidden", 404: "http.not_found",
-               405: "http.method_not_allowed", 413: "http.too_large", 415: "http.unsupported_media_type"}  # fmt: skip
+# The statuses Starlette and FastAPI raise here (401 and 403 come from the security middleware,
+# with their own codes; a body of the wrong media type is a 422 ``request.invalid``).
+_HTTP_CODES = {400: "http.bad_request", 404: "http.not_found", 405: "http.method_not_allowed", 413: "http.too_large"}
 
 
 def status_for(exc: RpError) -> int:
@@ -41,8 +43,8 @@ def status_for(exc: RpError) -> int:
         return 401
     if code.startswith("http.forbidden") or code.startswith("http.cross_origin"):
         return 403
-    if code.startswith("store."):
-        return 503  # the database is unavailable, read-only or full: not the client's fault
+    if code.startswith(("store.", "server.")):
+        return 503  # the database is unavailable, read-only or full, or the server is stopping: not the client's fault
     if isinstance(exc, ValidationError):
         return 422
     return 400
@@ -73,7 +75,11 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
         loc = list(err.get("loc", ()))
         where = loc[0] if loc else "body"
         # The body's pointer is relative to the JSON document; a query or path parameter is named.
-        pointer = pointer_from_parts(loc[1:]) if where == "body" else pointer_from_parts(loc)
+        # Undecodable JSON is the whole document (its loc holds a character offset, not a key).
+        if err.get("type") == "json_invalid":
+            pointer = ""
+        else:
+            pointer = pointer_from_parts(loc[1:]) if where == "body" else pointer_from_parts(loc)
         problems.append({"code": f"request.{err.get('type', 'invalid')}", "message": str(err.get("msg", "invalid")), "pointer": pointer})
     first: dict[str, Any] = problems[0] if problems else {"message": "invalid request", "pointer": None}
     return JSONResponse(

@@ -32,7 +32,7 @@ from roleplay.errors import ConflictError, NotFoundError, Problem, ValidationErr
 
 from .app import Web, WebState
 from .models import Body
-from .routes_assets import expected_revision
+from .routes_assets import expected_revision, revision_pointer
 
 router = APIRouter(tags=["agents"])
 
@@ -72,7 +72,8 @@ async def mode(w: Web, session_id: str, body: ModeBody, if_match: Annotated[str 
     """Switch the story between Chat and Agent mode (refused with run.busy while a turn runs)."""
     revision = expected_revision(if_match, body.revision, required=False, prefix="profile")
     await w.rt.store.get_session(session_id)
-    return {"sessionId": session_id, **await set_mode(w.rt, session_id, body.mode, revision)}
+    with revision_pointer():
+        return {"sessionId": session_id, **await set_mode(w.rt, session_id, body.mode, revision)}
 
 
 @router.put("/sessions/{session_id}/writer-route")
@@ -80,7 +81,8 @@ async def writer_route(w: Web, session_id: str, body: WriterRouteBody, if_match:
     """The story's own Writer route, ``follow`` or ``default``."""
     revision = expected_revision(if_match, body.revision, required=False, prefix="profile")
     await w.rt.store.get_session(session_id)
-    return {"sessionId": session_id, **await set_writer_route(w.rt, session_id, body.route, revision)}
+    with revision_pointer():
+        return {"sessionId": session_id, **await set_writer_route(w.rt, session_id, body.route, revision)}
 
 
 async def _catalog(w: WebState) -> tuple[SettingsStore, Catalog]:

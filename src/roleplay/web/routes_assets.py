@@ -15,6 +15,8 @@ Card and lorebook fields are returned as JSON data; nothing here renders them as
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import PurePath
 from urllib.parse import quote
 from typing import Annotated, Any
@@ -57,6 +59,18 @@ def expected_revision(if_match: str | None, field: int | None, *, required: bool
             pointer="/revision",
         )
     return found
+
+
+@contextmanager
+def revision_pointer() -> Iterator[None]:
+    """A profile change's engine error points at its tool argument ``/expectedRevision``: for the
+    client that is the request's ``/revision`` (or its If-Match)."""
+    try:
+        yield
+    except RpError as exc:
+        if exc.pointer == "/expectedRevision":
+            exc.pointer = "/revision"
+        raise
 
 
 def _kind(kind: str | None) -> str | None:
@@ -110,6 +124,7 @@ async def import_assets(
 ) -> list[dict[str, Any]]:
     """Import files, each on its own, all or nothing; a failed file carries its error."""
     results: list[dict[str, Any]] = []
+    failed: RpError | None = None
     for upload in files:
         data, name = await _upload(upload, w)
         try:
@@ -118,6 +133,7 @@ async def import_assets(
             if exc.code == "upload.too_large":
                 raise
             results.append({"file": name, "error": exc.to_dict()})
+            failed = exc
             continue
         item = {"file": name, **result.to_dict()}
         if result.kind == CARD and result.isolated_prompts and trust:
@@ -126,9 +142,10 @@ async def import_assets(
                 await w.assets.trust_isolated_prompts(result.asset_id, True)
             item["trusted"] = True
         results.append(item)
-    if results and all("error" in r for r in results) and len(results) == 1:
-        err = results[0]["error"]
-        raise RpError(err["code"], err["message"], pointer=err.get("pointer"), details={"file": results[0]["file"]})
+    if failed is not None and len(results) == 1:
+        # The importer's own error, so its class keeps its status (an empty file is 422, not 400).
+        failed.details = {**failed.details, "file": results[0]["file"]}
+        raise failed
     return results
 
 

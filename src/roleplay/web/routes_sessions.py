@@ -23,7 +23,7 @@ from roleplay.harness.store.base import SessionFilter, SessionRecord
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
 
 from .app import Web
-from .routes_assets import etag, expected_revision
+from .routes_assets import etag, expected_revision, revision_pointer
 from .models import BranchBody, ProfilePatch, ForkBody, OpeningChoice, SessionCreate, SessionCreated, SessionOut
 
 router = APIRouter(tags=["sessions"])
@@ -94,9 +94,10 @@ async def patch_profile(w: Web, session_id: str, body: ProfilePatch, if_match: A
         error = applied.outcome.error or {}
         code = str(error.get("code", "profile.rejected"))
         kind = ConflictError if code.endswith("conflict") else ValidationError
-        raise kind(
-            code, str(error.get("message", "the change was refused")), pointer=error.get("pointer"), details=error.get("details") or {}
-        )
+        with revision_pointer():
+            raise kind(
+                code, str(error.get("message", "the change was refused")), pointer=error.get("pointer"), details=error.get("details") or {}
+            )
     if not applied.applied:
         raise ConflictError("profile.revision_conflict", "another profile change took effect first; re-read and retry")
     state = applied.state
