@@ -123,7 +123,7 @@ def child(url: str, port: int, stats_path: str) -> None:
     if profile:
         profiler.disable()
         profiler.dump_stats(profile)
-    Path(stats_path).write_text(json.dumps({"lags": lags}))
+    Path(stats_path).write_text(json.dumps({"lags": lags, "cpu_s": time.process_time()}))
 
 
 async def watch_loop(lags: list[float], period: float = 0.005) -> None:
@@ -233,7 +233,7 @@ def wait_port(port: int, timeout: float = 180) -> None:
     raise RuntimeError(f"nothing listens on {port}")
 
 
-async def drive(url: str, delay: float, sessions: int, turns: int, think: float = 0.0) -> tuple[Stats, list[float], float]:
+async def drive(url: str, delay: float, sessions: int, turns: int, think: float = 0.0) -> tuple[Stats, dict[str, Any], float]:
     import httpx
 
     fake, fake_url = start_fake(delay)
@@ -254,8 +254,8 @@ async def drive(url: str, delay: float, sessions: int, turns: int, think: float 
         server.wait(60)
         fake.terminate()
         fake.wait(10)
-    lags = json.loads(Path(stats_file).read_text())["lags"] if Path(stats_file).stat().st_size else []
-    return stats, lags, elapsed
+    server = json.loads(Path(stats_file).read_text()) if Path(stats_file).stat().st_size else {"lags": [], "cpu_s": None}
+    return stats, server, elapsed
 
 
 def sqlite_url() -> str:
@@ -273,7 +273,8 @@ async def bench(label: str, make_url: Any, args: argparse.Namespace) -> list[dic
     for load, think in loads.items():
         if args.only and args.only != load:
             continue
-        stats, lags, elapsed = await drive(make_url(), args.chunk_delay, args.sessions, args.turns, think)
+        stats, server, elapsed = await drive(make_url(), args.chunk_delay, args.sessions, args.turns, think)
+        lags = server["lags"]
         overhead = [t - provider_ms for t in stats.ttft_ms]
         row = {
             "backend": label,
@@ -282,6 +283,9 @@ async def bench(label: str, make_url: Any, args: argparse.Namespace) -> list[dic
             "sessions": args.sessions,
             "turns": stats.turns,
             "turns_per_s": round(stats.turns / elapsed, 2),
+            # The server process's CPU (start-up and session creation included) per turn played: what
+            # bounds how many turns a second one process can serve.
+            "server_cpu_ms_per_turn": round(server["cpu_s"] * 1000 / stats.turns, 1) if server["cpu_s"] and stats.turns else None,
             "provider_ttft_ms": round(provider_ms, 1),
             "ttft_p50_ms": round(pct(stats.ttft_ms, 0.5), 1),
             "overhead_p50_ms": round(pct(overhead, 0.5), 1),
