@@ -489,6 +489,14 @@ async def _in_use(ctx: Ctx) -> None:
     assert (await ctx.client.delete(f"{API}/assets/{card}", params={"force": True})).status_code == 200
 
 
+@case("asset.no_isolated_prompts")
+async def _no_isolated_prompts(ctx: Ctx) -> None:
+    sid = await ctx.story()
+    card = (await ctx.client.get(f"{API}/sessions/{sid}/profile")).json()["profile"]["resources"]["card"]
+    body = expect(await ctx.client.post(f"{API}/assets/{card}/trust", json={"trusted": True}), "asset.no_isolated_prompts")
+    assert body["details"] == {"assetId": card}
+
+
 @case("persona.invalid")
 async def _kind_invalid(ctx: Ctx) -> None:
     expect(await ctx.client.post(f"{API}/assets", json={"kind": "persona", "data": {"name": 5}}), "persona.invalid", "/name")
