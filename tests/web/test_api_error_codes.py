@@ -11,7 +11,7 @@ any case sees must carry a documented code with its documented status.
 from __future__ import annotations
 
 import asyncio
-from contextlib import AbstractAsyncContextManager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -52,21 +52,12 @@ class Ctx:
     def client(self) -> httpx.AsyncClient:
         return self.api.client
 
-    def other_app(self, **kw: Any) -> AbstractAsyncContextManager[Api]:
+    @asynccontextmanager
+    async def other_app(self, **kw: Any) -> AsyncIterator[Api]:
         """Another app on the same database (a token, other limits); its responses are checked too."""
-        ctx = self
-
-        class Opened:
-            async def __aenter__(self) -> Api:
-                self._cm = recorded_api(ctx.db_url, **kw)
-                api = await self._cm.__aenter__()
-                ctx.opened.append(api)
-                return api
-
-            async def __aexit__(self, *exc: Any) -> None:
-                await self._cm.__aexit__(*exc)
-
-        return Opened()
+        async with recorded_api(self.db_url, **kw) as api:
+            self.opened.append(api)
+            yield api
 
     async def story(self, **body: Any) -> str:
         r = await self.client.post(f"{API}/sessions", json={"sample": True, **body})
