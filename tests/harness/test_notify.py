@@ -64,6 +64,45 @@ async def test_gap_is_filled_from_the_log(store: EventStore) -> None:
     assert seqs == [1, 2, 3]
 
 
+async def test_take_ready_hands_over_what_has_arrived_without_waiting(store: EventStore) -> None:
+    rec = await store.create_session(preset="p")
+    async with store.subscribe(rec.id) as sub:
+        assert sub.take_ready() == []  # nothing here yet: returns at once, never waits
+        await store.append(rec.id, 0, [user("m1"), user("m2")])
+        await store.publish_chunk(rec.id, {"messageId": "a1", "text": "Hi"})
+        first = await sub.next(timeout=5)
+        ready = sub.take_ready()
+        got = [first, *ready]
+        assert [(n.kind, n.event.seq if n.event else n.data["text"]) for n in got] == [  # type: ignore[index]
+            ("event", 1),
+            ("event", 2),
+            ("chunk", "Hi"),
+        ]
+        assert sub.take_ready() == []
+
+
+async def test_take_ready_stops_at_a_gap_and_the_next_call_fills_it(store: EventStore) -> None:
+    rec = await store.create_session(preset="p")
+    async with store.subscribe(rec.id) as sub:
+        from roleplay.harness.notify import Broker
+
+        other = type(store).__new__(type(store))
+        other.__dict__.update(store.__dict__)
+        other.broker = Broker(other)  # a writer whose events this subscriber is not told of
+        await store.append(rec.id, 0, [user("m1")])
+        await other.append(rec.id, 1, [user("hidden")])
+        await store.append(rec.id, 2, [user("m3")])
+        await store.publish_chunk(rec.id, {"messageId": "a1", "text": "late"})
+        ready = sub.take_ready()
+        assert [n.event.seq for n in ready if n.event] == [1]  # seq 3 waits behind the missing 2
+        rest = [await sub.next(timeout=5) for _ in range(3)]
+    assert [(n.kind, n.event.seq if n.event else n.data["text"]) for n in rest] == [  # type: ignore[index]
+        ("event", 2),
+        ("event", 3),
+        ("chunk", "late"),
+    ]
+
+
 async def test_subscribing_to_an_unknown_session_fails(store: EventStore) -> None:
     with pytest.raises(NotFoundError):
         async with store.subscribe("ses_missing"):

@@ -92,21 +92,46 @@ class Subscription:
                 note = self._pending.pop(0)
             else:
                 note = await self._queue.get()
-            if note.kind == "chunk":
+            verdict = self._admit(note)
+            if verdict:
                 return note
-            assert note.event is not None
-            seq = note.event.seq
-            if seq <= self.last_seq:
-                continue
-            if seq > self.last_seq + 1:
-                missing = await self._broker.store.read(self.session_id, after_seq=self.last_seq, until_seq=seq - 1)
+            if verdict is None:
+                assert note.event is not None
+                missing = await self._broker.store.read(self.session_id, after_seq=self.last_seq, until_seq=note.event.seq - 1)
                 self._pending = [Notification("event", e) for e in missing] + [note] + self._pending
-                continue
-            self.last_seq = seq
-            return note
+
+    def _admit(self, note: Notification) -> bool | None:
+        """Whether ``note`` is next: True (and the cursor moves past it), False for an event already
+        delivered, None when events before it must be read from the log first."""
+        if note.kind == "chunk":
+            return True
+        assert note.event is not None
+        seq = note.event.seq
+        if seq <= self.last_seq:
+            return False
+        if seq > self.last_seq + 1:
+            return None
+        self.last_seq = seq
+        return True
+
+    def take_ready(self, limit: int = 256) -> list[Notification]:
+        """The notifications that are next and already here, without waiting: a busy reader writes
+        them out together instead of one wake-up and one write each."""
+        ready: list[Notification] = []
+        while len(ready) < limit and (self._pending or not self._queue.empty()):
+            note = self._pending.pop(0) if self._pending else self._queue.get_nowait()
+            verdict = self._admit(note)
+            if verdict:
+                ready.append(note)
+            elif verdict is None:
+                self._pending.insert(0, note)  # the gap is read by the next awaited call
+                break
+        return ready
 
     async def next(self, timeout: float | None = None) -> Notification:
-        return await asyncio.wait_for(self.__anext__(), timeout)
+        # asyncio.timeout, not wait_for: wait_for wraps every call in a new task.
+        async with asyncio.timeout(timeout):
+            return await self.__anext__()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
