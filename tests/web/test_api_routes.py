@@ -3,8 +3,9 @@
 ``test_every_route_has_a_happy_path`` plays one story through every route the app serves (the
 API, the pages, the login, FastAPI's own docs) and fails when a route was never reached, so a new
 route needs a request here. The sweeps then send each API route a missing id and an unknown field:
-the answer must be the route's own refusal, with a documented code (``docs/api.md``) and status.
-Conflicts and the other refusals are in ``test_api_error_codes.py``.
+the answer must be the route's own refusal, with a documented code (``docs/api.md``) and status;
+and every route that changes a story is 409 ``run.busy`` while a turn runs. Revision conflicts and
+the other refusals are in ``test_api_error_codes.py``.
 """
 
 from __future__ import annotations
@@ -293,3 +294,47 @@ async def test_every_upload_route_needs_its_file(db_url: str) -> None:
             r = await api.client.request(method, _fill(template), data={"repair": "false"}, files={"other": ("x", b"x", "text/plain")})
             assert r.status_code == 422, (method, template, r.text)
             assert (r.json()["code"], r.json()["pointer"]) == ("request.invalid", f"/{field}"), (method, template, r.text)
+
+
+# Every route that changes a story, with a body it would accept when the story is idle.
+STORY_ACTIONS: list[tuple[str, str, dict[str, Any] | None]] = [
+    ("POST", "turns", {"text": "and another"}),
+    ("POST", "continue", {}),
+    ("POST", "regenerate", {}),
+    ("POST", "impersonate", {}),
+    ("PUT", "messages/1", {"text": "Rewritten."}),
+    ("DELETE", "messages/2", None),
+    ("POST", "undo", None),
+    ("POST", "swipe", {"direction": "left"}),
+    ("PUT", "opening", {"opening": "skip"}),
+    ("PATCH", "profile", {"patch": {"participation": "director"}}),
+    ("PUT", "mode", {"mode": "agent"}),
+    ("PUT", "writer-route", {"route": "follow"}),
+    ("POST", "branch", {}),
+]
+
+
+async def test_every_story_action_while_a_turn_runs_is_409_busy(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with serve_fake_openai(flavor="openai", chunk_delay=0.05) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        async with recorded_api(db_url) as api:
+            c = api.client
+            sid = (await c.post(f"{API}/sessions", json={"sample": True, "model": "openai/fake"})).json()["sessionId"]
+            before = (await c.get(f"{API}/sessions/{sid}/messages")).json()["messages"]
+            profile = (await c.get(f"{API}/sessions/{sid}/profile")).json()
+            running = await c.post(f"{API}/sessions/{sid}/turns", json={"text": "Tell me a long story."})
+            assert running.status_code == 202
+            answers = {}
+            for method, path, body in STORY_ACTIONS:
+                if path == "profile":
+                    body = {**(body or {}), "revision": profile["revision"]}
+                r = await c.request(method, f"{API}/sessions/{sid}/{path}", **({"json": body} if body is not None else {}))
+                answers[f"{method} {path}"] = (r.status_code, r.json().get("code"))
+            assert (await c.get(f"{API}/sessions/{sid}/running")).json()["turnId"] == running.json()["turnId"]
+            assert (await c.post(f"{API}/sessions/{sid}/abort")).status_code == 200
+            await wait_idle(c, sid)
+            after = (await c.get(f"{API}/sessions/{sid}/messages")).json()["messages"]
+            still = (await c.get(f"{API}/sessions/{sid}/profile")).json()
+    assert {k: v for k, v in answers.items() if v != (409, "run.busy")} == {}
+    assert after[0]["text"] == before[0]["text"] and still["profile"] == profile["profile"]
