@@ -713,3 +713,18 @@ async def test_documented_code(code: str, db_url: str, tmp_path: Path, monkeypat
     assert any(s.code == code for s in seen), f"no response carried {code}"
     wrong = [(s.method, s.path, s.status, s.code) for s in seen if s.code not in DOCUMENTED or DOCUMENTED[s.code] != s.status]
     assert wrong == [], "error responses whose code is not documented, or not with this status"
+
+
+async def test_the_openapi_document_declares_every_documented_status(db_url: str) -> None:
+    async with recorded_api(db_url) as api:
+        spec = (await api.client.get(f"{API}/openapi.json")).json()
+    statuses = {str(s) for s in DOCUMENTED.values()} - {"405"}  # a method the path lacks: no operation to declare it on
+    lacking = {
+        f"{method.upper()} {path}": sorted(statuses - set(op["responses"]))
+        for path, ops in spec["paths"].items()
+        for method, op in ops.items()
+        if statuses - set(op["responses"])
+    }
+    assert lacking == {}
+    error_out = spec["components"]["schemas"]["ErrorOut"]
+    assert {"code", "message", "pointer", "problems"} <= set(error_out["properties"]) and "docs/api.md" in str(error_out)

@@ -44,6 +44,8 @@ from .security import TOKEN_COOKIE, SecurityMiddleware, safe_next, token_matches
 
 API = "/api/v1"
 MiB = 1024 * 1024
+# Every status an operation may answer with the error envelope (405 is the path's, not an operation's).
+ERROR_STATUSES = (400, 401, 403, 404, 409, 413, 422, 500, 503)
 
 
 @dataclass
@@ -220,7 +222,7 @@ def create_app(
         docs_url="/api/docs",
         redoc_url=None,
         lifespan=lifespan,
-        responses={status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 413, 422)},
+        responses={status: {"model": ErrorOut} for status in ERROR_STATUSES},
     )
     if runtime is not None:
         install(runtime)

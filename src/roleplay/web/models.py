@@ -22,7 +22,7 @@ class Out(BaseModel):
 
 
 class ErrorOut(Out):
-    code: str = Field(description="stable dotted error code, e.g. run.busy")
+    code: str = Field(description="stable dotted error code, e.g. run.busy; docs/api.md lists them with their statuses")
     message: str
     pointer: str | None = Field(None, description="JSON Pointer into the request, where one applies")
     problems: list[dict[str, Any]] = Field(default_factory=list)
