@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roleplay.core import context_build as cb
-from roleplay.core.conversation import Entry, text_of_entries
+from roleplay.core.conversation import Entry, render_entries, text_of_entries
 from roleplay.core.profile import LOCAL_ID_PATTERN, SessionProfile
 from roleplay.core.types import (
     CARD,
@@ -637,6 +637,6 @@ def test_the_trimmed_window_is_counted_exactly_as_its_whole_prompt(raw: list[tup
         assert build.window is not None
         assert build.window.prompt_tokens == _total(_stats(build.writer_prompt))
         # And directly, on a long prompt (the parts path is only taken past the split length).
-        blocks = "".join(cb._entry_block(e, cb.escape_control_tags)[0] for e in shown)
+        blocks = "".join(f"{cb.escape_control_tags(render_entries((e,)))}\n\n" for e in shown)
         text = f"{build.writer_prompt}\n\n{blocks * 30}[Character's note]\nAlice hums."
         assert cb._count_window(text, shown, cb.escape_control_tags) == _total(_stats(text))

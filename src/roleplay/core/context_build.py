@@ -59,9 +59,11 @@ from roleplay.canonical import sha256_hex
 from roleplay.errors import ValidationError
 from roleplay.harness.history import IMAGE_TOKENS, reply_reserve
 from roleplay.harness.models.routes import Route, route_context_window
-from roleplay.harness.models.tokens import count_parts, count_tokens
+from roleplay.harness.models.tokens import count_tokens
 
-from .conversation import CONVERSATION_NOTE, Entry, render_entries, text_of_entries
+from .conversation import CONVERSATION_NOTE, Entry, render_entries
+from .conversation_window import history_text
+from .conversation_window import tally as window_tally
 from .types import (
     CARD,
     CARD_DEPTH_PROMPT,
@@ -545,50 +547,17 @@ def writer_max_tokens(route: Route, preset_max_tokens: int | None) -> int | None
     return min(limits) if limits else None
 
 
-def _entry_cost(entry: Entry, escape: Callable[[str], str]) -> int:
-    # One entry as rendered, plus the blank line joining it to its neighbour. Memoised: a long
-    # story's trim costs every kept message at every turn, and an entry's cost never changes.
-    return _entry_block(entry, escape)[1]
-
-
-def _entry_block(entry: Entry, escape: Callable[[str], str]) -> tuple[str, int]:
-    key = (entry, escape)
-    known = _ENTRY_COSTS.get(key)
-    if known is None:
-        if len(_ENTRY_COSTS) >= _ENTRY_COSTS_MAX:
-            _ENTRY_COSTS.clear()
-        block = escape(render_entries((entry,)))
-        known = _ENTRY_COSTS[key] = (f"{block}\n\n", count_tokens(block) + 1)
-    return known
-
-
 def _count_window(text: str, kept: Sequence[Entry], escape: Callable[[str], str]) -> int:
     """``count_tokens(text)`` of a Writer prompt holding ``kept``, counted by the parts it is made
-    of: what comes before the first kept message, each message with the blank line after it, and
-    the rest. Once the window is full its oldest end moves every turn, so the prompt starts unlike
-    the previous one and would be counted line by line; its messages are the same, and their
-    figures are memoised. Exact whatever the split (``count_parts``): a message not found where
-    expected (escaped differently as part of the whole, or followed by the Character's Note) ends
-    the run of parts and the rest is counted as one part."""
+    of: what comes before the first kept message, the run of messages, and the rest. Once the
+    window is full its oldest end moves every turn, so the prompt starts unlike the previous one
+    and would be counted line by line; its messages are the same, and their figures are kept
+    (``conversation_window``). Exact whatever the split: a message not found where expected
+    (escaped differently as part of the whole, or followed by the Character's Note) ends the run
+    and the rest is counted as one part."""
     if not kept:
         return count_tokens(text)
-    first = _entry_block(kept[0], escape)[0]
-    at = text.find(first)
-    if at < 0:
-        return count_tokens(text)
-    parts = [text[:at]]
-    for entry in kept:
-        block = _entry_block(entry, escape)[0]
-        if not text.startswith(block, at):
-            break
-        parts.append(block)
-        at += len(block)
-    parts.append(text[at:])
-    return count_parts(text, parts)
-
-
-_ENTRY_COSTS: dict[tuple[Entry, Callable[[str], str]], tuple[str, int]] = {}
-_ENTRY_COSTS_MAX = 50_000
+    return window_tally(kept).count(text, 0, escape)
 
 
 def _fit_history(
@@ -604,7 +573,8 @@ def _fit_history(
     full = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=history)
     tagged = next((slot.section_tag for slot in slots if CONVERSATION in slot.sources and not slot.idle), True)
     escape = escape_control_tags if tagged else escape_request_tags
-    tokens = _count_window(join_sections(full), history, escape)
+    counts = window_tally(history)  # per-message figures kept across turns
+    tokens = counts.count(join_sections(full), 0, escape) if history else count_tokens(join_sections(full))
     limit = budget.prompt_budget
 
     def fit(omitted: int, prompt_tokens: int) -> WindowFit:
@@ -618,21 +588,17 @@ def _fit_history(
     rest = count_tokens(join_sections(_build(slots, without, pick=lambda s: True, use_parent_text=False)))
     wrapper = count_tokens(f'<section name="{_FIXED_NAMES[CONVERSATION]}">\n\n</section>\n\n')
     room = limit - rest - wrapper - count_tokens(CONVERSATION_NOTE) - 1
-    keep = 0
-    for entry in reversed(history):
-        room -= _entry_cost(entry, escape)
-        if room < 0:
-            break
-        keep += 1
+    keep = counts.keep_within(room, escape)
     while True:
         kept = history[len(history) - keep :] if keep else ()
         trimmed = dict(by_id)
         if kept:
-            trimmed[CONVERSATION] = replace(conversation, text=text_of_entries(kept))
+            trimmed[CONVERSATION] = replace(conversation, text=counts.text(len(history) - keep))
         else:
             del trimmed[CONVERSATION]  # nothing fits: the source is unavailable, no empty tag
         built = _build(slots, trimmed, pick=lambda s: True, use_parent_text=False, entries=kept)
-        tokens = _count_window(join_sections(built), kept, escape)
+        text = join_sections(built)
+        tokens = counts.count(text, len(history) - keep, escape) if kept else count_tokens(text)
         if tokens <= limit or keep == 0:
             break
         keep -= 1
@@ -722,7 +688,7 @@ def freeze(
     diags = list(diagnostics)
     conversation = by_id.get(CONVERSATION)
     # The Character's Note is placed among the messages only when their text is the one given.
-    rendered = conversation is not None and conversation.text == text_of_entries(history)
+    rendered = conversation is not None and conversation.text == (history_text(history) if history else "")
     entries: Sequence[Entry] | None = history if rendered else None
     sections: tuple[BuiltSection, ...] | None = None
     if budget is not None:

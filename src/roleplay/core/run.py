@@ -68,7 +68,8 @@ from .chat_draft import commit_for_plain_reply
 from .agent_mode import AgentPolicy
 from .commit import CommitSession
 from .context_build import effective_layout, freeze, writer_budget, writer_max_tokens
-from .conversation import history_entries, history_story, story_nodes, text_of_entries
+from .conversation import history_entries, history_story, story_nodes
+from .conversation_window import history_text
 from .prompt_history import prompt_history
 from .macros import MacroContext, expand
 from .profile import SESSION_PROJECTION, SessionProfile, profile_of
@@ -206,7 +207,7 @@ async def prepare_run(
         profile=profile,
         macros=macros,
         state=state,
-        conversation_text=text_of_entries(entries),
+        conversation_text=history_text(entries),  # renders only the messages new since the last turn
         summary_text=summary_source,
         current_input=prompt_input if prompt_input.strip() else "(The user sent an image without text.)",
         lore_messages=[e.text for e in entries] + [prompt_input],

@@ -28,6 +28,7 @@ shared corpus' Chinese and English cards, the estimate was never below the real 
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence
 
@@ -90,6 +91,40 @@ def count_parts(text: str, parts: Sequence[str]) -> int:
     total = _total(tuple(map(sum, zip(_ZERO, *stats))))
     _remember(text, total)
     return total
+
+
+Stats = tuple[int, ...]  # a text's figures before rounding (``_stats``): additive where no run spans
+
+
+def count_around(text: str, head: str, middle: Stats, tail: str) -> int | None:
+    """``count_tokens(text)`` for ``text == head + body + tail`` where only the body's figures are
+    given (``middle``: the sum of ``part_stats`` of the pieces it was joined from, each starting
+    with a non-space character and ending with a line end, so that no counted run spans a piece's
+    edge). The caller keeps those figures across calls, so a long body costs nothing to count
+    again. None when ``head`` or ``tail`` could join the body in one run (``head`` not ending with
+    a line end, ``tail`` starting with a space): then count the parts (``count_parts``)."""
+    known = _recent.get(text)
+    if known is not None:
+        return known
+    if (head and not head.endswith("\n")) or (tail and not _NON_SPACE.match(tail)):
+        return None
+    total = _total(add_stats(add_stats(part_stats(head) if head else _ZERO, middle), part_stats(tail) if tail else _ZERO))
+    _remember(text, total)
+    return total
+
+
+def add_stats(a: Stats, b: Stats) -> Stats:
+    return tuple(map(operator.add, a, b))
+
+
+def sub_stats(a: Stats, b: Stats) -> Stats:
+    """The figures of what ``a`` counts beyond ``b`` (running sums: a later one less an earlier)."""
+    return tuple(map(operator.sub, a, b))
+
+
+def part_stats(part: str) -> Stats:
+    """The figures of ``part`` counted on its own (memoised), to be added up with ``add_stats``."""
+    return _part_stats(part)
 
 
 def _part_stats(part: str) -> tuple[int, ...]:
@@ -158,6 +193,7 @@ def _count_long(text: str) -> int:
 
 
 _ZERO: tuple[int, ...] = (0,) * 8
+NO_STATS: Stats = _ZERO
 _MARK_EVERY = 64
 _MARKED_TEXTS = 3
 _marked: list[tuple[str, list[tuple[int, tuple[int, ...]]]]] = []
@@ -165,6 +201,7 @@ _marked: list[tuple[str, list[tuple[int, tuple[int, ...]]]]] = []
 
 # Texts from this length are counted per line; shorter ones (a message, a line) are memoised whole.
 _SPLIT_FROM = 4096
+SPLIT_FROM = _SPLIT_FROM  # texts shorter than this are counted whole (and memoised)
 # A line end followed by a non-space character: no counted run spans it. (The standard library's
 # ``re`` scans this far faster than ``regex``; its ``\s`` is a superset of ``regex``'s, U+001C to
 # U+001F included, so a character it calls non-space is non-space for the rules too.)

@@ -1,0 +1,185 @@
+"""Per-message figures of the Writer's conversation, kept across turns (issue 12 item 5).
+
+Fitting ``rp.conversation`` into the Writer's window needs, at every turn, the conversation's text,
+each message's token cost (to pick the oldest message kept) and the token count of the prompt
+holding the kept messages. Done from scratch, all three cost a Python step per message of the
+whole history, at every turn. A turn only adds a message or two at the end, so a
+:class:`HistoryTally` keeps, per message, its rendered block and the running sums of its figures:
+the text of any newest run of messages is one C-level join, the cut is a bisection and the
+prompt's count is a difference of two running sums plus the count of what is around the messages.
+
+The figures are exact, not estimates of the estimate: a message's block is the text
+``render_entries`` gives it, its cost is what ``context_build`` charged per message before, and
+the counts go through ``tokens.count_around``, which equals ``count_tokens`` of the whole prompt.
+A tally is matched to a history by its messages (the same objects, or equal ones), never by the
+session: a history that differs from the kept one anywhere is recomputed from that message on.
+"""
+
+from __future__ import annotations
+
+import operator
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate
+from typing import TypeVar
+
+from roleplay.harness.models import tokens
+
+from .conversation import CONVERSATION_NOTE, Entry, render_entries
+
+Escape = Callable[[str], str]
+T = TypeVar("T")
+
+_CHAINS_MAX = 16  # histories kept (a server plays many stories); the least recently used goes
+_chains: dict[tuple[str, str], "HistoryTally"] = {}
+
+
+class _Escaped:
+    """One escape function's figures for a tally's messages."""
+
+    __slots__ = ("blocks", "offsets", "costs", "stats")
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []  # escape(render) + "\n\n": how a message sits in the prompt
+        self.offsets: list[int] = [0]  # running sums of the blocks' lengths
+        self.costs: list[int] = [0]  # running sums of count_tokens(escaped render) + 1
+        self.stats: list[tokens.Stats] = [tokens.NO_STATS]  # running sums of the blocks' stats
+
+
+class HistoryTally:
+    """A history's messages with their rendered blocks and running figures (see the module)."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.raw: list[str] = []  # render_entries((entry,))
+        self._escaped: dict[Escape, _Escaped] = {}
+
+    def sync(self, history: Sequence[Entry]) -> None:
+        """Match the tally to ``history``: keep the figures of the messages it starts with, drop
+        the rest, and work out the new ones."""
+        kept = self.entries
+        n = len(kept)
+        if len(history) >= n and list(history[:n]) == kept:
+            same = n
+        else:
+            same, top = 0, min(n, len(history))
+            while same < top and (history[same] is kept[same] or history[same] == kept[same]):
+                same += 1
+        if same < n:
+            del kept[same:], self.raw[same:]
+            for figures in self._escaped.values():
+                del figures.blocks[same:], figures.offsets[same + 1 :], figures.costs[same + 1 :], figures.stats[same + 1 :]
+        if len(history) > same:
+            new = history[same:]
+            kept.extend(new)
+            self.raw.extend(render_entries((e,)) for e in new)
+            for escape, figures in self._escaped.items():
+                self._extend(escape, figures, same)
+
+    def text(self, start: int = 0) -> str:
+        """``text_of_entries`` of the messages from ``start`` on."""
+        if start >= len(self.raw):
+            return ""
+        return f"{CONVERSATION_NOTE}\n\n" + "\n\n".join(self.raw[start:] if start else self.raw)
+
+    def cost(self, index: int, escape: Escape) -> int:
+        """The message's cost in the prompt: its escaped block's tokens and the blank line after it."""
+        costs = self._figures(escape).costs
+        return costs[index + 1] - costs[index]
+
+    def keep_within(self, room: int, escape: Escape) -> int:
+        """How many of the newest messages fit in ``room`` tokens, their costs summed newest first
+        (the first that does not fit ends the run)."""
+        costs = self._figures(escape).costs
+        n = len(costs) - 1
+        if room < 0:
+            return 0
+        return n - bisect_left(costs, costs[n] - room, 0, n + 1)
+
+    def count(self, text: str, start: int, escape: Escape) -> int:
+        """``count_tokens(text)`` of a prompt holding the messages from ``start`` on, escaped with
+        ``escape``: the longest run of their blocks found where the first one is counts by its
+        running sums, what is around it by itself. Exact whatever the prompt (a message escaped
+        differently as part of the whole, the Character's Note among the messages): the run simply
+        ends earlier, or there is none."""
+        figures = self._figures(escape)
+        n = len(self.entries)
+        if start >= n or len(text) < tokens.SPLIT_FROM:
+            return tokens.count_tokens(text)
+        blocks, offsets = figures.blocks, figures.offsets
+        at = text.find(blocks[start])
+        if at < 0:
+            return tokens.count_tokens(text)
+        end = self._run_end(text, at, start, figures)
+        stop = at + offsets[end] - offsets[start]
+        middle = tokens.sub_stats(figures.stats[end], figures.stats[start])
+        total = tokens.count_around(text, text[:at], middle, text[stop:])
+        if total is None:  # a boundary a counted run could span: counted by its parts instead
+            return tokens.count_parts(text, [text[:at], *blocks[start:end], text[stop:]])
+        return total
+
+    # -- internals -------------------------------------------------------------------------------
+    def _figures(self, escape: Escape) -> _Escaped:
+        figures = self._escaped.get(escape)
+        if figures is None:
+            figures = self._escaped[escape] = _Escaped()
+            self._extend(escape, figures, 0)
+        return figures
+
+    def _extend(self, escape: Escape, figures: _Escaped, start: int) -> None:
+        escaped = [escape(r) for r in self.raw[start:]]
+        blocks = [f"{e}\n\n" for e in escaped]
+        figures.blocks.extend(blocks)
+        figures.offsets += _running(figures.offsets[-1], map(len, blocks))
+        figures.costs += _running(figures.costs[-1], (tokens.count_tokens(e) + 1 for e in escaped))
+        figures.stats += _running(figures.stats[-1], map(tokens.part_stats, blocks), tokens.add_stats)
+
+    @staticmethod
+    def _run_end(text: str, at: int, start: int, figures: _Escaped) -> int:
+        """The end of the longest run of blocks from ``start`` that ``text`` holds from ``at``: the
+        whole rest first, then all but the newest (whose text ends the section), then a bisection
+        (a run's prefixes are runs too)."""
+        blocks, offsets = figures.blocks, figures.offsets
+        n = len(blocks)
+
+        def holds(end: int) -> bool:
+            return text.startswith("".join(blocks[start:end]), at)
+
+        if holds(n):
+            return n
+        if n - 1 > start and holds(n - 1):
+            return n - 1
+        low, high = start + 1, n - 1  # blocks[start] is there (found); blocks[start:n-1] is not
+        while high - low > 1:
+            mid = (low + high) // 2
+            # Cheap refusal first: the run cannot reach past the end of the text.
+            if at + offsets[mid] - offsets[start] <= len(text) and holds(mid):
+                low = mid
+            else:
+                high = mid
+        return low
+
+
+def _running(base: T, values: Iterable[T], add: Callable[[T, T], T] = operator.add) -> list[T]:
+    """The running sums of ``values`` after ``base`` (``base`` itself left out)."""
+    sums = list(accumulate(values, add, initial=base))
+    del sums[0]
+    return sums
+
+
+def tally(history: Sequence[Entry]) -> HistoryTally:
+    """The tally of ``history`` (synced to it), kept across turns by its first message."""
+    key = ("", "") if not history else (history[0].message_id, history[0].text[:64])
+    kept = _chains.pop(key, None)
+    if kept is None:
+        kept = HistoryTally()
+    kept.sync(history)
+    _chains[key] = kept  # most recently used last
+    while len(_chains) > _CHAINS_MAX:
+        _chains.pop(next(iter(_chains)))
+    return kept
+
+
+def history_text(history: Sequence[Entry]) -> str:
+    """``text_of_entries(history)``, from the kept tally: a turn renders only its new messages."""
+    return tally(history).text()

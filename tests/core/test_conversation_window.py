@@ -1,0 +1,80 @@
+"""The Writer conversation's kept per-message figures (``core.conversation_window``) must equal
+what they replace, computed from scratch, through growth, edits, truncation and forks."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roleplay.core import context_build as cb
+from roleplay.core.conversation import Entry, render_entries, text_of_entries
+from roleplay.core.conversation_window import HistoryTally, history_text, tally
+from roleplay.harness.models.tokens import _stats, _total, count_tokens
+
+_TEXT = st.lists(
+    st.sampled_from(["她推开门", "rain", " ", "  ", "\n", "\n\n", "\n  indented", "42", "</section>", "<item>", "🙂", "。", "word " * 40]),
+    min_size=1,
+    max_size=30,
+).map(lambda parts: "".join(parts).strip() or "x")
+_ENTRY = st.tuples(st.sampled_from(["user", "writing", "non-writing"]), _TEXT)
+_ESCAPES = (cb.escape_control_tags, cb.escape_request_tags)
+
+
+def _cost(entry: Entry, escape: cb.Callable[[str], str]) -> int:
+    return count_tokens(escape(render_entries((entry,)))) + 1
+
+
+def _keep_by_loop(history: list[Entry], room: int, escape: cb.Callable[[str], str]) -> int:
+    keep = 0
+    for entry in reversed(history):
+        room -= _cost(entry, escape)
+        if room < 0:
+            break
+        keep += 1
+    return keep
+
+
+@given(
+    st.lists(st.lists(_ENTRY, max_size=12), min_size=1, max_size=6),
+    st.lists(st.integers(min_value=0, max_value=40), min_size=6, max_size=6),
+    st.integers(min_value=-5, max_value=3000),
+    st.sampled_from(["", "[Character's note]\nAlice hums.\n\n", "\n trailing"]),
+)
+@settings(max_examples=120, deadline=None)
+def test_a_tally_kept_across_changes_equals_a_fresh_computation(
+    turns: list[list[tuple[str, str]]], cuts: list[int], room: int, between: str
+) -> None:
+    tally_ = HistoryTally()
+    history: list[Entry] = []
+    head = "Alice is a ferrywoman. " * 200 + "\n\n"
+    for n, (added, cut) in enumerate(zip(turns, cuts)):
+        # A turn adds messages; some rewrite the history's end (an edit, a regenerate, a fork).
+        if cut % 4 == 0 and history:
+            history = history[: cut % (len(history) + 1)]
+        history = history + [Entry(f"m{n}_{i}", speaker, text) for i, (speaker, text) in enumerate(added)]
+        tally_.sync(history)
+        assert tally_.text() == text_of_entries(history)
+        for escape in _ESCAPES:
+            assert tally_.keep_within(room, escape) == _keep_by_loop(history, room, escape)
+            for start in {0, len(history) // 2, max(len(history) - 1, 0)}:
+                if start >= len(history):
+                    continue
+                assert tally_.text(start) == text_of_entries(history[start:])
+                assert tally_.cost(start, escape) == _cost(history[start], escape)
+                body = escape(text_of_entries(history[start:]))
+                for text in (f"{head}{body}\n</section>", f"{head}{body}{between}", f"{head}{body}\n\n{between}{body}", f"x{body}{head}"):
+                    assert tally_.count(text, start, escape) == _total(_stats(text))
+
+
+def test_histories_are_kept_apart_and_matched_by_their_messages() -> None:
+    a = [Entry("a0", "user", "hello"), Entry("a1", "writing", "The harbour.")]
+    b = [Entry("b0", "user", "other story")]
+    assert history_text(a) == text_of_entries(a)
+    assert history_text(b) == text_of_entries(b)
+    grown = [*a, Entry("a2", "user", "more")]
+    assert tally(grown) is tally(a[:1])  # the same chain, synced to each history asked about
+    assert history_text(grown) == text_of_entries(grown)
+    # An equal history made of new objects is the same history.
+    copy = [Entry(e.message_id, e.speaker, e.text) for e in grown]
+    assert history_text(copy) == text_of_entries(grown)
+    assert history_text([]) == ""
