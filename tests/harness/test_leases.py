@@ -8,12 +8,14 @@ import multiprocessing
 import os
 import secrets
 import signal
+from typing import Awaitable, Callable
 
 import pytest
 
 from roleplay.errors import ConflictError, NotFoundError, RpError
-from roleplay.harness.leases import check_lease, held_lease, lease_taken, run_lease, session_lease
+from roleplay.harness.leases import check_lease, created_session_lease, held_lease, lease_taken, run_lease, session_lease
 from roleplay.harness.store import EventStore, open_store
+from roleplay.harness.store.base import SessionRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -135,6 +137,46 @@ async def test_session_lease_reuses_the_lease_this_context_holds_and_nothing_els
     assert held_lease(store, sid) is None and not lease.active
     async with session_lease(store, sid) as fresh:
         assert not fresh.nested
+
+
+async def test_a_created_session_is_leased_from_its_insert_and_given_back_with_its_creators_lease(store: EventStore) -> None:
+    """A session a run creates to run at once (a Writer's child) is never seen unleased; on
+    PostgreSQL its lease goes back with the creating run's (one unlock for both), on SQLite when
+    its own scope ends. Outside any run it goes back with its own scope on both."""
+    parent = (await store.create_session(preset="roleplay")).id
+
+    def make(name: str) -> Callable[[], Awaitable[SessionRecord]]:
+        return lambda: store.create_session(preset="rp-writer", parent_id=parent, title=name, leased=True)
+
+    async with run_lease(store, parent):
+        async with created_session_lease(store, make("child")) as (child, lease):
+            assert child.parent_id == parent and (await store.get_session(child.id)).title == "child"
+            assert held_lease(store, child.id) is lease and lease.holds(store, child.id)
+            assert await lease_taken(store, child.id)
+            with pytest.raises(ConflictError):
+                async with run_lease(store, child.id):
+                    pass
+        assert held_lease(store, child.id) is None and not lease.active
+        # Until the parent's lease goes, the child's stays taken on PostgreSQL.
+        assert await lease_taken(store, child.id) == (store.dialect == "postgresql")
+    assert not await lease_taken(store, child.id) and not await lease_taken(store, parent)
+    async with run_lease(store, child.id), run_lease(store, parent):
+        pass  # both free again
+
+    async with created_session_lease(store, make("alone")) as (alone, _):
+        assert await lease_taken(store, alone.id)
+    assert not await lease_taken(store, alone.id)
+
+    with pytest.raises(NotFoundError):  # the parent must exist: nothing is created, nothing held
+        async with created_session_lease(store, lambda: store.create_session(preset="w", parent_id="ses_nope", leased=True)):
+            pass
+    taken = await store.create_session(preset="w")
+    with pytest.raises(RpError) as exists:
+        async with created_session_lease(store, lambda: store.create_session(preset="w", session_id=taken.id, leased=True)):
+            pass
+    assert exists.value.code == "session.exists"
+    async with run_lease(store, taken.id):  # the refused insert left no lock behind
+        pass
 
 
 async def test_leases_on_many_sessions_leave_at_most_one_lock_file(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -118,6 +118,45 @@ async def test_tool_calls_run_in_order_and_fold_back_to_the_surface(service: Ses
     assert fold(surface_projection, events) == await service.surface(sid)
 
 
+async def test_a_step_that_ends_the_turn_goes_out_with_the_turn_end(
+    service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One append (one round trip on PostgreSQL) for the last step's events and the turn's end;
+    a step the turn goes on after is appended before the next step reads the log."""
+    batches: list[list[str]] = []
+    append = store.append
+
+    async def recording(session_id: str, expected_seq: int, drafts: Any) -> Any:
+        batches.append([d.type for d in drafts])
+        return await append(session_id, expected_seq, drafts)
+
+    monkeypatch.setattr(store, "append", recording)
+    model = ScriptedModel([{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}, {"text": "Five.", "finish_reason": "length"}])
+    sid = (await service.create("chat")).id
+    result = await AgentLoop(service, model, spec()).run_turn(sid, "2+3?")
+    assert (result.outcome, result.text, result.finish_reason) == ("completed", "Five.", "length")
+    assert batches == [
+        ["turn/start", "user/message"],
+        ["step/start", "model/request"], ["assistant/message", "tool/call"], ["tool/result", "step/end"],
+        ["step/start", "model/request"], ["assistant/message", "step/end", "turn/end"],
+    ]  # fmt: skip
+    assert model.requests[1].messages[-1].role == "tool"  # the result was in the log the second step read
+    assert [e.type for e in await service.events(sid)] == [t for batch in batches for t in batch]
+
+    from roleplay.harness.loop import LoopHooks
+
+    class Refusing(LoopHooks):
+        def finished(self, results: list) -> bool:  # type: ignore[override]
+            raise RpError("commit.stale_context", "the story moved")
+
+    batches.clear()
+    model = ScriptedModel([{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]}])
+    result = await AgentLoop(service, model, spec(hooks=Refusing())).run_turn(sid, "again")
+    assert result.outcome == "error" and result.error["code"] == "commit.stale_context"  # type: ignore[index]
+    assert batches[-1] == ["tool/result", "step/end", "turn/end"]
+    assert (await service.events(sid))[-1].payload["outcome"] == "error"
+
+
 async def test_step_limit_ends_the_turn_without_inventing_text(service: SessionService) -> None:
     model = ScriptedModel(responder=lambda req: {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]})
     sid = (await service.create("chat")).id

@@ -507,7 +507,7 @@ async def play_turn(
         loop = AgentLoop(rt.service, model, run.spec())
         content: list[dict[str, Any]] = [{"type": "text", "text": prepared.input_text}, *prepared.images]
         try:
-            turn = await loop.run_turn(session_id, content, abort=abort, turn_id=prepared.turn_id, lease=lease)
+            turn = await loop.run_turn(session_id, content, abort=abort, turn_id=prepared.turn_id, lease=lease, head=head)
         except BaseException:
             await watch.cancel()  # no summary task outlives its turn
             if run.agent is not None:

@@ -223,7 +223,8 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
                 f"the Writer did not produce a draft ({exc.code}: {exc.message}); you may call rp_write_turn again",
                 details={"cause": exc.code, **exc.details},
             ) from None
-        finish = await _finish_reason(service, result.session_id)
+        # The loop kept it from the answer it logged (a read of the child log saved).
+        finish = result.turn.finish_reason if result.turn is not None else await _finish_reason(service, result.session_id)
         if finish in REFUSAL_FINISH_REASONS:
             # A filtered or refused generation may still carry text (a refusal note, a cut-off
             # draft); it is not the story's reply (spec: 失败、拒绝、空输出和超限允许重试).

@@ -19,6 +19,12 @@ forever. So it is held by the operating system or the database, never written as
 
 A second start while a lease is held is refused at once with ``run.busy``.
 
+A session a run creates to run at once (a Writer's child) is leased from birth
+(:func:`created_session_lease`): on PostgreSQL the insert and the lock are one statement, so no
+other process ever sees it unleased. Its lease is then given back with the creating run's own
+(one unlock statement for both, PostgreSQL): nothing but that run writes it in between, and
+whoever asks meanwhile sees it taken, as it is while the run goes on.
+
 Everything that writes a session's log outside a run (message actions, profile changes) takes the
 same lease, so nothing moves the log under a run, and a run never starts on a snapshot read
 before another writer finished. Work that belongs to the holder (a tool of the run binding an
@@ -39,13 +45,13 @@ import os
 import threading
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from roleplay.errors import ConflictError
 
-from .store.base import EventStore
+from .store.base import EventStore, SessionRecord
 from .store.pg_leases import lease_busy, lease_lost
 
 
@@ -63,6 +69,9 @@ class Lease:
     nested: bool = False
     active: bool = True
     alive: Callable[[], bool] | None = None  # PostgreSQL: false once the lock went with its connection
+    # PostgreSQL: leases of sessions this run created, (session, generation), unlocked with this one.
+    deferred: list[tuple[str, int]] = field(default_factory=list)
+    releasing: bool = False
 
     def holds(self, store: EventStore, session_id: str) -> bool:
         return self.active and self.store is store and self.session_id == session_id
@@ -84,13 +93,35 @@ def held_lease(store: EventStore, session_id: str) -> Lease | None:
 @asynccontextmanager
 async def run_lease(store: EventStore, session_id: str) -> AsyncIterator[Lease]:
     """Take the session's lease or fail at once with ``run.busy``."""
-    if store.dialect != "postgresql":
+    async with _lease(store, session_id, created=False) as lease:
+        yield lease
+
+
+@asynccontextmanager
+async def created_session_lease(
+    store: EventStore, create: Callable[[], Awaitable[SessionRecord]]
+) -> AsyncIterator[tuple[SessionRecord, Lease]]:
+    """Create a session with ``create`` (which must call ``create_session(…, leased=True)``) and
+    hold its lease from that moment. When this context runs inside another run's lease on the
+    same store, the new session's lease is given back with that run's (PostgreSQL: one statement
+    for both; the caller's own unlock costs no round trip)."""
+    record = await create()
+    # Nothing suspends between the insert and the adoption below, so a cancellation cannot leave
+    # the lease taken with nobody holding it.
+    async with _lease(store, record.id, created=True) as lease:
+        yield record, lease
+
+
+@asynccontextmanager
+async def _lease(store: EventStore, session_id: str, *, created: bool) -> AsyncIterator[Lease]:
+    if store.dialect != "postgresql" and not created:
         await store.get_session(session_id)  # PostgreSQL checks it with the lock, in one query
+    owner = _owner(store) if created else None
     lease = Lease(store, session_id)
     token = _HELD.set((*_HELD.get(), lease))
     try:
         if store.dialect == "postgresql":
-            async with _pg_lease(store, session_id) as alive:
+            async with _pg_lease(store, lease, owner, created) as alive:
                 lease.alive = alive
                 yield lease
         else:
@@ -99,6 +130,11 @@ async def run_lease(store: EventStore, session_id: str) -> AsyncIterator[Lease]:
     finally:
         lease.active = False
         _HELD.reset(token)
+
+
+def _owner(store: EventStore) -> Lease | None:
+    """The run lease this context holds on ``store`` (the innermost), if any."""
+    return next((lease for lease in reversed(_HELD.get()) if lease.store is store and lease.active and not lease.nested), None)
 
 
 def check_lease(store: EventStore, session_id: str) -> None:
@@ -280,14 +316,23 @@ async def lease_taken(store: EventStore, session_id: str) -> bool:
 
 
 @asynccontextmanager
-async def _pg_lease(store: EventStore, session_id: str) -> AsyncIterator[Callable[[], bool]]:
+async def _pg_lease(store: EventStore, lease: Lease, owner: Lease | None, created: bool) -> AsyncIterator[Callable[[], bool]]:
     """A session-level advisory lock on the store's lease connection (shared by all its leases).
-    The lock and the session's existence are one query; the unlock is a second. Yields the
-    lease's liveness check."""
+    The lock and the session's existence are one query (the lock of a ``created`` session was
+    taken with its insert); the unlock is a second, unless an ``owner`` still running takes it
+    with its own. Yields the lease's liveness check."""
     conn = getattr(store, "leases")
-    await getattr(store, "_ensure_open")()
-    generation = await conn.acquire(session_id)
+    session_id = lease.session_id
+    if created:
+        generation = conn.adopt(session_id)
+    else:
+        await getattr(store, "_ensure_open")()
+        generation = await conn.acquire(session_id)
     try:
         yield lambda: bool(conn.alive(session_id, generation))
     finally:
-        await conn.release(session_id, generation)
+        if owner is not None and owner.active and not owner.releasing:
+            owner.deferred += [(session_id, generation), *lease.deferred]
+        else:
+            lease.releasing = True
+            await conn.release(session_id, generation, also=lease.deferred)

@@ -150,6 +150,7 @@ class TurnResult:
     usage: dict[str, int] = field(default_factory=dict)
     tool_results: list[ToolResultData] = field(default_factory=list)
     history: HistoryFit | None = None  # the last request's history fit (None without a window)
+    finish_reason: str | None = None  # the last model response's (the final answer's when completed)
 
 
 class _Aborted(Exception):
@@ -178,6 +179,10 @@ class AgentLoop:
         self._converted = service.derived.setdefault(CONVERTED, ConvertedMessages())
         self._turn_seq = 0  # the running turn's turn/start seq: later surface nodes are this turn's
         self._cut = 0  # earlier-history messages left out by this turn's previous steps
+        # A step's last events when they may also be the turn's last: they go out with whatever is
+        # appended next (the turn's end, one round trip on PostgreSQL instead of two), or before
+        # the next step reads the log.
+        self._tail: list[EventDraft] = []
 
     # -- public ----------------------------------------------------------------------------------
     async def run_turn(
@@ -190,16 +195,21 @@ class AgentLoop:
         turn_id: str | None = None,
         lease: Lease | None = None,
         new_session: bool = False,
+        head: int | None = None,
     ) -> TurnResult:
         """Run one turn. Without ``lease`` the turn takes the session's run lease itself; a caller
-        that already holds it (and has read the log under it) passes it in. ``new_session``: the
-        caller has just created the session with no events (a sub-agent's child), so no run can
-        have left a turn open and its head is 0 (a read saved; an append that finds the head moved
-        re-reads it, as always)."""
+        that already holds it (and has read the log under it) passes it in, with the ``head`` it
+        read there when it knows it (a read saved). ``new_session``: the caller has just created
+        the session with no events (a sub-agent's child), so no run can have left a turn open and
+        its head is 0 (a read saved; an append that finds the head moved re-reads it, as always)."""
+        self._tail = []
         if lease is not None:
             if not lease.holds(self.store, session_id):
                 raise RpError("run.lease_invalid", f"the lease handed to this turn is not held on session {session_id}")
-            await self.close_interrupted(session_id)
+            if new_session:
+                self._head = 0
+            else:
+                await self.close_interrupted(session_id, head=head)
             return await self._run(session_id, content, abort or asyncio.Event(), source, turn_id)
         async with run_lease(self.store, session_id):
             if new_session:
@@ -208,11 +218,12 @@ class AgentLoop:
                 await self.close_interrupted(session_id)
             return await self._run(session_id, content, abort or asyncio.Event(), source, turn_id)
 
-    async def close_interrupted(self, session_id: str) -> list[str]:
+    async def close_interrupted(self, session_id: str, *, head: int | None = None) -> list[str]:
         """Close every turn a crash left open, as ``interrupted``, and the open turns of the child
         sessions started since (a run killed inside its Writer leaves the Writer's turn open too).
-        The caller holds the session's lease. Returns the closed turn ids of this session."""
-        self._head = await self.store.head(session_id)
+        The caller holds the session's lease (``head``: the head it has just read under it).
+        Returns the closed turn ids of this session."""
+        self._head = head if head is not None else await self.store.head(session_id)
         closed, since = await close_open_turns(self.service, session_id, self._append, head=self._head)
         if closed:
             await close_orphaned_children(self.service, session_id, since)
@@ -259,6 +270,8 @@ class AgentLoop:
 
     async def _step(self, session_id: str, turn_id: str, index: int, called: list[str], abort: asyncio.Event, result: TurnResult) -> bool:
         """One model request and its tool calls. True when the turn is finished."""
+        if self._tail:  # the previous step did not end the turn: its last events go out now
+            await self._append(session_id, [])
         if abort.is_set():
             raise _Aborted
         step_id = self.ids("step_")
@@ -311,6 +324,7 @@ class AgentLoop:
             await self._append(session_id, [EventDraft(STEP_END, {"turnId": turn_id, "stepId": step_id})])
             raise
         response = await self.spec.hooks.on_response(session_id, turn_id, step_id, response)
+        result.finish_reason = response.finish_reason
         message = _assistant_payload(self.ids("msg_"), turn_id, step_id, response, self.route)
         for key, value in (response.usage.to_dict() if response.usage else {}).items():
             result.usage[key] = result.usage.get(key, 0) + value
@@ -319,10 +333,12 @@ class AgentLoop:
             step_end["usage"] = response.usage.to_dict()
         # Events that follow one another with nothing in between are appended together (one round
         # trip on PostgreSQL): the message with the step's end or its first call, each result with
-        # the next call or the step's end. Every call is still logged before its tool runs.
+        # the next call or the step's end, a step that ends the turn with the turn's end (held in
+        # ``_tail`` meanwhile). Every call is still logged before its tool runs.
         if not response.tool_calls:
             result.text = response.text
-            await self._append(session_id, [EventDraft(ASSISTANT_MESSAGE, message), EventDraft(STEP_END, step_end)])
+            # The turn ends here: these go out with its turn/end (``_run``, nothing in between).
+            self._tail = [EventDraft(ASSISTANT_MESSAGE, message), EventDraft(STEP_END, step_end)]
             return True
 
         def call_draft(call: ToolCall) -> EventDraft:
@@ -349,18 +365,27 @@ class AgentLoop:
                 result.tool_results.append(outcome)
                 step_results.append(outcome)
                 payload = {**outcome.payload(), "turnId": turn_id, "stepId": step_id}
-                last = n + 1 == len(response.tool_calls)
-                following = EventDraft(STEP_END, step_end) if last else call_draft(response.tool_calls[n + 1])
-                await self._append(session_id, [EventDraft(TOOL_RESULT, payload), following])
-                ended = last
+                if n + 1 < len(response.tool_calls):
+                    await self._append(session_id, [EventDraft(TOOL_RESULT, payload), call_draft(response.tool_calls[n + 1])])
+                else:
+                    # The step's last events: held until we know whether the turn ends with them.
+                    self._tail = [EventDraft(TOOL_RESULT, payload), EventDraft(STEP_END, step_end)]
+                    ended = True
                 called.append(call.name)
         finally:
             if not ended:
                 await self._append(session_id, [EventDraft(STEP_END, step_end)])
-        if self.spec.hooks.finished(step_results):
+        try:
+            finished = self.spec.hooks.finished(step_results)
+        except RpError:
+            raise  # the turn ends as an error: the held events go out with its turn/end
+        except BaseException:
+            if self._tail:
+                await self._append(session_id, [])
+            raise
+        if finished:
             result.text = response.text
-            return True
-        return False
+        return finished
 
     async def _history(
         self, session_id: str, system: str, tools: list[Any], surface: Loaded
@@ -432,6 +457,7 @@ class AgentLoop:
         """Append at the head we know; the lease makes us the only runner, but commands from other
         writers (a UI binding a card, say) may interleave, so a conflict re-reads the head. A lease
         lost with its connection stops the run here: another run may own the log by now."""
+        drafts = [*self._tail, *drafts]
         for _ in range(20):
             check_lease(self.store, session_id)
             try:
@@ -439,6 +465,7 @@ class AgentLoop:
             except ConflictError:
                 self._head = await self.store.head(session_id)
                 continue
+            self._tail = []
             self._head = events[-1].seq
             return events
         raise RpError("event.contended", f"could not append to {session_id}: the log keeps moving")

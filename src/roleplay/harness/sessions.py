@@ -84,12 +84,14 @@ class SessionService:
         seed: Sequence[EventDraft] = (),
         setup: Sequence[CommandSpec] = (),
         session_id: str | None = None,
+        leased: bool = False,
     ) -> SessionRecord:
         """Create a session whose log starts with ``seed`` then each setup command's run+done.
 
         Setup commands run before anything is written; an unknown command or invalid seed
         creates nothing. A handler that rejects its args is recorded as ``command/done`` error
         (the session still exists, and that command does not count), exactly as it would be later.
+        ``leased``: only inside ``leases.created_session_lease``, which holds the lease taken with it.
         """
         session_id = session_id or self.ids("ses_")
         drafts = list(seed)
@@ -100,7 +102,7 @@ class SessionService:
             stamped.append(EventDraft(COMMAND_RUN, {"commandId": command_id, "name": spec.name, "args": spec.args}))
             stamped.append(_done_draft(command_id, ok, value))
         record = await self.store.create_session(
-            preset=preset, session_id=session_id, parent_id=parent_id, workspace=workspace, title=title, events=stamped
+            preset=preset, session_id=session_id, parent_id=parent_id, workspace=workspace, title=title, events=stamped, leased=leased
         )
         if not stamped:
             # A child session starts empty, and its first step reads these two at seq 0 (a

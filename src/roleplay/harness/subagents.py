@@ -31,6 +31,7 @@ from jsonschema.exceptions import SchemaError
 
 from roleplay.errors import Problem, RpError, ValidationError, pointer_from_parts
 
+from .leases import created_session_lease
 from .loop import AgentLoop, AgentSpec, TurnResult
 from .models.types import SAMPLING_PARAMS, ChatModel, ModelRequest, StreamEvent, TextDelta
 from .prompts import ORDER_IDENTITY, PromptAssembly, PromptSection
@@ -93,8 +94,6 @@ async def run_subagent(
     registry = tools or ToolRegistry()
     allowed = [n for n in dict.fromkeys(request.tools) if n in registry and not registry.get(n).spawns_subagent]
     ignored = [n for n in dict.fromkeys(request.tools) if n not in allowed]
-    # ``create`` checks the parent exists (``session.not_found``), one read, not two.
-    child = await service.create(request.preset, parent_id=parent_session_id, title=request.title)
     spec = AgentSpec(
         prompt=PromptAssembly([PromptSection("subagent:system", request.system_prompt, ORDER_IDENTITY)]),
         tools=registry,
@@ -113,8 +112,20 @@ async def run_subagent(
     loop = AgentLoop(service, _DeltaTee(model, request.on_delta) if request.on_delta is not None else model, spec)
     content: list[dict[str, Any]] = [{"type": "text", "text": request.user_text}, *request.images]
     child_abort = asyncio.Event()
+    child_id = service.ids("ses_")
+
+    async def child_turn() -> TurnResult:
+        # ``create`` checks the parent exists (``session.not_found``), one read, not two. The
+        # child is leased from its creation (one statement on PostgreSQL) until its turn ends,
+        # and its lease given back with the parent run's when there is one.
+        async with created_session_lease(
+            service.store,
+            lambda: service.create(request.preset, parent_id=parent_session_id, title=request.title, session_id=child_id, leased=True),
+        ) as (_, lease):
+            return await loop.run_turn(child_id, content, abort=child_abort, lease=lease, new_session=True)
+
     relay = asyncio.ensure_future(_relay(abort, child_abort)) if abort is not None else None
-    task = asyncio.ensure_future(loop.run_turn(child.id, content, abort=child_abort, new_session=True))
+    task = asyncio.ensure_future(child_turn())
     timed_out = False
     try:
         done, _ = await asyncio.wait({task}, timeout=request.timeout)
@@ -125,7 +136,7 @@ async def run_subagent(
     finally:
         if relay is not None:
             relay.cancel()
-    details = {"childSessionId": child.id, "outcome": turn.outcome}
+    details = {"childSessionId": child_id, "outcome": turn.outcome}
     if timed_out:
         raise RpError("subagent.timeout", f"sub-agent did not finish within {request.timeout:g}s", details=details)
     if turn.outcome == "aborted":
@@ -137,9 +148,9 @@ async def run_subagent(
             f"sub-agent ended with {turn.outcome}" + (f": [{err.get('code')}] {err.get('message')}" if err else ""),
             details={**details, **({"error": err} if err else {})},
         )
-    result = SubagentResult(child.id, turn.outcome, turn.text, tools=allowed, ignored_tools=ignored, usage=turn.usage, turn=turn)
+    result = SubagentResult(child_id, turn.outcome, turn.text, tools=allowed, ignored_tools=ignored, usage=turn.usage, turn=turn)
     if request.result_schema is not None:
-        result.data = parse_structured(turn.text, request.result_schema, child.id)
+        result.data = parse_structured(turn.text, request.result_schema, child_id)
     return result
 
 

@@ -272,8 +272,12 @@ class EventStore(ABC):
         workspace: str | None = None,
         title: str | None = None,
         events: Sequence[EventDraft] = (),
+        leased: bool = False,
     ) -> SessionRecord:
-        """Create a session and its initial events in one transaction."""
+        """Create a session and its initial events in one transaction. ``leased``: for a run that
+        starts on it at once (``leases.created_session_lease``): a backend whose run leases live
+        in the database takes it with the insert (PostgreSQL, one statement), so that no other
+        process ever sees the session unleased; the caller must adopt it or release it."""
         if not isinstance(preset, str) or not preset.strip():
             raise ValidationError("session.invalid_preset", "a session needs a non-empty preset name", pointer="/preset")
         prepared = prepare_drafts(events) if events else []
@@ -290,13 +294,14 @@ class EventStore(ABC):
             created_at=now,
             updated_at=now,
         )
-        await self._insert_session(record, prepared, now)
+        await self._insert_session(record, prepared, now, leased=leased)
         if prepared:
             self.broker.publish_events(record.id, self._as_events(record.id, 0, prepared, now))
         return record
 
     @abstractmethod
-    async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str) -> None: ...
+    async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str, *, leased: bool = False) -> None:
+        """``leased``: see ``create_session``; a backend whose leases are local ignores it."""
 
     @abstractmethod
     async def get_session(self, session_id: str) -> SessionRecord:

@@ -12,6 +12,11 @@ Two consequences of sharing:
 - Advisory locks are re-entrant within a backend, so PostgreSQL would grant this process a second
   lease on a session it already holds. The sessions held here are therefore tracked, and a second
   lease is refused locally, as ``run.busy``.
+- A session created to be run at once (a Writer's child) is inserted *on this connection*, in the
+  statement that locks it (:meth:`LeaseConnection.create_locked`): no other process can see it
+  unleased, and the lock costs no round trip of its own. Unlocks may be sent together
+  (:meth:`LeaseConnection.release` with ``also``): a run releases its children's leases with its
+  own (``leases.run_lease``).
 - When the connection ends, every lease on it is gone at once (that is also what frees a crashed
   process's sessions). Each lease remembers the connection's *generation*; a dead connection bumps
   it, so the affected leases report themselves lost (:meth:`LeaseConnection.alive`), their
@@ -33,6 +38,12 @@ from .faults import postgres_fault
 _KEY = "hashtextextended(current_schema() || ':run:' || %s, 0)"
 LOCK_SQL = f"SELECT pg_try_advisory_lock({_KEY}) FROM sessions WHERE id = %s"
 UNLOCK_SQL = f"SELECT pg_advisory_unlock({_KEY})"
+# Several at once, in the order given (the function scan yields the array in order).
+UNLOCK_MANY_SQL = "SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':run:' || u.id, 0)) FROM unnest(%s::text[]) AS u(id)"
+# Insert the session and lock it in one statement; the lock's key is the same as LOCK_SQL's.
+CREATE_LOCKED_SQL = (
+    "WITH s AS ({insert} RETURNING id) SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':run:' || s.id, 0)) FROM s"
+)
 CONNECT_TIMEOUT = 15.0
 
 
@@ -74,17 +85,26 @@ class LeaseConnection:
         and :meth:`alive`. ``run.busy`` when held (here or elsewhere), not found when the session
         does not exist. The statement is shielded from cancellation, so the connection is never
         left mid-protocol, and a lock taken for a caller that was cancelled meanwhile is undone."""
-        task = asyncio.ensure_future(self._acquire(session_id))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            self._pending.add(task)
-            task.add_done_callback(lambda t: self._undo(session_id, t))
-            raise
+        return await self._shielded(session_id, self._acquire(session_id))
 
-    async def release(self, session_id: str, generation: int) -> None:
-        """Unlock, unless the lease was lost with its connection (then there is nothing to unlock)."""
-        task = asyncio.ensure_future(self._release(session_id, generation))
+    async def create_locked(self, session_id: str, insert_sql: str, args: tuple[Any, ...]) -> int:
+        """Run ``insert_sql`` (an ``INSERT INTO sessions …`` of ``session_id``, without RETURNING)
+        and lock the new session's lease in the same statement; the generation, as :meth:`acquire`.
+        The insert's own errors (a unique or foreign key violation) are raised as psycopg's."""
+        return await self._shielded(session_id, self._acquire(session_id, CREATE_LOCKED_SQL.format(insert=insert_sql), args))
+
+    def adopt(self, session_id: str) -> int:
+        """The generation of a lease :meth:`create_locked` took, for the run that now holds it;
+        ``store.lease_lost`` when it went with its connection meanwhile."""
+        generation = self._held.get(session_id)
+        if generation is None or generation != self._generation:
+            raise lease_lost(session_id)
+        return generation
+
+    async def release(self, session_id: str, generation: int, also: list[tuple[str, int]] | None = None) -> None:
+        """Unlock, unless the lease was lost with its connection (then there is nothing to unlock).
+        ``also``: other leases (session, generation) to unlock in the same statement."""
+        task = asyncio.ensure_future(self._release([(session_id, generation), *(also or [])]))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
         await asyncio.shield(task)
@@ -121,13 +141,24 @@ class LeaseConnection:
             self._lock = asyncio.Lock()
         return self._lock
 
-    async def _acquire(self, session_id: str) -> int:
+    async def _shielded(self, session_id: str, acquisition: Any) -> int:
+        """The statement is shielded from cancellation, so the connection is never left
+        mid-protocol, and a lock taken for a caller that was cancelled meanwhile is undone."""
+        task = asyncio.ensure_future(acquisition)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._pending.add(task)
+            task.add_done_callback(lambda t: self._undo(session_id, t))
+            raise
+
+    async def _acquire(self, session_id: str, sql: str = LOCK_SQL, args: tuple[Any, ...] | None = None) -> int:
         async with self._guard():
             if session_id in self._held:
                 raise lease_busy(session_id)
             conn = await self._connected()
             try:
-                cur = await conn.execute(LOCK_SQL, (session_id, session_id))
+                cur = await conn.execute(sql, (session_id, session_id) if args is None else args)
                 row = await cur.fetchone()
             except Exception as exc:  # noqa: BLE001 - faults become store.*; the rest re-raised
                 if conn.closed or conn.broken:
@@ -143,15 +174,21 @@ class LeaseConnection:
             self._held[session_id] = self._generation
             return self._generation
 
-    async def _release(self, session_id: str, generation: int) -> None:
+    async def _release(self, leases: list[tuple[str, int]]) -> None:
         async with self._guard():
-            if self._held.get(session_id) != generation or generation != self._generation:
-                return  # lost with its connection; a newer lease on the session is not ours to drop
-            del self._held[session_id]
+            # Those lost with their connection are skipped; a newer lease on the session is not ours to drop.
+            held = [sid for sid, generation in leases if self._held.get(sid) == generation == self._generation]
+            if not held:
+                return
+            for sid in held:
+                del self._held[sid]
             conn = self._conn
             try:
-                cur = await conn.execute(UNLOCK_SQL, (session_id,))
-                await cur.fetchone()  # false only if the lock was not held: nothing left to release
+                if len(held) == 1:
+                    cur = await conn.execute(UNLOCK_SQL, (held[0],))
+                else:
+                    cur = await conn.execute(UNLOCK_MANY_SQL, (held,))
+                await cur.fetchall()  # false only if the lock was not held: nothing left to release
             except Exception:  # noqa: BLE001 - a connection that cannot unlock is closed, which unlocks
                 await self._close_lost()
 
@@ -159,7 +196,7 @@ class LeaseConnection:
         self._pending.discard(task)
         if task.cancelled() or task.exception() is not None:
             return
-        undo = asyncio.ensure_future(self._release(session_id, task.result()))
+        undo = asyncio.ensure_future(self._release([(session_id, task.result())]))
         self._pending.add(undo)
         undo.add_done_callback(self._pending.discard)
 

@@ -102,6 +102,7 @@ _APPEND_PARTS = (
     "(CASE WHEN (SELECT count(*) FROM head) = 0 THEN %s::text || (SELECT count(*) FROM ids) END)::int"
 )
 _NOT_APPENDED_MARK = "rp:not-appended"
+_INSERT_SESSION = f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
 
 
 class _NotAppended(Exception):
@@ -258,36 +259,42 @@ class PostgresStore(EventStore):
     # -- sessions --------------------------------------------------------------------------------
     insert_checks_parent = True  # the parent_id foreign key: one round trip less per child session
 
-    async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str) -> None:
-        async with self._connection() as conn:
-            try:
+    async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str, *, leased: bool = False) -> None:
+        sql = _INSERT_SESSION
+        row = (
+            record.id,
+            record.preset,
+            record.parent_id,
+            record.forked_from,
+            record.forked_at_seq,
+            record.workspace,
+            record.title,
+            record.archived,
+            record.head_seq,
+            now,
+            now,
+        )
+        try:
+            if leased and not events:
+                # On the lease connection, locked in the same statement (pg_leases.py).
+                await self._ensure_open()
+                await self.leases.create_locked(record.id, sql, row)
+                return
+            async with self._connection() as conn:
                 async with conn.transaction() if events else _no_transaction():
-                    await conn.execute(
-                        f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                        (
-                            record.id,
-                            record.preset,
-                            record.parent_id,
-                            record.forked_from,
-                            record.forked_at_seq,
-                            record.workspace,
-                            record.title,
-                            record.archived,
-                            record.head_seq,
-                            now,
-                            now,
-                        ),
-                    )
+                    await conn.execute(sql, row)
                     ids = await self._insert_events(conn, record.id, 0, events, now) if events else {}
                     if events:
                         await self._notify(conn, record.id, 1, len(events))
                 self._remember_parts(events, ids)
-            except psycopg.errors.UniqueViolation as exc:
-                raise RpError("session.exists", f"session {record.id!r} already exists") from exc
-            except psycopg.errors.ForeignKeyViolation as exc:
-                if record.parent_id is not None and exc.diag.constraint_name == "sessions_parent_id_fkey":
-                    raise session_not_found(record.parent_id) from None
-                raise
+            if leased:
+                await self.leases.acquire(record.id)
+        except psycopg.errors.UniqueViolation as exc:
+            raise RpError("session.exists", f"session {record.id!r} already exists") from exc
+        except psycopg.errors.ForeignKeyViolation as exc:
+            if record.parent_id is not None and exc.diag.constraint_name == "sessions_parent_id_fkey":
+                raise session_not_found(record.parent_id) from None
+            raise
 
     async def get_session(self, session_id: str) -> SessionRecord:
         row = await self._fetchone(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id=%s", (session_id,))

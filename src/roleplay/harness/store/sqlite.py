@@ -236,7 +236,8 @@ class SQLiteStore(EventStore):
         return await self._read(run)
 
     # -- sessions --------------------------------------------------------------------------------
-    async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str) -> None:
+    async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str, *, leased: bool = False) -> None:
+        # ``leased`` changes nothing here: the run's file lock is local, taken after the insert.
         def run(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(
