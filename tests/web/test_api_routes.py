@@ -338,3 +338,88 @@ async def test_every_story_action_while_a_turn_runs_is_409_busy(db_url: str, mon
             still = (await c.get(f"{API}/sessions/{sid}/profile")).json()
     assert {k: v for k, v in answers.items() if v != (409, "run.busy")} == {}
     assert after[0]["text"] == before[0]["text"] and still["profile"] == profile["profile"]
+
+
+def _operations(spec: dict[str, Any]) -> Iterator[tuple[tuple[str, str], dict[str, Any]]]:
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            yield (method.upper(), path), op
+
+
+def _types(schema: dict[str, Any]) -> set[str]:
+    return {schema["type"]} if "type" in schema else {t for s in schema.get("anyOf", []) for t in _types(s)}
+
+
+async def test_every_typed_query_parameter_refuses_a_wrong_value(db_url: str) -> None:
+    async with recorded_api(db_url) as api:
+        spec = (await api.client.get(f"{API}/openapi.json")).json()
+        checked = []
+        for (method, template), op in _operations(spec):
+            for param in op.get("parameters", []):
+                if param["in"] == "query" and _types(param["schema"]) & {"integer", "boolean"}:
+                    r = await api.client.request(method, _fill(template), params={param["name"]: "lots"})
+                    assert r.status_code == 422, (method, template, param["name"], r.text)
+                    assert (r.json()["code"], r.json()["pointer"]) == ("request.invalid", f"/query/{param['name']}"), r.text
+                    checked.append(param["name"])
+    assert {"limit", "after", "revision", "force", "all"} <= set(checked)
+
+
+STALE = 999
+
+
+async def test_every_route_that_takes_a_revision_refuses_a_stale_one(db_url: str) -> None:
+    """The compare-and-swap routes: a revision the resource has moved past is 409, and nothing changes."""
+    async with recorded_api(db_url) as api:
+        c = api.client
+        spec = (await c.get(f"{API}/openapi.json")).json()
+        bodies = spec["components"]["schemas"]
+
+        def takes_revision(op: dict[str, Any]) -> bool:
+            params = {p["name"].lower() for p in op.get("parameters", [])}
+            refs = [
+                s.get("$ref", "")
+                for v in op.get("requestBody", {}).get("content", {}).values()
+                for s in [v["schema"], *v["schema"].get("anyOf", [])]
+            ]
+            fields = {f for ref in refs if ref for f in bodies[ref.rsplit("/", 1)[-1]].get("properties", {})}
+            return bool({"revision", "if-match"} & (params | fields))
+
+        revisioned = {key for key, op in _operations(spec) if takes_revision(op)}
+        sid = (await c.post(f"{API}/sessions", json={"sample": True})).json()["sessionId"]
+        pid = (await c.post(f"{API}/assets", json={"kind": "persona", "data": {"name": "Ada"}})).json()["id"]
+        assert (await c.post(f"{API}/subagents", json=CARTOGRAPHER)).status_code == 201
+        assert (await c.post(f"{API}/quick-replies", json={"label": "Look", "text": "I look."})).status_code == 201
+        stale: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
+            ("PATCH", f"{API}/sessions/{{session_id}}/profile"): (f"/sessions/{sid}/profile", {"json": {"patch": {"participation": "actor"}, "revision": STALE}}),
+            ("PUT", f"{API}/sessions/{{session_id}}/mode"): (f"/sessions/{sid}/mode", {"json": {"mode": "agent", "revision": STALE}}),
+            ("PUT", f"{API}/sessions/{{session_id}}/writer-route"): (f"/sessions/{sid}/writer-route", {"json": {"route": "demo", "revision": STALE}}),
+            ("POST", f"{API}/subagents"): ("/subagents", {"json": {**CARTOGRAPHER, "name": "Other", "revision": STALE}}),
+            ("PUT", f"{API}/subagents/{{name}}"): ("/subagents/Cartographer", {"json": {"enabled": False, "revision": STALE}}),
+            ("DELETE", f"{API}/subagents/{{name}}"): ("/subagents/Cartographer", {"params": {"revision": STALE}}),
+            ("PUT", f"{API}/assets/{{asset_id}}"): (f"/assets/{pid}", {"json": {"data": {"name": "Eve"}, "revision": STALE}}),
+            ("DELETE", f"{API}/assets/{{asset_id}}"): (f"/assets/{pid}", {"headers": {"If-Match": f'"{STALE}"'}}),
+            ("PUT", f"{API}/assets/{{asset_id}}/avatar"): (f"/assets/{pid}/avatar", {"files": {"file": ("a.png", tiny_png(), "image/png")}, "data": {"revision": str(STALE)}}),
+            ("PUT", f"{API}/settings/{{key}}"): ("/settings/language", {"json": {"value": "zh"}, "headers": {"If-Match": f'"{STALE}"'}}),
+            ("DELETE", f"{API}/settings/{{key}}"): ("/settings/language", {"params": {"revision": STALE}}),
+            ("POST", f"{API}/features/{{name}}/enable"): ("/features/rp-state/enable", {"json": {"revision": STALE}}),
+            ("POST", f"{API}/features/{{name}}/disable"): ("/features/rp-state/disable", {"json": {"revision": STALE}}),
+            ("POST", f"{API}/quick-replies"): ("/quick-replies", {"json": {"label": "Wait", "text": "I wait.", "revision": STALE}}),
+            ("PUT", f"{API}/quick-replies/{{label}}"): ("/quick-replies/Look", {"json": {"text": "I stare.", "revision": STALE}}),
+            ("DELETE", f"{API}/quick-replies/{{label}}"): ("/quick-replies/Look", {"params": {"revision": STALE}}),
+        }  # fmt: skip
+        assert set(stale) == revisioned, "a route that takes a revision needs a stale request here"
+        snapshot = [
+            (await c.get(f"{API}{p}")).json()
+            for p in (f"/sessions/{sid}/profile", f"/assets/{pid}", "/subagents", "/settings/language", "/features", "/quick-replies")
+        ]
+        answers = {}
+        for (method, template), (path, kw) in stale.items():
+            r = await c.request(method, f"{API}{path}", **kw)
+            answers[f"{method} {template}"] = (r.status_code, r.json()["code"])
+        after = [
+            (await c.get(f"{API}{p}")).json()
+            for p in (f"/sessions/{sid}/profile", f"/assets/{pid}", "/subagents", "/settings/language", "/features", "/quick-replies")
+        ]
+    wrong = {k: a for k, a in answers.items() if a[0] != 409 or not a[1].endswith("conflict") or DOCUMENTED.get(a[1]) != 409}
+    assert wrong == {}
+    assert after == snapshot
