@@ -250,6 +250,24 @@ async def test_deleting_an_asset_deletes_its_blobs(assets: AssetStore) -> None:
     assert await assets.dump() == []
 
 
+async def test_revisions_and_blobs_read_both_in_one_statement(assets: AssetStore) -> None:
+    a = await assets.create("persona", persona("A"))
+    b = await assets.create("persona", persona("B"))
+    style = await assets.create("writing-style", {"name": "S"})
+    await assets.put_blob(a.id, "notes", b"hello", media_type="text/plain")
+    await assets.put_blob(a.id, "other", b"not this role", media_type="text/plain")
+    await assets.put_blob(style.id, "notes", b"not this kind", media_type="text/plain")
+    ids = [b.id, a.id, style.id, "ast_never"]
+    revisions, blobs = await assets.read(lambda tx: tx.revisions_and_blobs(ids, "persona", "notes"))
+    assert revisions == await assets.revisions(ids) == {a.id: 3, b.id: 1, style.id: 2}  # a blob is a revision
+    assert list(blobs) == [a.id]
+    got = blobs[a.id]
+    assert (got.data, got.role, got.media_type) == (b"hello", "notes", "text/plain")
+    assert got == await assets.read(lambda tx: tx.blob(a.id, "notes"))
+    many = [a.id, *(f"ast_{i:05d}" for i in range(1200))]  # more ids than one IN list holds
+    assert await assets.read(lambda tx: tx.revisions_and_blobs(many, "persona", "notes")) == ({a.id: 3}, {a.id: got})
+
+
 # -- defaults ----------------------------------------------------------------------------------------
 
 

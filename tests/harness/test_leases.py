@@ -104,6 +104,16 @@ async def test_a_crashed_holder_does_not_lock_the_session_forever(store: EventSt
     pytest.fail("the lease of a killed process was never released")
 
 
+async def test_a_lease_brings_the_session_record_read_with_its_lock(store: EventStore) -> None:
+    """PostgreSQL reads it in the lock's own statement, SQLite just before the lock: a run that
+    needs the record (is the story playable?) reads it no second time."""
+    sid = (await store.create_session(preset="chat", title="T")).id
+    async with run_lease(store, sid) as lease:
+        assert lease.record == await store.get_session(sid)
+        async with session_lease(store, sid) as nested:
+            assert nested.record is None  # the holder has it
+
+
 async def test_same_process_second_lease_is_refused(store: EventStore) -> None:
     sid = (await store.create_session(preset="chat")).id
     async with run_lease(store, sid):
@@ -151,7 +161,7 @@ async def test_a_created_session_is_leased_from_its_insert_and_given_back_with_i
     async with run_lease(store, parent):
         async with created_session_lease(store, make("child")) as (child, lease):
             assert child.parent_id == parent and (await store.get_session(child.id)).title == "child"
-            assert held_lease(store, child.id) is lease and lease.holds(store, child.id)
+            assert held_lease(store, child.id) is lease and lease.holds(store, child.id) and lease.record == child
             assert await lease_taken(store, child.id)
             with pytest.raises(ConflictError):
                 async with run_lease(store, child.id):

@@ -279,6 +279,26 @@ class AssetTx:
                 found[asset_id] = int(revision)
         return found
 
+    async def revisions_and_blobs(self, asset_ids: Iterable[str], kind: str, role: str) -> tuple[dict[str, int], dict[str, Blob]]:
+        """``revisions`` and, in the same statement, the ``role`` blob of those of the assets that
+        are of ``kind`` and have one (one round trip for both on PostgreSQL)."""
+        ids = sorted(set(asset_ids))
+        found: dict[str, int] = {}
+        blobs: dict[str, Blob] = {}
+        for start in range(0, len(ids), _IN_BATCH):
+            batch = ids[start : start + _IN_BATCH]
+            marks = ",".join("?" * len(batch))
+            rows = await self.conn.fetchall(
+                "SELECT a.id, a.revision, b.media_type, b.bytes, b.sha256 FROM assets a "
+                f"LEFT JOIN asset_blobs b ON b.asset_id = a.id AND b.role = ? AND a.kind = ? WHERE a.id IN ({marks})",
+                (role, kind, *batch),
+            )
+            for asset_id, revision, media_type, data, digest in rows:
+                found[asset_id] = int(revision)
+                if data is not None:
+                    blobs[asset_id] = Blob(asset_id, role, media_type, bytes(data), digest)
+        return found, blobs
+
     async def by_seed_key(self, seed_key: str) -> AssetRecord | None:
         row = await self.conn.fetchone(f"SELECT {_COLS} FROM assets WHERE seed_key=?", (seed_key,))
         return _record(row) if row else None

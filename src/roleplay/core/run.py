@@ -496,7 +496,7 @@ async def play_turn(
     The lease comes first: a turn prepared before it would be built (and its run id derived) from
     a log head that another turn or message action can overtake. A second start is ``run.busy``."""
     async with run_lease(rt.store, session_id) as lease:
-        await require_playable(rt, session_id)
+        await require_playable(rt, session_id, record=lease.record)
         # A summary written alongside the previous turn lands now, before this turn reads the log.
         landed, head = await land_pending_at(rt, session_id) if text.strip() or images else ([], None)
         prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images, at=head)

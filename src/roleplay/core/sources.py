@@ -221,14 +221,15 @@ class StoreAssetReader:
         ids = sorted({asset_id for _, asset_id in todo})
 
         async def body(tx: Any) -> dict[str, tuple[Any, Any]]:
-            revisions = await tx.revisions(ids)
+            # The cards' isolated prompts come with the revisions, in the same statement.
+            revisions, blobs = await tx.revisions_and_blobs(ids, "card", ISOLATED_ROLE)
             found: dict[str, tuple[Any, Any]] = {}
             for asset_id in ids:
                 if asset_id not in revisions:
                     found[asset_id] = (None, None)
                     continue
                 record = cache.get(asset_id, revisions[asset_id]) or await tx.get(asset_id)
-                blob = await tx.blob(asset_id, ISOLATED_ROLE) if record is not None and record.kind == "card" else None
+                blob = blobs.get(asset_id) if record is not None and record.kind == "card" else None
                 found[asset_id] = (record, blob)
             return found
 

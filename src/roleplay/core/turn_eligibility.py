@@ -21,11 +21,14 @@ from .runtime import ROLEPLAY_PRESET, RoleplayRuntime
 from .writer import WRITER_PRESET
 
 
-async def require_playable(rt: RoleplayRuntime, session_id: str, *, allow_archived: bool = False) -> SessionRecord:
+async def require_playable(
+    rt: RoleplayRuntime, session_id: str, *, allow_archived: bool = False, record: SessionRecord | None = None
+) -> SessionRecord:
     """The session's record if it may take a roleplay turn; otherwise a clear refusal:
     ``run.child_session``, ``run.not_roleplay`` or ``run.session_archived`` (``session.not_found``
-    when there is no such session)."""
-    record = await rt.service.get(session_id)
+    when there is no such session). ``record``: the one the caller's run lease read with its lock
+    (a read saved)."""
+    record = record if record is not None and record.id == session_id else await rt.service.get(session_id)
     details = {"sessionId": session_id, "preset": record.preset}
     if record.parent_id is not None or record.preset == WRITER_PRESET:
         what = "a Writer" if record.preset == WRITER_PRESET else f"a {record.preset!r} sub-agent"

@@ -69,6 +69,9 @@ class Lease:
     nested: bool = False
     active: bool = True
     alive: Callable[[], bool] | None = None  # PostgreSQL: false once the lock went with its connection
+    # The session's record as read with the lock (PostgreSQL, same statement) or just before it;
+    # None for a nested lease.
+    record: SessionRecord | None = None
     # PostgreSQL: leases of sessions this run created, (session, generation), unlocked with this one.
     deferred: list[tuple[str, int]] = field(default_factory=list)
     releasing: bool = False
@@ -93,7 +96,7 @@ def held_lease(store: EventStore, session_id: str) -> Lease | None:
 @asynccontextmanager
 async def run_lease(store: EventStore, session_id: str) -> AsyncIterator[Lease]:
     """Take the session's lease or fail at once with ``run.busy``."""
-    async with _lease(store, session_id, created=False) as lease:
+    async with _lease(store, session_id, created=None) as lease:
         yield lease
 
 
@@ -108,20 +111,21 @@ async def created_session_lease(
     record = await create()
     # Nothing suspends between the insert and the adoption below, so a cancellation cannot leave
     # the lease taken with nobody holding it.
-    async with _lease(store, record.id, created=True) as lease:
+    async with _lease(store, record.id, created=record) as lease:
         yield record, lease
 
 
 @asynccontextmanager
-async def _lease(store: EventStore, session_id: str, *, created: bool) -> AsyncIterator[Lease]:
-    if store.dialect != "postgresql" and not created:
-        await store.get_session(session_id)  # PostgreSQL checks it with the lock, in one query
-    owner = _owner(store) if created else None
-    lease = Lease(store, session_id)
+async def _lease(store: EventStore, session_id: str, *, created: SessionRecord | None) -> AsyncIterator[Lease]:
+    record = created
+    if store.dialect != "postgresql" and record is None:
+        record = await store.get_session(session_id)  # PostgreSQL reads it with the lock, in one query
+    owner = _owner(store) if created is not None else None
+    lease = Lease(store, session_id, record=record)
     token = _HELD.set((*_HELD.get(), lease))
     try:
         if store.dialect == "postgresql":
-            async with _pg_lease(store, lease, owner, created) as alive:
+            async with _pg_lease(store, lease, owner, created is not None) as alive:
                 lease.alive = alive
                 yield lease
         else:
@@ -327,7 +331,7 @@ async def _pg_lease(store: EventStore, lease: Lease, owner: Lease | None, create
         generation = conn.adopt(session_id)
     else:
         await getattr(store, "_ensure_open")()
-        generation = await conn.acquire(session_id)
+        generation, lease.record = await conn.acquire(session_id)
     try:
         yield lambda: bool(conn.alive(session_id, generation))
     finally:

@@ -32,11 +32,13 @@ from typing import Any
 
 from roleplay.errors import ConflictError, RpError
 
-from .base import session_not_found
+from .base import SESSION_COLUMNS, SessionRecord, session_not_found
 from .faults import postgres_fault
 
 _KEY = "hashtextextended(current_schema() || ':run:' || %s, 0)"
-LOCK_SQL = f"SELECT pg_try_advisory_lock({_KEY}) FROM sessions WHERE id = %s"
+# The session's row comes with the lock, read by the same statement (so as of just before the
+# lock was taken, like a read before it): a run that needs the record reads it no second time.
+LOCK_SQL = f"SELECT pg_try_advisory_lock({_KEY}), {SESSION_COLUMNS} FROM sessions WHERE id = %s"
 UNLOCK_SQL = f"SELECT pg_advisory_unlock({_KEY})"
 # Several at once, in the order given (the function scan yields the array in order).
 UNLOCK_MANY_SQL = "SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':run:' || u.id, 0)) FROM unnest(%s::text[]) AS u(id)"
@@ -80,18 +82,21 @@ class LeaseConnection:
     def backend_pid(self) -> int | None:
         return None if self._conn is None else int(self._conn.info.backend_pid)
 
-    async def acquire(self, session_id: str) -> int:
+    async def acquire(self, session_id: str) -> tuple[int, SessionRecord]:
         """Lock the session's lease; the answer is the generation to hand back to :meth:`release`
-        and :meth:`alive`. ``run.busy`` when held (here or elsewhere), not found when the session
-        does not exist. The statement is shielded from cancellation, so the connection is never
-        left mid-protocol, and a lock taken for a caller that was cancelled meanwhile is undone."""
-        return await self._shielded(session_id, self._acquire(session_id))
+        and :meth:`alive`, and the session's record. ``run.busy`` when held (here or elsewhere),
+        not found when the session does not exist. The statement is shielded from cancellation,
+        so the connection is never left mid-protocol, and a lock taken for a caller that was
+        cancelled meanwhile is undone."""
+        generation, row = await self._shielded(session_id, self._acquire(session_id))
+        return generation, SessionRecord.from_row(row)
 
     async def create_locked(self, session_id: str, insert_sql: str, args: tuple[Any, ...]) -> int:
         """Run ``insert_sql`` (an ``INSERT INTO sessions …`` of ``session_id``, without RETURNING)
         and lock the new session's lease in the same statement; the generation, as :meth:`acquire`.
         The insert's own errors (a unique or foreign key violation) are raised as psycopg's."""
-        return await self._shielded(session_id, self._acquire(session_id, CREATE_LOCKED_SQL.format(insert=insert_sql), args))
+        generation, _ = await self._shielded(session_id, self._acquire(session_id, CREATE_LOCKED_SQL.format(insert=insert_sql), args))
+        return generation
 
     def adopt(self, session_id: str) -> int:
         """The generation of a lease :meth:`create_locked` took, for the run that now holds it;
@@ -141,7 +146,7 @@ class LeaseConnection:
             self._lock = asyncio.Lock()
         return self._lock
 
-    async def _shielded(self, session_id: str, acquisition: Any) -> int:
+    async def _shielded(self, session_id: str, acquisition: Any) -> tuple[int, tuple[Any, ...]]:
         """The statement is shielded from cancellation, so the connection is never left
         mid-protocol, and a lock taken for a caller that was cancelled meanwhile is undone."""
         task = asyncio.ensure_future(acquisition)
@@ -152,7 +157,7 @@ class LeaseConnection:
             task.add_done_callback(lambda t: self._undo(session_id, t))
             raise
 
-    async def _acquire(self, session_id: str, sql: str = LOCK_SQL, args: tuple[Any, ...] | None = None) -> int:
+    async def _acquire(self, session_id: str, sql: str = LOCK_SQL, args: tuple[Any, ...] | None = None) -> tuple[int, tuple[Any, ...]]:
         async with self._guard():
             if session_id in self._held:
                 raise lease_busy(session_id)
@@ -172,7 +177,7 @@ class LeaseConnection:
             if not row[0]:
                 raise lease_busy(session_id)
             self._held[session_id] = self._generation
-            return self._generation
+            return self._generation, tuple(row[1:])
 
     async def _release(self, leases: list[tuple[str, int]]) -> None:
         async with self._guard():
@@ -192,11 +197,11 @@ class LeaseConnection:
             except Exception:  # noqa: BLE001 - a connection that cannot unlock is closed, which unlocks
                 await self._close_lost()
 
-    def _undo(self, session_id: str, task: asyncio.Task[int]) -> None:
+    def _undo(self, session_id: str, task: asyncio.Task[tuple[int, tuple[Any, ...]]]) -> None:
         self._pending.discard(task)
         if task.cancelled() or task.exception() is not None:
             return
-        undo = asyncio.ensure_future(self._release([(session_id, task.result())]))
+        undo = asyncio.ensure_future(self._release([(session_id, task.result()[0])]))
         self._pending.add(undo)
         undo.add_done_callback(self._pending.discard)
 
