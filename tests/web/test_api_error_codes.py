@@ -11,10 +11,10 @@ any case sees must carry a documented code with its documented status.
 from __future__ import annotations
 
 import asyncio
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
 import pytest
@@ -35,8 +35,8 @@ UNSET: Any = object()
 # Codes the web package writes that no request can produce: each guards an invariant of the code
 # around it. A code belongs here only with the reason no request reaches it.
 GUARDS = {
-    "run.no_turn": "runs.py: a turn-shaped call that returned without appending turn/start; every call the routes start appends one",
-    "profile.rejected": "routes_sessions.py: the default for a refused profile change whose error has no code; rp-session-apply always names one",
+    "run.no_turn": "runs.py: a turn-shaped call that returned without a turn; every call the routes start fails first or appends turn/start",
+    "profile.rejected": "routes_sessions.py: a refused profile change whose error has no code; the command runner always names one",
 }
 
 
@@ -648,42 +648,36 @@ async def _unknown_provider(ctx: Ctx) -> None:
     assert (await ctx.client.get(f"{API}/sessions")).json() == []  # a bad route creates nothing
 
 
-async def _with_keys(ctx: Ctx, fn: Callable[[], Awaitable[None]]) -> None:
+@contextmanager
+def stored_keys(home: Path | None) -> Iterator[None]:
+    """Model keys kept in ``home`` (``rp serve`` with a home directory), or nowhere (None)."""
     before = key_file()
-    use_key_file(KeyFile(ctx.home))
+    use_key_file(KeyFile(home) if home is not None else None)
     try:
-        await fn()
+        yield
     finally:
         use_key_file(before)
 
 
 @case("keys.unavailable")
 async def _keys_unavailable(ctx: Ctx) -> None:
-    before = key_file()
-    use_key_file(None)  # a server without a home directory
-    try:
+    with stored_keys(None):
         expect(await ctx.client.put(f"{API}/models/keys/deepseek", json={"key": "sk-abc"}), "keys.unavailable", None)
         expect(await ctx.client.get(f"{API}/models/keys"), "keys.unavailable", None)
-    finally:
-        use_key_file(before)
 
 
 @case("keys.provider_not_found")
 async def _keys_provider(ctx: Ctx) -> None:
-    async def go() -> None:
+    with stored_keys(ctx.home):
         r = await ctx.client.put(f"{API}/models/keys/nowhere", json={"key": "sk-abc"})
         assert "sk-abc" not in r.text
         expect(r, "keys.provider_not_found", "/provider")
 
-    await _with_keys(ctx, go)
-
 
 @case("keys.invalid")
 async def _keys_invalid(ctx: Ctx) -> None:
-    async def go() -> None:
+    with stored_keys(ctx.home):
         expect(await ctx.client.put(f"{API}/models/keys/openai", json={"key": "two\nlines"}), "keys.invalid", "/key")
-
-    await _with_keys(ctx, go)
 
 
 # -- the tests ------------------------------------------------------------------------------------------
