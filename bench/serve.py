@@ -84,6 +84,19 @@ def child(url: str, port: int, stats_path: str) -> None:
     from roleplay.web.serve import KEEP_ALIVE
 
     lags: list[float] = []
+    heap: dict[str, Any] = {}
+    gc_pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+    gc_started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:  # a collection holds the loop like any step
+        if phase == "start":
+            gc_started[0] = time.perf_counter()
+        else:
+            gc_pauses[info["generation"]].append((time.perf_counter() - gc_started[0]) * 1000)
+
+    import gc
+
+    gc.callbacks.append(on_gc)
 
     @asynccontextmanager
     async def opener():  # type: ignore[no-untyped-def]
@@ -102,6 +115,13 @@ def child(url: str, port: int, stats_path: str) -> None:
         try:
             yield rt
         finally:
+            import collections
+            import gc
+
+            tracked = gc.get_objects()
+            kinds = collections.Counter(type(o).__name__ for o in tracked)
+            heap.update(tracked=len(tracked), frozen=gc.get_freeze_count(), top=kinds.most_common(8))
+            del tracked
             monitor.cancel()
             await rt.aclose()
             await store.close()
@@ -123,7 +143,8 @@ def child(url: str, port: int, stats_path: str) -> None:
     if profile:
         profiler.disable()
         profiler.dump_stats(profile)
-    Path(stats_path).write_text(json.dumps({"lags": lags, "cpu_s": time.process_time()}))
+    gc_max = {str(g): round(max(v), 1) if v else 0.0 for g, v in gc_pauses.items()}
+    Path(stats_path).write_text(json.dumps({"lags": lags, "cpu_s": time.process_time(), "gc_max_ms": gc_max, "heap": heap}))
 
 
 async def watch_loop(lags: list[float], period: float = 0.005) -> None:
@@ -294,6 +315,8 @@ async def bench(label: str, make_url: Any, args: argparse.Namespace) -> list[dic
             "chunk_gap_p99_ms": round(pct(stats.gaps_ms, 0.99), 1),
             "loop_block_max_ms": round(max(lags), 1) if lags else None,
             "loop_block_p99_ms": round(pct(lags, 0.99), 1) if lags else None,
+            "gc_pause_max_ms": server.get("gc_max_ms"),  # per generation
+            "heap_after": server.get("heap"),  # objects the collector tracks when the run ends
             "errors": len(stats.errors),
             "first_errors": stats.errors[:3],
             "lost": stats.lost,

@@ -130,3 +130,23 @@ async def test_a_replaced_runtime_is_closed_after_its_last_run(api: tuple[httpx.
         assert await state.fresh_runtime() is fresh
     assert closed == [opened]
     await state.close_rebuilt(opened)  # what the lifespan does at shutdown: the rebuilt one is closed
+
+
+@pytest.mark.anyio
+async def test_what_start_up_built_is_frozen_out_of_later_collections(db_url: str) -> None:
+    import gc
+
+    from roleplay.web.app import create_app
+    from web.web_support import config, opened_runtime
+
+    gc.unfreeze()
+    try:
+        async with opened_runtime(db_url) as rt:
+            app = create_app(rt, config())
+            assert gc.get_freeze_count() == 0
+            async with app.router.lifespan_context(app):
+                # the runtime and everything imported are in the permanent generation
+                assert gc.get_freeze_count() > 10_000
+                assert not any(o is rt for o in gc.get_objects())  # no collection walks it again
+    finally:
+        gc.unfreeze()  # other tests' objects stay collectable
