@@ -502,6 +502,9 @@ def test_converted_messages_go_on_from_the_last_story_and_equal_a_fresh_conversi
     """``ConvertedMessages.convert`` continues from the last tuple it converted when the new one
     starts with the same nodes; any other change (a replaced node, another session, a shorter
     story) converts from its memo. Every answer equals a fresh converter's."""
+    from itertools import accumulate
+
+    from roleplay.harness.history import exchange_starts
     from roleplay.harness.loop import ConvertedMessages
 
     def node(i: int, seq: int, role: str = "user") -> dict[str, Any]:
@@ -522,3 +525,7 @@ def test_converted_messages_go_on_from_the_last_story_and_equal_a_fresh_conversi
         fresh = ConvertedMessages().convert(session_id, story)
         assert [(m.role, m.content, m.tool_calls) for m in got[0]] == [(m.role, m.content, m.tool_calls) for m in fresh[0]]
         assert got[1] == fresh[1]
+        # And the figures the window's cut is read from, kept across turns the same way.
+        figures = kept.converted(session_id, story)
+        assert figures.running == list(accumulate(fresh[1], initial=0))
+        assert figures.starts == (exchange_starts(fresh[0]) if fresh[0] else [])

@@ -348,4 +348,4 @@ def story_tokens(service: SessionService, session_id: str, surface: Loaded, writ
     the kept fold and the loop's converted messages, so a turn counts only what is new."""
     story = history_story(service.folds, session_id, surface, writing, count)
     converted: ConvertedMessages = service.derived.setdefault(CONVERTED, ConvertedMessages())
-    return sum(converted.convert(session_id, story)[1])
+    return converted.converted(session_id, story).running[-1]

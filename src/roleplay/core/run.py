@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import copy
 from dataclasses import dataclass, field, replace
-from operator import itemgetter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,7 +58,7 @@ from roleplay.harness.prompts import (
     PromptContext,
     PromptSection,
 )
-from roleplay.harness.surface import SURFACE
+from roleplay.harness.surface import SURFACE, SurfaceKey, surface_key
 from roleplay.harness.tools import ToolResultData
 from roleplay.names import ASSET_READ_TOOL, OPENING_SOURCE, RUN_CONTEXT_SOURCE, STATE_READ_TOOL
 from roleplay.harness.names import ASSISTANT_CHUNK, USER_MESSAGE
@@ -135,7 +134,7 @@ class PreparedRun:
     # and the (id, seq) of every surface node the Writer prompt was built from.
     state_digest: str
     state_revision: int
-    surface_key: tuple[tuple[str, int], ...]
+    surface_key: SurfaceKey
     # The parent route's context window (settings override, else the route's): the parent's
     # earlier turns give way to it. None: unknown, the whole story is sent.
     parent_window: int | None = None
@@ -550,14 +549,6 @@ def parent_history_note(fit: HistoryFit) -> Diagnostic:
 
 
 # -- reading the log ---------------------------------------------------------------------------------
-
-
-def surface_key(nodes: list[dict[str, Any]]) -> tuple[tuple[str, int], ...]:
-    """Which node versions a surface holds: an edit, delete or regenerate changes it."""
-    return tuple(map(_ID_SEQ, nodes))
-
-
-_ID_SEQ = itemgetter("id", "seq")
 
 
 def opening_message_id(nodes: list[dict[str, Any]]) -> str | None:

@@ -53,7 +53,7 @@ from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import ChatMessage, ChatModel, Completed, ModelRequest, ModelResponse, StreamEvent
 from roleplay.harness.projections import Projection
 from roleplay.harness.subagents import SubagentRequest
-from roleplay.harness.surface import SURFACE
+from roleplay.harness.surface import SURFACE, surface_key
 from roleplay.names import CONVERSATION_SUMMARY_FEATURE, OPENING_SOURCE, RUN_CONTEXT_SOURCE
 from roleplay.harness.names import ASSISTANT_MESSAGE, COMMAND_DONE, COMMAND_RUN, COMPACTION_CHECKPOINT
 
@@ -583,7 +583,7 @@ class SummaryWatch:
         after = (await self.rt.service.projection(sid, SURFACE)).state["nodes"]
         kept = [n for n in after if n["seq"] < nodes[ctx - 1]["seq"] or n.get("kind") == SUMMARY_KIND]
         # The commit checks the surface the Writer prompt was built from: that prefix is now this.
-        self.run.p.surface_key = tuple((n["id"], n["seq"]) for n in kept)
+        self.run.p.surface_key = surface_key(kept)
         story = story_nodes(kept, writing_ids=writing, opening_id=_opening_id(kept))
         return replace(request, messages=[request.messages[0], *nodes_to_messages(story), *request.messages[start:]])
 

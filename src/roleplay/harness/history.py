@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import weakref
+from bisect import bisect_left
+from itertools import accumulate
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -114,28 +116,28 @@ def fit_history(
     fixed_tokens: int,
     floor: int = 0,
     costs: Sequence[int] | None = None,
+    running: Sequence[int] | None = None,
+    starts: Sequence[int] | None = None,
 ) -> tuple[int, HistoryFit]:
     """The index to keep ``earlier`` from: the newest whole exchanges that fit, never before
     ``floor`` (the cut an earlier step of the same turn made). ``costs`` are the messages'
-    ``message_tokens``, when the caller already has them."""
+    ``message_tokens``, when the caller already has them; ``running`` their running sums (from 0,
+    one more than the messages) and ``starts`` the ``exchange_starts``, when the caller keeps
+    those too (the loop does, across turns: then the cut costs no step per message)."""
     budget = window - reply_reserve - fixed_tokens
-    if costs is None:
-        costs = [message_tokens(m) for m in earlier]
-    cut = len(earlier)
-    spent = 0
-    end = len(earlier)
-    # Exchanges newest first: each starts at a user message (the first at 0) and runs to the next.
-    for start in range(len(earlier) - 1, -1, -1):
-        if start > 0 and earlier[start].role != "user":
-            continue
-        if start < floor:
-            break
-        cost = sum(costs[start:end])
-        if spent + cost > budget:
-            break
-        spent += cost
-        cut = end = start
-    return cut, HistoryFit(window, reply_reserve, fixed_tokens, len(earlier), cut)
+    n = len(earlier)
+    if running is None:
+        if costs is None:
+            costs = [message_tokens(m) for m in earlier]
+        running = list(accumulate(costs, initial=0))
+    if starts is None:
+        starts = exchange_starts(earlier) if n else []
+    # Exchanges are taken newest first while the ones taken fit; as costs are positive, what the
+    # newest exchanges from a start cost only grows as the start moves back, so the cut is the
+    # oldest start (not before the floor) from which the rest costs no more than the budget.
+    first = max(bisect_left(starts, floor), bisect_left(starts, running[n] - budget, key=running.__getitem__))
+    cut = starts[first] if first < len(starts) else n
+    return cut, HistoryFit(window, reply_reserve, fixed_tokens, n, cut)
 
 
 def request_fixed_tokens(system: str, tools: Sequence[ToolSpec], current: Sequence[ChatMessage], costs: Sequence[int] | None = None) -> int:

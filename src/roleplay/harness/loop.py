@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 from roleplay.clock import IdGenerator
 from roleplay.errors import ConflictError, RpError
@@ -396,7 +396,8 @@ class AgentLoop:
         split = len(nodes)
         while split > 0 and nodes[split - 1]["seq"] > self._turn_seq:
             split -= 1
-        earlier, costs = self._converted.convert(session_id, await self.spec.hooks.history_view(session_id, surface, split))
+        kept = self._converted.converted(session_id, await self.spec.hooks.history_view(session_id, surface, split))
+        earlier = kept.messages
         current, current_costs = self._converted.convert(session_id, nodes[split:])
         window = self.spec.context_window
         if window is None:
@@ -407,7 +408,9 @@ class AgentLoop:
             reply_reserve=reply_reserve(window, self.spec.max_tokens),
             fixed_tokens=request_fixed_tokens(system, tools, current, current_costs),
             floor=self._cut,
-            costs=costs,
+            costs=kept.costs,
+            running=kept.running,
+            starts=kept.starts,
         )
         self._cut = cut
         return earlier[cut:] + current, fit
@@ -590,23 +593,32 @@ class ConvertedMessages:
         # The last tuple converted and its answer: a history view that hands the same tuple to
         # every step of a turn (``LoopHooks.history_view``) is converted once. Tuples only: a
         # list may have changed since.
-        self._last: tuple[str, tuple[dict[str, Any], ...], list[ChatMessage], list[int]] | None = None
+        self._last: tuple[str, tuple[dict[str, Any], ...], Converted] | None = None
 
     def convert(self, session_id: str, nodes: Sequence[dict[str, Any]]) -> tuple[list[ChatMessage], list[int]]:
         """The messages and their token counts (shared lists: read them, don't change them)."""
+        converted = self.converted(session_id, nodes)
+        return converted.messages, converted.costs
+
+    def converted(self, session_id: str, nodes: Sequence[dict[str, Any]]) -> Converted:
+        """``convert`` with the costs' running sums and the exchanges' starts, which a tuple
+        extending the last one's (the next turn's story) gets by extending the last ones."""
         last = self._last
         if last is not None and last[1] is nodes and last[0] == session_id:
-            return last[2], last[3]
+            return last[2]
         memo = self._by_key
-        messages: list[ChatMessage] = []
-        costs: list[int] = []
+        out = Converted([], [], [0], [])
         start = 0
         if last is not None and last[0] == session_id and isinstance(nodes, tuple) and len(nodes) >= len(last[1]):
             # The next turn's story is the last one plus its new nodes: the same node objects
             # (compared by identity first, so this costs no conversion), converted once already.
             done = len(last[1])
             if nodes[:done] == last[1]:
-                messages, costs, start = list(last[2]), list(last[3]), done
+                before = last[2]
+                out = Converted(list(before.messages), list(before.costs), list(before.running), list(before.starts))
+                start = done
+        messages, costs, running, starts = out
+        total = running[-1]
         for node in nodes[start:] if start else nodes:
             key = (session_id, node["id"], node["seq"])
             hit = memo.get(key)
@@ -620,11 +632,24 @@ class ConvertedMessages:
                     if len(memo) >= self._max:
                         memo.clear()
                     memo[key] = hit
+            if not messages or hit[0].role == "user":  # ``history.exchange_starts``
+                starts.append(len(messages))
             messages.append(hit[0])
             costs.append(hit[1])
+            total += hit[1]
+            running.append(total)
         if isinstance(nodes, tuple):
-            self._last = (session_id, nodes, messages, costs)
-        return messages, costs
+            self._last = (session_id, nodes, out)
+        return out
+
+
+class Converted(NamedTuple):
+    """Converted messages (``ConvertedMessages``), shared: read them, don't change them."""
+
+    messages: list[ChatMessage]
+    costs: list[int]  # each message's ``history.message_tokens``
+    running: list[int]  # the costs' running sums, from 0 (one more than the messages)
+    starts: list[int]  # ``history.exchange_starts`` (none without messages)
 
 
 def nodes_to_messages(nodes: list[dict[str, Any]]) -> list[ChatMessage]:

@@ -23,7 +23,7 @@ service rejects such appends, so this only matters for hand-made logs) and count
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from roleplay.harness.names import ASSISTANT_MESSAGE, COMPACTION_CHECKPOINT, SUMMARY_NODE_KIND, TOOL_RESULT, USER_MESSAGE
 
@@ -144,6 +144,40 @@ def replaced_seqs(state: dict[str, Any], op: dict[str, Any]) -> list[int] | None
         seqs.extend(node.get("replaces", []))
         seqs.append(node["seq"])
     return sorted(seqs)
+
+
+class SurfaceKey:
+    """Which node versions a surface holds: an edit, delete or regenerate changes it. Kept as the
+    nodes themselves (one copy of the list, not a pair per node: a long story's surface has tens
+    of thousands of nodes, and the key is taken at every turn but compared only after a rewrite).
+    A node is never changed once it is on a surface (a rewrite puts a new node in its place), so
+    the nodes kept say what the surface held. Compared by (id, seq)."""
+
+    __slots__ = ("_nodes",)
+
+    def __init__(self, nodes: Iterable[dict[str, Any]]) -> None:
+        self._nodes = tuple(nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SurfaceKey):
+            return NotImplemented
+        a, b = self._nodes, other._nodes
+        return len(a) == len(b) and all(x is y or (x["id"] == y["id"] and x["seq"] == y["seq"]) for x, y in zip(a, b))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def pairs(self) -> tuple[tuple[str, int], ...]:
+        return tuple((n["id"], n["seq"]) for n in self._nodes)
+
+    def __repr__(self) -> str:
+        return f"SurfaceKey({self.pairs()!r})"
+
+
+def surface_key(nodes: Iterable[dict[str, Any]]) -> SurfaceKey:
+    return SurfaceKey(nodes)
 
 
 def to_model_messages(state: dict[str, Any]) -> list[dict[str, Any]]:
