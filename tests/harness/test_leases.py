@@ -189,6 +189,25 @@ async def test_a_created_session_is_leased_from_its_insert_and_given_back_with_i
         pass
 
 
+async def test_a_run_keeps_a_bounded_number_of_its_childrens_leases(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``DEFERRED_MAX`` a finished child's lease goes back at once (PostgreSQL's lock table
+    is shared and finite)."""
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite gives a child's lease back when its scope ends")
+    from roleplay.harness import leases
+
+    monkeypatch.setattr(leases, "DEFERRED_MAX", 2)
+    parent = (await store.create_session(preset="roleplay")).id
+    children = []
+    async with run_lease(store, parent) as lease:
+        for _ in range(3):
+            async with created_session_lease(store, lambda: store.create_session(preset="w", parent_id=parent, leased=True)) as (c, _):
+                children.append(c.id)
+        assert [await lease_taken(store, c) for c in children] == [True, True, False]
+        assert [sid for sid, _ in lease.deferred] == children[:2]
+    assert not any([await lease_taken(store, c) for c in [*children, parent]])
+
+
 async def test_leases_on_many_sessions_leave_at_most_one_lock_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     store = open_store(f"sqlite:///{tmp_path / 'rp.db'}")
     await store.migrate()

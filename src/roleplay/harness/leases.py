@@ -165,6 +165,9 @@ async def session_lease(store: EventStore, session_id: str) -> AsyncIterator[Lea
         yield lease
 
 
+# Children's leases a run keeps until its own goes (PostgreSQL's lock table is shared and finite:
+# an Agent turn spawning many sub-agents gives the ones past this back at once).
+DEFERRED_MAX = 32
 LEASE_FILE = "leases.lock"
 _OFFSETS = 1 << 62  # start + length stays inside off_t
 
@@ -335,7 +338,7 @@ async def _pg_lease(store: EventStore, lease: Lease, owner: Lease | None, create
     try:
         yield lambda: bool(conn.alive(session_id, generation))
     finally:
-        if owner is not None and owner.active and not owner.releasing:
+        if owner is not None and owner.active and not owner.releasing and len(owner.deferred) < DEFERRED_MAX:
             owner.deferred += [(session_id, generation), *lease.deferred]
         else:
             lease.releasing = True
