@@ -178,8 +178,20 @@ async def test_a_created_session_is_leased_from_its_insert_and_given_back_with_i
     assert not await lease_taken(store, alone.id)
 
     with pytest.raises(NotFoundError):  # the parent must exist: nothing is created, nothing held
-        async with created_session_lease(store, lambda: store.create_session(preset="w", parent_id="ses_nope", leased=True)):
+        async with created_session_lease(
+            store, lambda: store.create_session(preset="w", parent_id="ses_nope", session_id="ses_orphan", leased=True)
+        ):
             pass
+    assert not await lease_taken(store, "ses_orphan")  # a session-level lock would outlive the failed insert
+    if store.dialect == "postgresql":  # and one a failed insert took anyway is given back
+        conn = store.leases  # type: ignore[attr-defined]
+        await (
+            await conn._conn.execute("SELECT pg_advisory_lock(hashtextextended(current_schema() || ':run:' || 'ses_orphan', 0))")
+        ).fetchall()
+        assert await lease_taken(store, "ses_orphan")
+        await conn._unlock_if_held(conn._conn, "ses_orphan")
+        await conn._unlock_if_held(conn._conn, "ses_orphan")  # not held: nothing happens
+        assert not await lease_taken(store, "ses_orphan")
     taken = await store.create_session(preset="w")
     with pytest.raises(RpError) as exists:
         async with created_session_lease(store, lambda: store.create_session(preset="w", session_id=taken.id, leased=True)):

@@ -42,9 +42,18 @@ LOCK_SQL = f"SELECT pg_try_advisory_lock({_KEY}), {SESSION_COLUMNS} FROM session
 UNLOCK_SQL = f"SELECT pg_advisory_unlock({_KEY})"
 # Several at once, in the order given (the function scan yields the array in order).
 UNLOCK_MANY_SQL = "SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':run:' || u.id, 0)) FROM unnest(%s::text[]) AS u(id)"
-# Insert the session and lock it in one statement; the lock's key is the same as LOCK_SQL's.
+# Insert the session and lock it in one statement; the lock's key is the same as LOCK_SQL's. A
+# session-level lock outlives a failed statement, so it is taken only when the parent's foreign
+# key, checked at the statement's end, will hold (sessions are never deleted).
 CREATE_LOCKED_SQL = (
-    "WITH s AS ({insert} RETURNING id) SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':run:' || s.id, 0)) FROM s"
+    "WITH s AS ({insert} RETURNING id, parent_id) SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':run:' || s.id, 0)) "
+    "FROM s WHERE s.parent_id IS NULL OR EXISTS (SELECT 1 FROM sessions p WHERE p.id = s.parent_id)"
+)
+# After a creation failed anyway: give back the lock if the statement took it.
+UNLOCK_IF_HELD_SQL = (
+    f"SELECT pg_advisory_unlock(h.k) FROM (SELECT {_KEY} AS k) h WHERE EXISTS (SELECT 1 FROM pg_locks l"
+    " WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted AND l.objsubid = 1"
+    " AND l.classid::bigint = ((h.k >> 32) & 4294967295) AND l.objid::bigint = (h.k & 4294967295))"
 )
 CONNECT_TIMEOUT = 15.0
 
@@ -168,6 +177,8 @@ class LeaseConnection:
             except Exception as exc:  # noqa: BLE001 - faults become store.*; the rest re-raised
                 if conn.closed or conn.broken:
                     self._lost()
+                elif sql is not LOCK_SQL:
+                    await self._unlock_if_held(conn, session_id)
                 fault = postgres_fault(exc)
                 if fault is None:
                     raise
@@ -178,6 +189,12 @@ class LeaseConnection:
                 raise lease_busy(session_id)
             self._held[session_id] = self._generation
             return self._generation, tuple(row[1:])
+
+    async def _unlock_if_held(self, conn: Any, session_id: str) -> None:
+        try:
+            await (await conn.execute(UNLOCK_IF_HELD_SQL, (session_id,))).fetchall()
+        except Exception:  # noqa: BLE001 - a connection that cannot unlock is closed, which unlocks
+            await self._close_lost()
 
     async def _release(self, leases: list[tuple[str, int]]) -> None:
         async with self._guard():
