@@ -92,6 +92,24 @@ def is_retryable(exc: BaseException) -> bool:
     return False
 
 
+def is_timeout(exc: BaseException) -> bool:
+    """Whether a failure is a timeout rather than an unreachable or vanished server.
+
+    The SDK's aiohttp transport reports every aiohttp connection error (refused, reset, a server
+    that hung up) as a connect *timeout*; the aiohttp error it wraps says which it really was, and
+    aiohttp's own timeouts are ``TimeoutError`` subclasses."""
+    import openai  # only a real provider's failures reach here; the SDK is loaded by then
+
+    if not isinstance(exc, openai.APITimeoutError):
+        return False
+    cause: BaseException | None = exc.__cause__
+    while cause is not None:
+        if type(cause).__module__.split(".")[0] == "aiohttp":
+            return isinstance(cause, TimeoutError)
+        cause = cause.__cause__ or cause.__context__
+    return True
+
+
 def retry_after_seconds(exc: BaseException) -> float | None:
     import openai  # only a real provider's failures reach here; the SDK is loaded by then
 
@@ -133,7 +151,7 @@ def map_error(
     where = f"{provider} model {model!r} at {redact_url(base_url)}"
     details: dict[str, Any] = {"provider": provider, "model": model, "attempts": attempts}
     raw = redact(provider_message(exc), api_key)
-    if isinstance(exc, openai.APITimeoutError):
+    if is_timeout(exc):
         return RpError("model.timeout", f"{where} timed out after {attempts} attempt(s)", details=details)
     if isinstance(exc, openai.APIConnectionError):
         return RpError(
