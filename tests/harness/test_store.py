@@ -56,6 +56,25 @@ async def test_append_assigns_gapless_seqs(store: EventStore) -> None:
     assert [e.seq for e in await store.read(rec.id)] == [1, 2, 3]
 
 
+async def test_short_and_long_batches_append_in_order(store: EventStore) -> None:
+    """PostgreSQL sends a short batch as rows of parameters and a long one as arrays: the same
+    rows either way, in order (seq and the global position), stored texts included."""
+    rec = await store.create_session(preset="p")
+    long_text = "長い" * 40_000  # stored as text parts (new ones first, then known ones)
+    odd = "é\\'\"{}[],NULL"
+    await store.append(rec.id, 0, [user("s0"), assistant("s1", long_text), user("s2", odd)])
+    batch = [user(f"l{i}", long_text if i % 7 == 0 else f"text {i}") for i in range(45)]
+    await store.append(rec.id, 3, batch)
+    await store.append_at_head(rec.id, [user("t0", odd), assistant("t1", long_text)])
+    events = await store.read(rec.id)
+    assert [e.seq for e in events] == list(range(1, 51))
+    assert [e.payload["messageId"] for e in events] == ["s0", "s1", "s2", *(f"l{i}" for i in range(45)), "t0", "t1"]
+    texts = [e.payload["content"][0]["text"] for e in events]
+    assert texts == ["hi", long_text, odd, *(b.payload["content"][0]["text"] for b in batch), odd, long_text]
+    rows = [r for r in await store.dump() if r[0] == "event"]
+    assert [r[2] for r in rows] == list(range(1, 51))  # global order is seq order
+
+
 async def test_read_ranges(store: EventStore) -> None:
     rec = await store.create_session(preset="p", events=[user(f"m{i}") for i in range(10)])
     assert [e.seq for e in await store.read(rec.id, after_seq=7)] == [8, 9, 10]

@@ -14,6 +14,7 @@ published locally.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import secrets
@@ -68,12 +69,35 @@ _APPEND = (
     "WITH head AS ({head}), "
     "ins AS (INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
     "SELECT %s, head.head_seq + u.o, u.t, u.v, u.p::json, u.x, %s, u.z FROM head, "
-    "unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[], %s::bytea[]) AS u(o, t, v, p, x, z) RETURNING 1), "
+    "(VALUES {rows}) AS u(o, t, v, p, x, z) RETURNING 1), "
     "note AS (SELECT pg_notify(%s, coalesce(%s, json_build_object("
     "'o', %s::text, 'k', 'e', 's', %s::text, 'f', head.head_seq - %s + 1, 'l', head.head_seq)::text)) FROM head) "
     "SELECT (SELECT head_seq FROM head), (SELECT head_seq FROM sessions WHERE id = %s), "
     "(SELECT count(*) FROM ins), (SELECT count(*) FROM note)"
 )
+_APPEND_ROW = "(%s::bigint, %s::text, %s::int, %s::text, %s::text, %s::bytea)"
+_APPEND_ROWS_MAX = 32  # more events than this go as arrays (one statement text for any number)
+_APPEND_ARRAYS = "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[], %s::bytea[])"
+
+
+@functools.lru_cache(maxsize=2 * (_APPEND_ROWS_MAX + 1))
+def _append_sql(head_sql: str, n: int) -> str:
+    """``_APPEND`` for ``n`` events, a row of scalar parameters each: psycopg dumps scalars in C,
+    arrays of them in Python at several times the cost (most appends are of 1 to 4 events, so
+    few statements are prepared). A long batch goes as six arrays."""
+    rows = ", ".join([_APPEND_ROW] * n) if n <= _APPEND_ROWS_MAX else None
+    return (
+        _APPEND.format(head=head_sql, rows=rows)
+        if rows
+        else _APPEND.replace("(VALUES {rows})", f"({_APPEND_ARRAYS})").format(head=head_sql)
+    )
+
+
+def _append_params(rows: list[tuple[Any, ...]]) -> list[Any]:
+    """The events' parameters in ``_append_sql``'s order: row by row, or column by column."""
+    if len(rows) <= _APPEND_ROWS_MAX:
+        return [value for row in rows for value in row]
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 # The same with new text parts: they are inserted (in hash order, like ``_store_parts``) and the
@@ -393,18 +417,17 @@ class PostgresStore(EventStore):
             try:
                 async with conn.transaction() if known is None else _no_transaction():
                     ids = known if known is not None else await _store_parts(conn, externals, self._part_ids)
+                    rows = [
+                        (o, e.type, e.version, e.stored_json, texts_column(e.external.texts, ids) if e.external else None, e.compressed)
+                        for o, e in zip(offsets, events, strict=True)
+                    ]
                     cur = await conn.execute(
-                        _APPEND.format(head=head_sql),
+                        _append_sql(head_sql, n),
                         (
                             *head_args,
                             session_id,
                             now,
-                            offsets,
-                            [e.type for e in events],
-                            [e.version for e in events],
-                            [e.stored_json for e in events],
-                            [texts_column(e.external.texts, ids) if e.external else None for e in events],
-                            [e.compressed for e in events],
+                            *_append_params(rows),
                             self._channel,
                             note,
                             self._origin,
