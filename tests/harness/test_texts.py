@@ -161,3 +161,35 @@ def test_texts_column_pieces_join_to_the_column_whatever_ids_are_known() -> None
         assert all((lit is None) != (ref is None) for lit, ref in pieces)
         assert {ref for _, ref in pieces if ref is not None} == set(ids) - set(known)
         assert "".join(lit if lit is not None else str(ids[ref]) for lit, ref in pieces) == texts_column(ext.texts, ids)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_parts_read_one_at_a_time_equal_the_full_split(seed: int) -> None:
+    """``_next_part`` reads lines from a cut on (``str.splitlines``' boundaries, long lines sliced)
+    and stops at the next cut: chained, its parts are the full split's."""
+    import random
+
+    rng = random.Random(seed)
+    text = "".join(rng.choice([*_UNITS, "\x0b", "\x0c", "\x85", "\u2028", "\r\r\n", "w" * 4096]) for _ in range(rng.randint(0, 300)))
+    parts, pos = [], 0
+    while pos < len(text):
+        parts.append(texts._next_part(text, pos))
+        pos += len(parts[-1])
+    assert parts == texts._split(text)
+
+
+def test_a_change_before_the_conversation_hashes_only_the_parts_around_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state section sits before the conversation and changes at every turn: the parts after
+    it are the previous prompt's again, found by their content, not cut and hashed anew."""
+    monkeypatch.setattr(texts, "_RECENT_MIN_CHARS", 1)
+    monkeypatch.setattr(texts, "_recent_splits", [])
+    head = "preset line\n" * 400
+    before = f"{head}state: trust 40\n\n{conversation(300)}"
+    after = f"{head}state: trust 41, mood calm\n\n{conversation(301)}"
+    texts.hashed_parts(before)
+    hashed: list[str] = []
+    real = texts.sha256_text
+    monkeypatch.setattr(texts, "sha256_text", lambda part: hashed.append(part) or real(part))
+    got = texts.hashed_parts(after)
+    assert got == [(p, real(p)) for p in texts._split(after)]
+    assert sum(map(len, hashed)) < len(after) * 0.1

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -70,13 +71,17 @@ def split_parts(text: str) -> list[str]:
 
 
 def hashed_parts(text: str) -> list[tuple[str, str]]:
-    """``split_parts`` with each part's sha256, reusing a recent text's leading parts.
+    """``split_parts`` with each part's sha256, reusing a recent text's parts wherever they recur.
 
-    The next turn's prompt starts with most of this turn's (everything up to the newest exchange),
-    and a cut depends only on the lines since the previous cut: so where ``text`` starts with a
-    recent text's first parts, each of which ended at a cut, its own split starts with those same
-    parts, and only the rest is cut (and hashed) again. A part ending in ``\r`` is not reused (a
-    ``\n`` after it would make ``\r\n`` one line). Property-tested against the full split."""
+    The next turn's prompt is mostly this turn's: everything up to the state section, then (after
+    a few changed lines) the same conversation with one more exchange. A cut depends only on the
+    lines since the previous cut, so wherever ``text`` reaches a cut and goes on with a part a
+    recent text had (one that also ended at a cut there), its own split goes on with that same
+    part. So ``text`` is cut afresh (and hashed) only around its changes: its leading parts are
+    matched in one pass, and after each fresh part the recent texts' parts are looked up by their
+    first characters. A part ending in ``\r`` is not reused (a ``\n`` after it would make
+    ``\r\n`` one line), nor a text's last part (it ended with that text, not at a cut).
+    Property-tested against the full split."""
     global _recent_splits
     best, offset = 0, 0
     previous: list[tuple[str, str]] = []
@@ -84,10 +89,46 @@ def hashed_parts(text: str) -> list[tuple[str, str]]:
         n, at = _shared_parts(text, candidate)
         if at > offset:
             best, offset, previous = n, at, candidate
-    result = previous[:best] + [(part, sha256_text(part)) for part in _split(text[offset:] if offset else text)]
+    result = previous[:best]
+    if offset < len(text):
+        known = _known_parts(_recent_splits)
+        pos, end = offset, len(text)
+        while pos < end:
+            found = None
+            if known:
+                for part, digest in known.get(text[pos : pos + _KEY_CHARS], ()):
+                    if text.startswith(part, pos):
+                        found = (part, digest)
+                        break
+            if found is None:
+                part = _next_part(text, pos)
+                found = (part, sha256_text(part))
+            result.append(found)
+            pos += len(found[0])
     if len(text) >= _RECENT_MIN_CHARS:
         _recent_splits = [*_recent_splits[-(_RECENT_SPLITS - 1) :], result]  # rebound whole: no reader sees it change
     return result
+
+
+def _known_parts(splits: list[list[tuple[str, str]]]) -> dict[str, list[tuple[str, str]]]:
+    """The reusable parts of ``splits`` by their first characters (parts are at least
+    ``MIN_PART_CHARS`` long, a text's last part aside, which is not reusable anyway)."""
+    global _known
+    if _known is not None and len(_known[0]) == len(splits) and all(a is b for a, b in zip(_known[0], splits)):
+        return _known[1]
+    index: dict[str, list[tuple[str, str]]] = {}
+    for split in splits:
+        for part, digest in split[:-1]:
+            if not part.endswith("\r") and len(part) >= _KEY_CHARS:
+                same = index.setdefault(part[:_KEY_CHARS], [])
+                if (part, digest) not in same:
+                    same.append((part, digest))
+    _known = (list(splits), index)
+    return index
+
+
+_KEY_CHARS = 64
+_known: tuple[list[list[tuple[str, str]]], dict[str, list[tuple[str, str]]]] | None = None
 
 
 def _shared_parts(text: str, parts: list[tuple[str, str]]) -> tuple[int, int]:
@@ -134,6 +175,31 @@ def _units(text: str) -> Iterable[str]:
         else:  # a very long line: fixed slices, which resynchronise at its end
             for i in range(0, len(line), MAX_PART_CHARS):
                 yield line[i : i + MAX_PART_CHARS]
+
+
+# ``str.splitlines``' line boundaries, to read the lines of a text from a position on.
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _next_part(text: str, pos: int) -> str:
+    """``_split(text[pos:])[0]`` without reading further than that part (``pos`` is at a cut)."""
+    size = 0
+    for start, end in _line_spans(text, pos):
+        for unit_start in range(start, end, MAX_PART_CHARS):  # a very long line: fixed slices
+            unit = text[unit_start : min(unit_start + MAX_PART_CHARS, end)]
+            size += len(unit)
+            if size >= MAX_PART_CHARS or (size >= MIN_PART_CHARS and unit.strip() and zlib.crc32(unit.encode("utf-8")) & _CUT_MASK == 0):
+                return text[pos : unit_start + len(unit)]
+    return text[pos:]  # no cut before the end: the rest is the text's last part
+
+
+def _line_spans(text: str, pos: int) -> Iterable[tuple[int, int]]:
+    """Where the lines of ``text[pos:]`` (as ``str.splitlines`` cuts them) start and end."""
+    for match in _LINE_BREAK.finditer(text, pos):
+        yield pos, match.end()
+        pos = match.end()
+    if pos < len(text):
+        yield pos, len(text)
 
 
 def sha256_text(text: str) -> str:
