@@ -27,9 +27,9 @@ time, as users arriving do. Measured per turn: time to first token (POST → fir
 ``assistant/chunk``), the gaps between chunks, and every durable event id, which is checked
 against the log afterwards (lost = in the log but never streamed; duplicated = streamed twice).
 
-The provider's own time to first token is calibrated first: one session alone, once with the
-given chunk delay and once with none; the difference is what the provider spends before the first
-Writer token (the frames of the parent's call and the Writer's first frame). Engine overhead =
+The provider's own time to first token is calibrated first: one session alone (nine turns, the
+first left out), once with the given chunk delay and once with none; the difference is what the
+provider spends before the first Writer token (the frames of the parent's call and the Writer's first frame). Engine overhead =
 loaded time to first token − that.
 
 Targets (issue 16): 0 errors, 0 lost, 0 duplicated; overhead p50 ≤ 30 ms, p99 ≤ 150 ms; the
@@ -297,9 +297,11 @@ def sqlite_url() -> str:
 
 
 async def bench(label: str, make_url: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
-    calibrate_d, _, _ = await drive(make_url(), args.chunk_delay, 1, 3)
-    calibrate_0, _, _ = await drive(make_url(), 0.0, 1, 3)
-    provider_ms = statistics.median(calibrate_d.ttft_ms) - statistics.median(calibrate_0.ttft_ms)
+    # Nine turns each, the first left out (a fresh server's first turn warms caches): a median of
+    # three moved the provider's figure, and so every overhead, by tens of milliseconds.
+    calibrate_d, _, _ = await drive(make_url(), args.chunk_delay, 1, 9)
+    calibrate_0, _, _ = await drive(make_url(), 0.0, 1, 9)
+    provider_ms = statistics.median(calibrate_d.ttft_ms[1:]) - statistics.median(calibrate_0.ttft_ms[1:])
     if args.verbose:
         print(f"calibration: ttft {calibrate_d.ttft_ms} with the delay, {calibrate_0.ttft_ms} without", file=sys.stderr)
     loads = {"user": args.think, "saturation": 0.0}
