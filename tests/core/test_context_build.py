@@ -636,6 +636,9 @@ def test_the_trimmed_window_is_counted_exactly_as_its_whole_prompt(raw: list[tup
         build = cb.freeze(slots, sources, history=shown, budget=cb.WindowBudget(room + 1800, 500, 100))
         assert build.window is not None
         assert build.window.prompt_tokens == _total(_stats(build.writer_prompt))
+        # Messages are left out exactly when the whole history's prompt is over the budget.
+        whole = cb.freeze(slots, sources, history=shown).writer_prompt
+        assert (build.window.omitted > 0) == (count_tokens(whole) > build.window.budget)
         # And directly, on a long prompt (the parts path is only taken past the split length).
         blocks = "".join(f"{cb.escape_control_tags(render_entries((e,)))}\n\n" for e in shown)
         text = f"{build.writer_prompt}\n\n{blocks * 30}[Character's note]\nAlice hums."

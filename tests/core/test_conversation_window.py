@@ -64,6 +64,8 @@ def test_a_tally_kept_across_changes_equals_a_fresh_computation(
                 body = escape(text_of_entries(history[start:]))
                 for text in (f"{head}{body}\n</section>", f"{head}{body}{between}", f"{head}{body}\n\n{between}{body}", f"x{body}{head}"):
                     assert tally_.count(text, start, escape) == _total(_stats(text))
+                    if start == 0:  # a prompt that holds the whole conversation counts at least the floor
+                        assert _total(_stats(text)) >= tally_.tokens_at_least(escape)
 
 
 def test_histories_are_kept_apart_and_matched_by_their_messages() -> None:

@@ -181,3 +181,17 @@ def test_counts_remembered_by_object_answer_only_for_that_object() -> None:
     assert message_tokens(twin) == message_tokens(ChatMessage("user", "short")) != exact
     del message  # gone: its id may be reused, the weak reference tells
     assert message_tokens(ChatMessage("user", LINE * 3)) == exact
+
+
+def test_a_remembered_request_is_summed_from_its_figures_and_equals_the_sum_of_its_messages() -> None:
+    from roleplay.harness.history import messages_tokens, remember_request
+
+    messages = [ChatMessage("system", "rules"), *(ChatMessage("user" if i % 2 else "assistant", "word " * i) for i in range(12))]
+    plain = [message_tokens(m) for m in messages]
+    remember_request(messages, plain)
+    for start, stop in [(0, None), (1, 5), (1, 0), (3, 3), (2, -1), (0, 40)]:
+        assert messages_tokens(messages, start, stop) == sum(plain[start:stop])
+    # Another list with the same messages, or the list once changed, is summed message by message.
+    assert messages_tokens(list(messages)) == sum(plain)
+    messages.append(ChatMessage("user", "more words"))
+    assert messages_tokens(messages) == sum(plain) + message_tokens(messages[-1])

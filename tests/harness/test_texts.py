@@ -193,3 +193,13 @@ def test_a_change_before_the_conversation_hashes_only_the_parts_around_it(monkey
     got = texts.hashed_parts(after)
     assert got == [(p, real(p)) for p in texts._split(after)]
     assert sum(map(len, hashed)) < len(after) * 0.1
+
+
+def test_parts_offered_for_reuse_are_bounded_and_a_full_index_changes_no_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(texts, "_KNOWN_MAX_CHARS", 5_000)
+    monkeypatch.setattr(texts, "_known", {})
+    monkeypatch.setattr(texts, "_known_chars", 0)
+    for turns in range(40, 60):
+        text = f"state {turns}\n\n{conversation(turns)}"
+        assert texts.hashed_parts(text) == [(p, sha256_text(p)) for p in texts._split(text)]
+        assert texts._known_chars <= 5_000 + texts.MAX_PART_CHARS

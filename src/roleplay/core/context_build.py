@@ -570,18 +570,23 @@ def _fit_history(
     the messages kept (the Character's Note is placed among them) and the Writer sections built
     from what was kept (the build measured last, so :func:`freeze` does not build it again)."""
     conversation = by_id.get(CONVERSATION)
-    full = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=history)
     tagged = next((slot.section_tag for slot in slots if CONVERSATION in slot.sources and not slot.idle), True)
     escape = escape_control_tags if tagged else escape_request_tags
     counts = window_tally(history)  # per-message figures kept across turns
-    tokens = counts.count(join_sections(full), 0, escape) if history else count_tokens(join_sections(full))
     limit = budget.prompt_budget
 
     def fit(omitted: int, prompt_tokens: int) -> WindowFit:
         return WindowFit(budget.window, budget.reply_reserve, budget.fixed_tokens, prompt_tokens, len(history), omitted)
 
-    if conversation is None or tokens <= limit:
-        return by_id, fit(0, tokens), _over_window(fit(0, tokens)), history, full
+    # Once the story outgrows the window, building and counting the whole history's prompt at
+    # every turn only to learn that it is over would cost a pass over the whole story: when the
+    # messages it surely holds as they are escaped here (all but the newest, which the section's
+    # end may trim) already count more than the budget, the whole prompt is over too.
+    if conversation is None or counts.tokens_at_least(escape) <= limit:
+        full = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=history)
+        tokens = counts.count(join_sections(full), 0, escape) if history else count_tokens(join_sections(full))
+        if conversation is None or tokens <= limit:
+            return by_id, fit(0, tokens), _over_window(fit(0, tokens)), history, full
     # Sum per-message costs (the estimate is close to additive) to pick the cut in one pass, then
     # check the real prompt and drop one more message while it is still over.
     without = {sid: src for sid, src in by_id.items() if sid != CONVERSATION}

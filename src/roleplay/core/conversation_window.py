@@ -96,6 +96,16 @@ class HistoryTally:
             return 0
         return n - bisect_left(costs, costs[n] - room, 0, n + 1)
 
+    def tokens_at_least(self, escape: Escape) -> int:
+        """A floor of ``count_tokens`` of any prompt that holds the conversation's text (rendered
+        from these messages and escaped as a whole with ``escape``): the count of every message's
+        block but the newest's (whose trailing whitespace the section may strip). Each block is in
+        such a prompt as it is here (escaping never reaches across the blank line between two
+        messages) and starts with its label's ``[``, which no counted run goes on into, so its
+        figures add to the rest's, and the count only grows with the figures."""
+        stats = self._figures(escape).stats
+        return tokens.stats_tokens(stats[max(len(stats) - 2, 0)])
+
     def count(self, text: str, start: int, escape: Escape) -> int:
         """``count_tokens(text)`` of a prompt holding the messages from ``start`` on, escaped with
         ``escape``: the longest run of their blocks found where the first one is counts by its

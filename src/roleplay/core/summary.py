@@ -47,7 +47,7 @@ from roleplay.canonical import sha256_hex
 from roleplay.errors import RpError
 from roleplay.harness.commands import CommandContext
 from roleplay.harness.events import EventDraft
-from roleplay.harness.history import message_tokens, tools_tokens
+from roleplay.harness.history import message_tokens, messages_tokens, tools_tokens
 from roleplay.harness.loop import nodes_to_messages
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import ChatMessage, ChatModel, Completed, ModelRequest, ModelResponse, StreamEvent
@@ -498,8 +498,8 @@ class SummaryWatch:
         # bounded history left out of this request still presses on the window.
         earlier = self.earlier_tokens
         start = self._current_start(request.messages)
-        sent = sum(message_tokens(m) for m in request.messages) + tools_tokens(request.tools)
-        sent_earlier = sum(message_tokens(m) for m in request.messages[1:start]) if start is not None else earlier
+        sent = messages_tokens(request.messages) + tools_tokens(request.tools)
+        sent_earlier = messages_tokens(request.messages, 1, start) if start is not None else earlier
         omitted = max(0, earlier - sent_earlier)
         reported = response.usage is not None and response.usage.prompt_tokens > 0
         base = response.usage.prompt_tokens if reported and response.usage is not None else sent

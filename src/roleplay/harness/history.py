@@ -77,6 +77,31 @@ def message_tokens(message: ChatMessage) -> int:
     return total
 
 
+# The figures of the last few requests' message lists, from their maker (the loop), which has
+# each message's count at hand: a caller that sums a long request (the summary threshold, at every
+# step) reads them instead of looking up every message. By list identity, the list kept with them.
+_REQUESTS: dict[int, tuple[list[ChatMessage], list[int]]] = {}
+_REQUESTS_MAX = 8
+
+
+def remember_request(messages: list[ChatMessage], costs: Sequence[int]) -> None:
+    """Record ``message_tokens`` of each of ``messages``, a request's list its maker never changes."""
+    if len(_REQUESTS) >= _REQUESTS_MAX:
+        del _REQUESTS[next(iter(_REQUESTS))]
+    _REQUESTS[id(messages)] = (messages, list(accumulate(costs, initial=0)))
+
+
+def messages_tokens(messages: Sequence[ChatMessage], start: int = 0, stop: int | None = None) -> int:
+    """``sum(message_tokens(m) for m in messages[start:stop])``; no step per message for a
+    request list its maker recorded (``remember_request``)."""
+    known = _REQUESTS.get(id(messages))
+    if known is not None and known[0] is messages and len(known[1]) == len(messages) + 1:
+        first, last, _ = slice(start, stop).indices(len(messages))
+        running = known[1]
+        return running[max(last, first)] - running[first]
+    return sum(map(message_tokens, messages[start:stop]))
+
+
 def tools_tokens(tools: Sequence[ToolSpec]) -> int:
     return sum(
         _tokens(json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters}, ensure_ascii=False)) for t in tools

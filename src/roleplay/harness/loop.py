@@ -51,7 +51,15 @@ from roleplay.harness.names import (
 )
 
 from .events import Event, EventDraft
-from .history import HistoryFit, fit_history, message_tokens, remember_tokens, reply_reserve, request_fixed_tokens
+from .history import (
+    HistoryFit,
+    fit_history,
+    message_tokens,
+    remember_request,
+    remember_tokens,
+    reply_reserve,
+    request_fixed_tokens,
+)
 from .leases import Lease, check_lease, run_lease
 from .models.types import (
     ChatMessage,
@@ -284,10 +292,14 @@ class AgentLoop:
         # The loop made the last append (it holds the lease): the cache at that head needs no read.
         surface = await self.service.projection_at(session_id, surface_projection, self._head)
         tools = [self.spec.tools.get(n).spec() for n in self.visible]
-        history, fit = await self._history(session_id, prompt.text, tools, surface)
+        history, costs, fit = await self._history(session_id, prompt.text, tools, surface)
         result.history = fit
+        system = ChatMessage("system", prompt.text)
+        messages = [system] + history
+        # Its figures, for a caller that sums the request (the summary threshold) at every step.
+        remember_request(messages, [message_tokens(system), *costs])
         request = ModelRequest(
-            messages=[ChatMessage("system", prompt.text)] + history,
+            messages=messages,
             tools=tools,
             max_tokens=self.spec.max_tokens,
             reasoning_effort=self.spec.reasoning_effort,
@@ -389,9 +401,10 @@ class AgentLoop:
 
     async def _history(
         self, session_id: str, system: str, tools: list[Any], surface: Loaded
-    ) -> tuple[list[ChatMessage], HistoryFit | None]:
+    ) -> tuple[list[ChatMessage], list[int], HistoryFit | None]:
         """The request's messages after the system prompt: the runtime's view of the earlier
-        turns, fitted to the window (newest whole exchanges), then the current turn whole."""
+        turns, fitted to the window (newest whole exchanges), then the current turn whole; and
+        their ``message_tokens``."""
         nodes = surface.state["nodes"]
         split = len(nodes)
         while split > 0 and nodes[split - 1]["seq"] > self._turn_seq:
@@ -401,7 +414,7 @@ class AgentLoop:
         current, current_costs = self._converted.convert(session_id, nodes[split:])
         window = self.spec.context_window
         if window is None:
-            return earlier + current, None
+            return earlier + current, kept.costs + current_costs, None
         cut, fit = fit_history(
             earlier,
             window=window,
@@ -413,7 +426,7 @@ class AgentLoop:
             starts=kept.starts,
         )
         self._cut = cut
-        return earlier[cut:] + current, fit
+        return earlier[cut:] + current, kept.costs[cut:] + current_costs, fit
 
     async def _stream(self, session_id: str, turn_id: str, step_id: str, request: ModelRequest) -> ModelResponse:
         response: ModelResponse | None = None

@@ -113,6 +113,11 @@ def count_around(text: str, head: str, middle: Stats, tail: str) -> int | None:
     return total
 
 
+def stats_tokens(stats: Stats) -> int:
+    """The count of a text with these figures (``count_tokens`` of it)."""
+    return _total(stats)
+
+
 def add_stats(a: Stats, b: Stats) -> Stats:
     return tuple(map(operator.add, a, b))
 

@@ -91,18 +91,15 @@ def hashed_parts(text: str) -> list[tuple[str, str]]:
             best, offset, previous = n, at, candidate
     result = previous[:best]
     if offset < len(text):
-        known = _known_parts(_recent_splits)
+        known = _known
         pos, end = offset, len(text)
         while pos < end:
-            found = None
-            if known:
-                for part, digest in known.get(text[pos : pos + _KEY_CHARS], ()):
-                    if text.startswith(part, pos):
-                        found = (part, digest)
-                        break
-            if found is None:
+            found = known.get(text[pos : pos + _KEY_CHARS])
+            if found is None or not text.startswith(found[0], pos):
                 part = _next_part(text, pos)
                 found = (part, sha256_text(part))
+                if pos + len(part) < end:  # ended at a cut, not with the text: reusable
+                    _know(part, found[1])
             result.append(found)
             pos += len(found[0])
     if len(text) >= _RECENT_MIN_CHARS:
@@ -110,25 +107,29 @@ def hashed_parts(text: str) -> list[tuple[str, str]]:
     return result
 
 
-def _known_parts(splits: list[list[tuple[str, str]]]) -> dict[str, list[tuple[str, str]]]:
-    """The reusable parts of ``splits`` by their first characters (parts are at least
-    ``MIN_PART_CHARS`` long, a text's last part aside, which is not reusable anyway)."""
-    global _known
-    if _known is not None and len(_known[0]) == len(splits) and all(a is b for a, b in zip(_known[0], splits)):
-        return _known[1]
-    index: dict[str, list[tuple[str, str]]] = {}
-    for split in splits:
-        for part, digest in split[:-1]:
-            if not part.endswith("\r") and len(part) >= _KEY_CHARS:
-                same = index.setdefault(part[:_KEY_CHARS], [])
-                if (part, digest) not in same:
-                    same.append((part, digest))
-    _known = (list(splits), index)
-    return index
+def _know(part: str, digest: str) -> None:
+    """Offer ``part`` (which ended at a cut) for reuse, by its first characters. Any part that
+    ended at a cut is right wherever a text at a cut goes on with it, so parts are never taken
+    back; the newest of two with the same first characters is kept. Bounded by the text it holds:
+    then it starts again, which costs cutting and hashing, never a different split."""
+    global _known_chars
+    if part.endswith("\r") or len(part) < _KEY_CHARS:
+        return
+    if _known_chars >= _KNOWN_MAX_CHARS:
+        _known.clear()
+        _known_chars = 0
+    key = part[:_KEY_CHARS]
+    old = _known.get(key)
+    _known[key] = (part, digest)
+    _known_chars += len(part) - (len(old[0]) if old is not None else 0)
 
 
+# Parts a recent text ended at a cut, by their first characters (parts are at least
+# ``MIN_PART_CHARS`` long, a text's last part aside, which is not offered).
 _KEY_CHARS = 64
-_known: tuple[list[list[tuple[str, str]]], dict[str, list[tuple[str, str]]]] | None = None
+_KNOWN_MAX_CHARS = 8_000_000
+_known: dict[str, tuple[str, str]] = {}
+_known_chars = 0
 
 
 def _shared_parts(text: str, parts: list[tuple[str, str]]) -> tuple[int, int]:
