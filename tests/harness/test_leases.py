@@ -14,6 +14,7 @@ import pytest
 
 from roleplay.errors import ConflictError, NotFoundError, RpError
 from roleplay.harness.leases import check_lease, created_session_lease, held_lease, lease_taken, run_lease, session_lease
+from roleplay.harness.events import EventDraft
 from roleplay.harness.store import EventStore, open_store
 from roleplay.harness.store.base import SessionRecord
 
@@ -192,6 +193,29 @@ async def test_a_created_session_is_leased_from_its_insert_and_given_back_with_i
         await conn._unlock_if_held(conn._conn, "ses_orphan")
         await conn._unlock_if_held(conn._conn, "ses_orphan")  # not held: nothing happens
         assert not await lease_taken(store, "ses_orphan")
+    first = [
+        EventDraft("turn/start", {"turnId": "t1"}),
+        EventDraft("user/message", {"messageId": "m1", "content": [{"type": "text", "text": "x" * 9000}]}),
+    ]
+    with pytest.raises(NotFoundError):  # the same with first events (one statement on PostgreSQL)
+        async with created_session_lease(
+            store, lambda: store.create_session(preset="w", parent_id="ses_nope", session_id="ses_orphan2", events=first, leased=True)
+        ):
+            pass
+    assert not await lease_taken(store, "ses_orphan2")
+    async with run_lease(store, parent):
+        async with created_session_lease(store, lambda: store.create_session(preset="w", parent_id=parent, events=first, leased=True)) as (
+            started,
+            lease,
+        ):
+            assert started.head_seq == 2 and await lease_taken(store, started.id) and lease.record == started
+            assert [e.type for e in await store.read(started.id)] == ["turn/start", "user/message"]
+            assert (await store.read(started.id))[1].payload["content"][0]["text"] == "x" * 9000
+            with pytest.raises(ConflictError):
+                async with run_lease(store, started.id):
+                    pass
+    assert not await lease_taken(store, started.id)
+
     taken = await store.create_session(preset="w")
     with pytest.raises(RpError) as exists:
         async with created_session_lease(store, lambda: store.create_session(preset="w", session_id=taken.id, leased=True)):

@@ -58,6 +58,61 @@ async def test_child_session_gets_its_own_prompt_one_message_and_no_parent_histo
     assert types[0] == "turn/start" and types[-1] == "turn/end"
 
 
+async def test_the_child_is_created_with_its_first_events_and_leased_for_its_turn(
+    service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One store call creates the child with its turn's first events (one statement on
+    PostgreSQL, its run lease taken by it); the turn's other events follow as appends, the
+    first step reading nothing back; the lease is held until the turn ends."""
+    from roleplay.harness.leases import held_lease, lease_taken, run_lease
+
+    parent = await service.create("roleplay")
+    created: list[list[str]] = []
+    appended: list[list[str]] = []
+    reads: list[int] = []
+    create, append, read = store.create_session_with_events, store.append, store.read
+
+    ids: list[str] = []
+
+    async def creating(**kw: Any) -> Any:
+        created.append([d.type for d in kw["events"]])
+        ids.append(kw["session_id"])
+        return await create(**kw)
+
+    async def appending(session_id: str, expected_seq: int, drafts: Any) -> Any:
+        appended.append([d.type for d in drafts])
+        return await append(session_id, expected_seq, drafts)
+
+    async def reading(session_id: str, **kw: Any) -> Any:
+        reads.append(kw.get("after_seq", 0))
+        return await read(session_id, **kw)
+
+    monkeypatch.setattr(store, "create_session_with_events", creating)
+    monkeypatch.setattr(store, "append", appending)
+    monkeypatch.setattr(store, "read", reading)
+    holding: list[bool] = []
+
+    def respond(request: Any) -> str:
+        lease = held_lease(store, ids[0])  # the child's run holds its lease while the model writes
+        holding.append(lease is not None and (lease.alive is None or lease.alive()))
+        return "The scene."
+
+    req = SubagentRequest(preset="writer", system_prompt="You are the Writer.", user_text="Write the scene.")
+    async with run_lease(store, parent.id):
+        result = await run_subagent(service, parent.id, req, model=ScriptedModel(responder=respond))
+        assert held_lease(store, result.session_id) is None
+    assert created == [["turn/start", "user/message"]] and reads == []
+    assert appended == [["step/start", "model/request"], ["assistant/message", "step/end", "turn/end"]]
+    assert [e.type for e in await service.events(result.session_id)] == [t for batch in created + appended for t in batch]
+    assert holding == [True] and not await lease_taken(store, result.session_id)
+    async with run_lease(store, result.session_id):  # given back
+        pass
+
+    with pytest.raises(RpError) as missing:  # the parent must exist: nothing is created, nothing held
+        await run_subagent(service, "ses_nope", req, model=ScriptedModel(["x"]))
+    assert missing.value.code == "session.not_found"
+
+
 async def test_tool_allow_list_is_intersected_and_spawners_are_removed(service: SessionService) -> None:
     parent = await service.create("roleplay")
     model = ScriptedModel([{"tool_calls": [{"name": "lookup", "arguments": {"q": "moon"}}]}, "done"])

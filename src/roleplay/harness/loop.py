@@ -32,6 +32,7 @@ Rules kept here:
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, NamedTuple, Sequence, TypeVar
 
@@ -80,6 +81,9 @@ from .turns import turns_projection
 
 T = TypeVar("T")
 DEFAULT_STEP_LIMIT = 20
+# Creates the session with these first events of its turn and holds its run lease until exit;
+# enters as the events appended.
+Creator = Callable[[list[EventDraft]], AbstractAsyncContextManager[list[Event]]]
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,7 @@ class AgentLoop:
         # appended next (the turn's end, one round trip on PostgreSQL instead of two), or before
         # the next step reads the log.
         self._tail: list[EventDraft] = []
+        self._create: tuple[Creator, AsyncExitStack] | None = None  # run_turn(create=…) until its first append
 
     # -- public ----------------------------------------------------------------------------------
     async def run_turn(
@@ -204,13 +209,24 @@ class AgentLoop:
         lease: Lease | None = None,
         new_session: bool = False,
         head: int | None = None,
+        create: Creator | None = None,
     ) -> TurnResult:
         """Run one turn. Without ``lease`` the turn takes the session's run lease itself; a caller
         that already holds it (and has read the log under it) passes it in, with the ``head`` it
         read there when it knows it (a read saved). ``new_session``: the caller has just created
         the session with no events (a sub-agent's child), so no run can have left a turn open and
-        its head is 0 (a read saved; an append that finds the head moved re-reads it, as always)."""
+        its head is 0 (a read saved; an append that finds the head moved re-reads it, as always).
+        ``create``: the session does not exist yet; the turn's first events create it, leased
+        (``Creator``: one statement on PostgreSQL instead of two)."""
         self._tail = []
+        if create is not None:
+            self._head = 0
+            async with AsyncExitStack() as stack:
+                self._create = (create, stack)
+                try:
+                    return await self._run(session_id, content, abort or asyncio.Event(), source, turn_id)
+                finally:
+                    self._create = None
         if lease is not None:
             if not lease.holds(self.store, session_id):
                 raise RpError("run.lease_invalid", f"the lease handed to this turn is not held on session {session_id}")
@@ -474,6 +490,13 @@ class AgentLoop:
         writers (a UI binding a card, say) may interleave, so a conflict re-reads the head. A lease
         lost with its connection stops the run here: another run may own the log by now."""
         drafts = [*self._tail, *drafts]
+        if self._create is not None:
+            create, stack = self._create
+            self._create = None
+            # The lease is held from here to the end of the turn (the stack closes with run_turn).
+            events = await stack.enter_async_context(create(drafts))
+            self._head = events[-1].seq
+            return events
         for _ in range(20):
             check_lease(self.store, session_id)
             try:

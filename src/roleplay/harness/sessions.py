@@ -93,6 +93,25 @@ class SessionService:
         (the session still exists, and that command does not count), exactly as it would be later.
         ``leased``: only inside ``leases.created_session_lease``, which holds the lease taken with it.
         """
+        record, _ = await self.create_with_events(
+            preset, parent_id=parent_id, title=title, workspace=workspace, seed=seed, setup=setup, session_id=session_id, leased=leased
+        )
+        return record
+
+    async def create_with_events(
+        self,
+        preset: str,
+        *,
+        parent_id: str | None = None,
+        title: str | None = None,
+        workspace: str | None = None,
+        seed: Sequence[EventDraft] = (),
+        setup: Sequence[CommandSpec] = (),
+        session_id: str | None = None,
+        leased: bool = False,
+    ) -> tuple[SessionRecord, list[Event]]:
+        """``create``, with the events as appended. A ``leased`` session is its creator's: its
+        first states are kept folded over them (the run's first step reads none of them back)."""
         session_id = session_id or self.ids("ses_")
         drafts = list(seed)
         stamped = self._stamp_surface_ops(initial_surface(), 0, drafts)
@@ -101,14 +120,17 @@ class SessionService:
             ok, value = self.commands.execute(spec, CommandContext(session_id, command_id))
             stamped.append(EventDraft(COMMAND_RUN, {"commandId": command_id, "name": spec.name, "args": spec.args}))
             stamped.append(_done_draft(command_id, ok, value))
-        record = await self.store.create_session(
+        record, events = await self.store.create_session_with_events(
             preset=preset, session_id=session_id, parent_id=parent_id, workspace=workspace, title=title, events=stamped, leased=leased
         )
-        if not stamped:
-            # A child session starts empty, and its first step reads these two at seq 0 (a
-            # snapshot read and an event read each on PostgreSQL, saved).
+        if not stamped or leased:
+            # A child session starts empty or with its run's first events, and its first step
+            # reads these two at that seq (a snapshot read and an event read each on PostgreSQL,
+            # saved). Fresh copies, as ``append`` keeps.
             self.cache.seed_empty(record.id, (surface_projection, turns_projection))
-        return record
+            copies = [Event(e.session_id, e.seq, e.type, copy.deepcopy(e.payload), e.created_at, e.version) for e in events]
+            self.cache.advance(record.id, 0, copies)
+        return record, events
 
     # -- appends ---------------------------------------------------------------------------------
     async def append(self, session_id: str, drafts: Sequence[EventDraft], *, expected_seq: int) -> list[Event]:

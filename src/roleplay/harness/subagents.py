@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -31,11 +32,13 @@ from jsonschema.exceptions import SchemaError
 
 from roleplay.errors import Problem, RpError, ValidationError, pointer_from_parts
 
+from .events import Event, EventDraft
 from .leases import created_session_lease
 from .loop import AgentLoop, AgentSpec, TurnResult
 from .models.types import SAMPLING_PARAMS, ChatModel, ModelRequest, StreamEvent, TextDelta
 from .prompts import ORDER_IDENTITY, PromptAssembly, PromptSection
 from .sessions import SessionService
+from .store.base import SessionRecord
 from .tools import ToolRegistry
 
 MAX_IMAGES = 8
@@ -114,18 +117,25 @@ async def run_subagent(
     child_abort = asyncio.Event()
     child_id = service.ids("ses_")
 
-    async def child_turn() -> TurnResult:
-        # ``create`` checks the parent exists (``session.not_found``), one read, not two. The
-        # child is leased from its creation (one statement on PostgreSQL) until its turn ends,
-        # and its lease given back with the parent run's when there is one.
-        async with created_session_lease(
-            service.store,
-            lambda: service.create(request.preset, parent_id=parent_session_id, title=request.title, session_id=child_id, leased=True),
-        ) as (_, lease):
-            return await loop.run_turn(child_id, content, abort=child_abort, lease=lease, new_session=True)
+    @asynccontextmanager
+    async def create(first: list[EventDraft]) -> AsyncIterator[list[Event]]:
+        # The child is created with its turn's first events (``create`` checks the parent exists:
+        # ``session.not_found``), leased from then on (one statement on PostgreSQL) until its turn
+        # ends, and its lease given back with the parent run's when there is one.
+        made: list[Event] = []
+
+        async def insert() -> SessionRecord:
+            record, events = await service.create_with_events(
+                request.preset, parent_id=parent_session_id, title=request.title, seed=first, session_id=child_id, leased=True
+            )
+            made.extend(events)
+            return record
+
+        async with created_session_lease(service.store, insert):
+            yield made
 
     relay = asyncio.ensure_future(_relay(abort, child_abort)) if abort is not None else None
-    task = asyncio.ensure_future(child_turn())
+    task = asyncio.ensure_future(loop.run_turn(child_id, content, abort=child_abort, create=create))
     timed_out = False
     try:
         done, _ = await asyncio.wait({task}, timeout=request.timeout)

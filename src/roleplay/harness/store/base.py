@@ -276,8 +276,26 @@ class EventStore(ABC):
     ) -> SessionRecord:
         """Create a session and its initial events in one transaction. ``leased``: for a run that
         starts on it at once (``leases.created_session_lease``): a backend whose run leases live
-        in the database takes it with the insert (PostgreSQL, one statement), so that no other
-        process ever sees the session unleased; the caller must adopt it or release it."""
+        in the database takes it with the insert (PostgreSQL, one statement, the events
+        included), so that no other process ever sees the session unleased; the caller must adopt
+        it or release it."""
+        record, _ = await self.create_session_with_events(
+            preset=preset, session_id=session_id, parent_id=parent_id, workspace=workspace, title=title, events=events, leased=leased
+        )
+        return record
+
+    async def create_session_with_events(
+        self,
+        *,
+        preset: str,
+        session_id: str | None = None,
+        parent_id: str | None = None,
+        workspace: str | None = None,
+        title: str | None = None,
+        events: Sequence[EventDraft] = (),
+        leased: bool = False,
+    ) -> tuple[SessionRecord, list[Event]]:
+        """``create_session``, with the events as appended (what a read would give back)."""
         if not isinstance(preset, str) or not preset.strip():
             raise ValidationError("session.invalid_preset", "a session needs a non-empty preset name", pointer="/preset")
         prepared = prepare_drafts(events) if events else []
@@ -295,9 +313,10 @@ class EventStore(ABC):
             updated_at=now,
         )
         await self._insert_session(record, prepared, now, leased=leased)
-        if prepared:
-            self.broker.publish_events(record.id, self._as_events(record.id, 0, prepared, now))
-        return record
+        appended = self._as_events(record.id, 0, prepared, now)
+        if appended:
+            self.broker.publish_events(record.id, appended)
+        return record, appended
 
     @abstractmethod
     async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str, *, leased: bool = False) -> None:

@@ -28,7 +28,7 @@ Two consequences of sharing:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from roleplay.errors import ConflictError, RpError
 
@@ -104,7 +104,24 @@ class LeaseConnection:
         """Run ``insert_sql`` (an ``INSERT INTO sessions …`` of ``session_id``, without RETURNING)
         and lock the new session's lease in the same statement; the generation, as :meth:`acquire`.
         The insert's own errors (a unique or foreign key violation) are raised as psycopg's."""
-        generation, _ = await self._shielded(session_id, self._acquire(session_id, CREATE_LOCKED_SQL.format(insert=insert_sql), args))
+
+        async def run(conn: Any) -> tuple[Any, ...] | None:
+            cur = await conn.execute(CREATE_LOCKED_SQL.format(insert=insert_sql), args)
+            return await cur.fetchone()  # type: ignore[no-any-return]
+
+        generation, _ = await self._shielded(session_id, self._acquire(session_id, run=run))
+        return generation
+
+    async def create_with(self, session_id: str, statement: Callable[[Any], Awaitable[bool]]) -> int:
+        """Run ``statement`` on this connection: it inserts the session (with its first events) and
+        answers whether it took the session's lock, which it must take only once nothing can fail
+        any more (a session-level lock outlives a failed statement; one taken anyway is given
+        back). The generation, as :meth:`acquire`."""
+
+        async def run(conn: Any) -> tuple[Any, ...]:
+            return (await statement(conn),)
+
+        generation, _ = await self._shielded(session_id, self._acquire(session_id, run=run))
         return generation
 
     def adopt(self, session_id: str) -> int:
@@ -166,18 +183,25 @@ class LeaseConnection:
             task.add_done_callback(lambda t: self._undo(session_id, t))
             raise
 
-    async def _acquire(self, session_id: str, sql: str = LOCK_SQL, args: tuple[Any, ...] | None = None) -> tuple[int, tuple[Any, ...]]:
+    async def _acquire(
+        self, session_id: str, run: Callable[[Any], Awaitable[tuple[Any, ...] | None]] | None = None
+    ) -> tuple[int, tuple[Any, ...]]:
+        """Lock ``session_id`` with LOCK_SQL, or with ``run`` (a creation: its row's first column
+        says whether it took the lock)."""
         async with self._guard():
             if session_id in self._held:
                 raise lease_busy(session_id)
             conn = await self._connected()
             try:
-                cur = await conn.execute(sql, (session_id, session_id) if args is None else args)
-                row = await cur.fetchone()
+                if run is None:
+                    cur = await conn.execute(LOCK_SQL, (session_id, session_id))
+                    row = await cur.fetchone()
+                else:
+                    row = await run(conn)
             except Exception as exc:  # noqa: BLE001 - faults become store.*; the rest re-raised
                 if conn.closed or conn.broken:
                     self._lost()
-                elif sql is not LOCK_SQL:
+                elif run is not None:
                     await self._unlock_if_held(conn, session_id)
                 fault = postgres_fault(exc)
                 if fault is None:

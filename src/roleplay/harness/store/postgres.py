@@ -14,7 +14,6 @@ published locally.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import re
 import secrets
@@ -44,6 +43,17 @@ from .base import (
 )
 from .faults import postgres_fault
 from .pg_leases import LeaseConnection
+from .pg_statements import (
+    APPEND_PARTS,
+    AT_HEAD,
+    CAS_HEAD,
+    INSERT_HEAD,
+    INSERT_SESSION,
+    LOCK_NEW,
+    NOT_APPENDED_MARK,
+    append_params,
+    append_sql,
+)
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
 from .texts import Externalised, compress, event_rows, part_ids, texts_column, texts_column_pieces
 
@@ -59,74 +69,6 @@ NOTIFY_LIMIT = 7000
 PART_IDS_KEPT = 200_000
 PART_BYTES_KEPT = 32 << 20
 _DECODE_ON_LOOP = 16  # events a page may hold and still be decoded on the loop (a thread hop costs more)
-
-# An append in one statement: move the head (a compare-and-swap, or at whatever the head is), insert
-# the rows at seqs counted back from the new head, and notify; nothing is inserted when the head
-# did not move. The last column is the head as this statement's snapshot saw it (NULL: no session).
-_CAS_HEAD = "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE id = %s AND head_seq = %s RETURNING head_seq"
-_AT_HEAD = "UPDATE sessions SET head_seq = head_seq + %s, updated_at = %s WHERE id = %s RETURNING head_seq"
-_APPEND = (
-    "WITH head AS ({head}), "
-    "ins AS (INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
-    "SELECT %s, head.head_seq + u.o, u.t, u.v, u.p::json, u.x, %s, u.z FROM head, "
-    "(VALUES {rows}) AS u(o, t, v, p, x, z) RETURNING 1), "
-    "note AS (SELECT pg_notify(%s, coalesce(%s, json_build_object("
-    "'o', %s::text, 'k', 'e', 's', %s::text, 'f', head.head_seq - %s + 1, 'l', head.head_seq)::text)) FROM head) "
-    "SELECT (SELECT head_seq FROM head), (SELECT head_seq FROM sessions WHERE id = %s), "
-    "(SELECT count(*) FROM ins), (SELECT count(*) FROM note)"
-)
-_APPEND_ROW = "(%s::bigint, %s::text, %s::int, %s::text, %s::text, %s::bytea)"
-_APPEND_ROWS_MAX = 32  # more events than this go as arrays (one statement text for any number)
-_APPEND_ARRAYS = "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[], %s::bytea[])"
-
-
-@functools.lru_cache(maxsize=2 * (_APPEND_ROWS_MAX + 1))
-def _append_sql(head_sql: str, n: int) -> str:
-    """``_APPEND`` for ``n`` events, a row of scalar parameters each: psycopg dumps scalars in C,
-    arrays of them in Python at several times the cost (most appends are of 1 to 4 events, so
-    few statements are prepared). A long batch goes as six arrays."""
-    rows = ", ".join([_APPEND_ROW] * n) if n <= _APPEND_ROWS_MAX else None
-    return (
-        _APPEND.format(head=head_sql, rows=rows)
-        if rows
-        else _APPEND.replace("(VALUES {rows})", f"({_APPEND_ARRAYS})").format(head=head_sql)
-    )
-
-
-def _append_params(rows: list[tuple[Any, ...]]) -> list[Any]:
-    """The events' parameters in ``_append_sql``'s order: row by row, or column by column."""
-    if len(rows) <= _APPEND_ROWS_MAX:
-        return [value for row in rows for value in row]
-    return [list(column) for column in zip(*rows, strict=True)]
-
-
-# The same with new text parts: they are inserted (in hash order, like ``_store_parts``) and the
-# ids they get, with those of the ones already stored, fill the events' ``texts`` columns: the
-# literal pieces and part references (``p``) of each event (``ev``, its offset) are joined in order.
-# The head moves only when every new part has an id (another writer's part, committed while the
-# insert waited on it, is not in this statement's snapshot); when it does not move, the statement
-# fails on purpose so the parts it inserted go with it, and the caller takes the slower path.
-_APPEND_PARTS = (
-    "WITH input AS (SELECT * FROM unnest(%s::bytea[], %s::bigint[], %s::bytea[]) AS u(sha256, size, data)), "
-    "made AS (INSERT INTO text_parts(sha256, size, data) SELECT sha256, size, data FROM input ORDER BY sha256 "
-    "ON CONFLICT (sha256) DO NOTHING RETURNING sha256, id), "
-    "ids AS (SELECT sha256, id FROM made UNION ALL SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)), "
-    "head AS ({head} AND (SELECT count(*) FROM ids) = %s RETURNING head_seq), "
-    "tx AS (SELECT p.ev, string_agg(coalesce(p.lit, ids.id::text), '' ORDER BY p.ord) AS x "
-    "FROM unnest(%s::bigint[], %s::text[], %s::bytea[]) WITH ORDINALITY AS p(ev, lit, ref, ord) "
-    "LEFT JOIN ids ON ids.sha256 = p.ref GROUP BY p.ev), "
-    "ins AS (INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
-    "SELECT %s, head.head_seq + u.o, u.t, u.v, u.p::json, coalesce(u.x, tx.x), %s, u.z FROM head "
-    "CROSS JOIN unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[], %s::bytea[]) AS u(o, t, v, p, x, z) "
-    "LEFT JOIN tx ON tx.ev = u.o RETURNING 1), "
-    "note AS (SELECT pg_notify(%s, coalesce(%s, json_build_object("
-    "'o', %s::text, 'k', 'e', 's', %s::text, 'f', head.head_seq - %s + 1, 'l', head.head_seq)::text)) FROM head) "
-    "SELECT (SELECT head_seq FROM head), (SELECT count(*) FROM ins), (SELECT count(*) FROM note), "
-    "(SELECT array_agg(sha256) FROM ids), (SELECT array_agg(id) FROM ids), "
-    "(CASE WHEN (SELECT count(*) FROM head) = 0 THEN %s::text || (SELECT count(*) FROM ids) END)::int"
-)
-_NOT_APPENDED_MARK = "rp:not-appended"
-_INSERT_SESSION = f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
 
 
 class _NotAppended(Exception):
@@ -224,6 +166,15 @@ class PostgresStore(EventStore):
                 raise
             raise fault from exc
 
+    @asynccontextmanager
+    async def _on(self, conn: Any) -> AsyncIterator[Any]:
+        """``conn`` when the caller holds one, else a pooled connection."""
+        if conn is not None:
+            yield conn
+            return
+        async with self._connection() as pooled:
+            yield pooled
+
     def connection(self) -> Any:
         """``async with store.connection() as conn`` — a pooled connection for feature tables
         (assets, settings) that live in the same database."""
@@ -284,7 +235,7 @@ class PostgresStore(EventStore):
     insert_checks_parent = True  # the parent_id foreign key: one round trip less per child session
 
     async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str, *, leased: bool = False) -> None:
-        sql = _INSERT_SESSION
+        sql = INSERT_SESSION
         row = (
             record.id,
             record.preset,
@@ -299,10 +250,21 @@ class PostgresStore(EventStore):
             now,
         )
         try:
-            if leased and not events:
-                # On the lease connection, locked in the same statement (pg_leases.py).
+            if leased:
+                # On the lease connection, locked in the same statement (pg_leases.py); with its
+                # first events, as an append whose head is the insert.
                 await self._ensure_open()
-                await self.leases.create_locked(record.id, sql, row)
+                if not events:
+                    await self.leases.create_locked(record.id, sql, row)
+                    return
+                lock = (record.id, record.parent_id, record.parent_id)
+                note = self._note(record.id, 1, len(events))
+
+                async def statement(conn: Any) -> bool:
+                    got = await self._append_statement(INSERT_HEAD, row, record.id, None, events, now, note, conn=conn, lock=lock)
+                    return bool(got[4])
+
+                await self.leases.create_with(record.id, statement)
                 return
             async with self._connection() as conn:
                 async with conn.transaction() if events else _no_transaction():
@@ -311,8 +273,6 @@ class PostgresStore(EventStore):
                     if events:
                         await self._notify(conn, record.id, 1, len(events))
                 self._remember_parts(events, ids)
-            if leased:
-                await self.leases.acquire(record.id)
         except psycopg.errors.UniqueViolation as exc:
             raise RpError("session.exists", f"session {record.id!r} already exists") from exc
         except psycopg.errors.ForeignKeyViolation as exc:
@@ -368,7 +328,7 @@ class PostgresStore(EventStore):
     async def _append_rows(self, session_id: str, expected_seq: int, events: list[PreparedEvent], now: str) -> None:
         first, last = expected_seq + 1, expected_seq + len(events)
         args = (len(events), now, session_id, expected_seq)
-        row = await self._append_statement(_CAS_HEAD, args, session_id, expected_seq, events, now, self._note(session_id, first, last))
+        row = await self._append_statement(CAS_HEAD, args, session_id, expected_seq, events, now, self._note(session_id, first, last))
         if row[0] is None:
             if row[1] is None:
                 raise session_not_found(session_id)
@@ -386,7 +346,7 @@ class PostgresStore(EventStore):
         # moved while it waited, so concurrent writers queue on the row instead of failing a
         # compare-and-swap. The seqs and the notification follow from the head it returns.
         args = (len(events), now, session_id)
-        row = await self._append_statement(_AT_HEAD, args, session_id, None, events, now, None)
+        row = await self._append_statement(AT_HEAD, args, session_id, None, events, now, None)
         if row[0] is None:
             raise session_not_found(session_id)
         return int(row[0]) - len(events)
@@ -400,9 +360,14 @@ class PostgresStore(EventStore):
         events: list[PreparedEvent],
         now: str,
         note: str | None,
+        *,
+        conn: Any = None,
+        lock: tuple[Any, ...] = (),
     ) -> tuple[Any, ...]:
         """One statement moves the head, inserts the rows and notifies (one round trip). Text
-        parts this store has not seen yet are inserted first, in the same transaction."""
+        parts this store has not seen yet are inserted first, in the same transaction. ``conn``:
+        run there instead of on a pooled connection; ``lock``: the arguments of ``LOCK_NEW``,
+        whose answer is the row's fifth column (else NULL)."""
         await self._chunks_sent()  # a turn's chunks reach other processes before its events
         externals = [e.external for e in events if e.external is not None]
         known = self._known_parts(externals)
@@ -410,10 +375,10 @@ class PostgresStore(EventStore):
         # Seqs relative to the new head: ``expected_seq`` may be unknown (append at head).
         offsets = [i - n + 1 for i in range(n)]
         if known is None:
-            row = await self._append_with_parts(head_sql, head_args, session_id, events, offsets, now, note)
+            row = await self._append_with_parts(head_sql, head_args, session_id, events, offsets, now, note, conn, lock)
             if row is not None:
                 return row
-        async with self._connection() as conn:
+        async with self._on(conn) as conn:
             try:
                 async with conn.transaction() if known is None else _no_transaction():
                     ids = known if known is not None else await _store_parts(conn, externals, self._part_ids)
@@ -422,18 +387,19 @@ class PostgresStore(EventStore):
                         for o, e in zip(offsets, events, strict=True)
                     ]
                     cur = await conn.execute(
-                        _append_sql(head_sql, n),
+                        append_sql(head_sql, n, LOCK_NEW if lock else "NULL"),
                         (
                             *head_args,
                             session_id,
                             now,
-                            *_append_params(rows),
+                            *append_params(rows),
                             self._channel,
                             note,
                             self._origin,
                             session_id,
                             n,
                             session_id,
+                            *lock,
                         ),
                     )
                     row = await cur.fetchone()
@@ -456,6 +422,8 @@ class PostgresStore(EventStore):
         offsets: list[int],
         now: str,
         note: str | None,
+        conn: Any = None,
+        lock: tuple[Any, ...] = (),
     ) -> tuple[Any, ...] | None:
         """An append that brings new text parts in one statement; None when it appended nothing
         (a conflict, no session, a part another writer was inserting): the caller then runs the
@@ -511,21 +479,22 @@ class PostgresStore(EventStore):
             self._origin,
             session_id,
             n,
-            _NOT_APPENDED_MARK,
+            NOT_APPENDED_MARK,
+            *lock,
         )
-        sql = _APPEND_PARTS.format(head=head_sql.removesuffix(" RETURNING head_seq"))
-        async with self._connection() as conn:
+        sql = APPEND_PARTS.format(head=head_sql.removesuffix(" RETURNING head_seq"), lock=LOCK_NEW if lock else "NULL")
+        async with self._on(conn) as conn:
             try:
                 cur = await conn.execute(sql, args)
             except psycopg.errors.InvalidTextRepresentation as exc:
-                if _NOT_APPENDED_MARK in str(exc):
+                if NOT_APPENDED_MARK in str(exc):
                     return None
                 raise
             row = await cur.fetchone()
         ids = {**found, **{bytes(h).hex(): pid for h, pid in zip(row[3], row[4], strict=True)}}
         self._remember_parts(events, ids)
-        # The shape ``_APPEND`` returns: the head, then (unused once appended) the row's head.
-        return (row[0], row[0], row[1], row[2])
+        # The shape ``APPEND`` returns: the head, then (unused once appended) the row's head.
+        return (row[0], row[0], row[1], row[2], row[6])
 
     @asynccontextmanager
     async def _cross_process_write_lock(self, session_id: str) -> AsyncIterator[None]:
