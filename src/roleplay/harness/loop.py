@@ -207,17 +207,14 @@ class AgentLoop:
         source: dict[str, Any] | None = None,
         turn_id: str | None = None,
         lease: Lease | None = None,
-        new_session: bool = False,
         head: int | None = None,
         create: Creator | None = None,
     ) -> TurnResult:
         """Run one turn. Without ``lease`` the turn takes the session's run lease itself; a caller
         that already holds it (and has read the log under it) passes it in, with the ``head`` it
-        read there when it knows it (a read saved). ``new_session``: the caller has just created
-        the session with no events (a sub-agent's child), so no run can have left a turn open and
-        its head is 0 (a read saved; an append that finds the head moved re-reads it, as always).
-        ``create``: the session does not exist yet; the turn's first events create it, leased
-        (``Creator``: one statement on PostgreSQL instead of two)."""
+        read there when it knows it (a read saved). ``create``: the session does not exist yet (a
+        sub-agent's child); the turn's first events create it, leased (``Creator``: one statement
+        on PostgreSQL instead of two), so no run can have left a turn open there."""
         self._tail = []
         if create is not None:
             self._head = 0
@@ -230,16 +227,10 @@ class AgentLoop:
         if lease is not None:
             if not lease.holds(self.store, session_id):
                 raise RpError("run.lease_invalid", f"the lease handed to this turn is not held on session {session_id}")
-            if new_session:
-                self._head = 0
-            else:
-                await self.close_interrupted(session_id, head=head)
+            await self.close_interrupted(session_id, head=head)
             return await self._run(session_id, content, abort or asyncio.Event(), source, turn_id)
         async with run_lease(self.store, session_id):
-            if new_session:
-                self._head = 0
-            else:
-                await self.close_interrupted(session_id)
+            await self.close_interrupted(session_id)
             return await self._run(session_id, content, abort or asyncio.Event(), source, turn_id)
 
     async def close_interrupted(self, session_id: str, *, head: int | None = None) -> list[str]:
