@@ -3,6 +3,8 @@ what they replace, computed from scratch, through growth, edits, truncation and 
 
 from __future__ import annotations
 
+import hashlib
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,7 +55,12 @@ def test_a_tally_kept_across_changes_equals_a_fresh_computation(
             history = history[: cut % (len(history) + 1)]
         history = history + [Entry(f"m{n}_{i}", speaker, text) for i, (speaker, text) in enumerate(added)]
         tally_.sync(history)
-        assert tally_.text() == text_of_entries(history)
+        whole = tally_.text()
+        assert whole == text_of_entries(history)
+        # Hashed as it grows, kept with the text: the same as hashing the whole text now.
+        assert tally_.digest(whole) == (hashlib.sha256(whole.encode("utf-8")).hexdigest() if whole else None)
+        if whole:  # only for that very object: an equal text made elsewhere is hashed by its user
+            assert tally_.digest(whole[:-1] + whole[-1:]) is None
         for escape in _ESCAPES:
             assert tally_.keep_within(room, escape) == _keep_by_loop(history, room, escape)
             for start in {0, len(history) // 2, max(len(history) - 1, 0)}:

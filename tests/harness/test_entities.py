@@ -3,6 +3,7 @@ and the incremental folder agrees with the batch form on random logs and on real
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -264,3 +265,28 @@ async def test_stamped_source_seqs_from_the_store_drive_the_same_decisions(store
     logged = await service.events(sid)
     assert logged[-1].payload["surfaceOp"]["sourceEventSeqs"] == [1, 2, 3, 7]
     assert effective_entities(logged, cands) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(script=scripts(), reuse=st.booleans())
+def test_settling_a_call_prunes_exactly_what_a_full_prune_would(script: list[tuple[str, int]], reuse: bool) -> None:
+    """``settle`` checks only the answered call's owner, not every entity: after each event the
+    owners kept must be exactly those a full ``_prune`` keeps (call ids reused across messages too)."""
+    import copy
+
+    log, cands = build(script)
+    roots = {c.root_seq for c in cands}
+    state = ent.initial()
+    for ev in log.events:
+        if reuse and ev.type == "assistant/message" and ev.payload.get("toolCalls"):
+            ev = dataclasses.replace(ev, payload={**ev.payload, "toolCalls": [{**c, "id": "same"} for c in ev.payload["toolCalls"]]})
+        if reuse and ev.type in ("tool/result", "tool/call"):
+            ev = dataclasses.replace(ev, payload={**ev.payload, "callId": "same"})
+        ent.observe(state, ev)
+        # Every other call makes an entity: the others' owners must go once they are answered.
+        if ev.seq in roots and ev.seq % 2 and ev.payload["callId"] in state["calls"]:
+            ent.add(state, ev.seq, state["calls"][ev.payload["callId"]]["seq"], None)
+        ent.settle(state, ev)
+        pruned = copy.deepcopy(state)
+        ent._prune(pruned)
+        assert state == pruned

@@ -62,7 +62,7 @@ from roleplay.harness.models.routes import Route, route_context_window
 from roleplay.harness.models.tokens import count_tokens
 
 from .conversation import CONVERSATION_NOTE, Entry, render_entries
-from .conversation_window import history_text
+from .conversation_window import history_text, known_digest
 from .conversation_window import tally as window_tally
 from .types import (
     CARD,
@@ -655,7 +655,8 @@ def _source_record(source: ContextSource) -> dict[str, Any]:
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # The whole conversation's text is hashed as it grows (``conversation_window``).
+    return known_digest(text) or hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _slot_record(slot: Slot) -> dict[str, Any]:

@@ -17,11 +17,12 @@ session: a history that differs from the kept one anywhere is recomputed from th
 
 from __future__ import annotations
 
+import hashlib
 import operator
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from roleplay.harness.models import tokens
 
@@ -53,6 +54,9 @@ class HistoryTally:
         self.entries: list[Entry] = []
         self.raw: list[str] = []  # render_entries((entry,))
         self._escaped: dict[Escape, _Escaped] = {}
+        # The whole history's text as last rendered (of its first ``count`` messages) and the
+        # sha256 of its UTF-8 bytes, as a hash object that can go on with more messages.
+        self._whole: tuple[int, str, Any] | None = None
 
     def sync(self, history: Sequence[Entry]) -> None:
         """Match the tally to ``history``: keep the figures of the messages it starts with, drop
@@ -67,6 +71,8 @@ class HistoryTally:
                 same += 1
         if same < n:
             del kept[same:], self.raw[same:]
+            if self._whole is not None and self._whole[0] > same:
+                self._whole = None
             for figures in self._escaped.values():
                 del figures.blocks[same:], figures.offsets[same + 1 :], figures.costs[same + 1 :], figures.stats[same + 1 :]
         if len(history) > same:
@@ -77,10 +83,35 @@ class HistoryTally:
                 self._extend(escape, figures, same)
 
     def text(self, start: int = 0) -> str:
-        """``text_of_entries`` of the messages from ``start`` on."""
+        """``text_of_entries`` of the messages from ``start`` on. The whole history's is kept
+        (the same string object until a message is added or changed) with its sha256."""
         if start >= len(self.raw):
             return ""
-        return f"{CONVERSATION_NOTE}\n\n" + "\n\n".join(self.raw[start:] if start else self.raw)
+        if start:
+            return f"{CONVERSATION_NOTE}\n\n" + "\n\n".join(self.raw[start:])
+        return self._whole_text()[1]
+
+    def digest(self, text: str) -> str | None:
+        """The sha256 (hex, of the UTF-8 bytes) of ``text`` when it is the whole history's text
+        this tally last gave (the very object), else None."""
+        whole = self._whole
+        if whole is None or whole[1] is not text:
+            return None
+        return str(whole[2].hexdigest())
+
+    def _whole_text(self) -> tuple[int, str, Any]:
+        whole, n = self._whole, len(self.raw)
+        if whole is not None and whole[0] == n:
+            return whole
+        if whole is None:
+            added = f"{CONVERSATION_NOTE}\n\n" + "\n\n".join(self.raw)
+            text, hasher = added, hashlib.sha256()
+        else:  # messages were added: the text and its hash go on from the last ones
+            added = "\n\n" + "\n\n".join(self.raw[whole[0] :])
+            text, hasher = whole[1] + added, whole[2].copy()
+        hasher.update(added.encode("utf-8"))
+        self._whole = (n, text, hasher)
+        return self._whole
 
     def cost(self, index: int, escape: Escape) -> int:
         """The message's cost in the prompt: its escaped block's tokens and the blank line after it."""
@@ -193,3 +224,13 @@ def tally(history: Sequence[Entry]) -> HistoryTally:
 def history_text(history: Sequence[Entry]) -> str:
     """``text_of_entries(history)``, from the kept tally: a turn renders only its new messages."""
     return tally(history).text()
+
+
+def known_digest(text: str) -> str | None:
+    """The sha256 of ``text`` when it is a kept history's whole text (``history_text``), which
+    is hashed as it grows instead of from its first byte at every turn; else None."""
+    for kept in _chains.values():
+        digest = kept.digest(text)
+        if digest is not None:
+            return digest
+    return None

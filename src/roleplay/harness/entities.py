@@ -146,13 +146,17 @@ def observe(state: dict[str, Any], event: Event) -> list[dict[str, Any]]:
     """
     p = event.payload
     if event.type == ASSISTANT_MESSAGE and p.get("toolCalls") and not p.get("surfaceOp"):
+        replaced = False
         for call in p["toolCalls"]:
             entry = {"messageId": p["messageId"], "seq": event.seq, "name": call["name"]}
             for key in ("turnId", "stepId"):
                 if p.get(key) is not None:
                     entry[key] = p[key]
+            replaced = state["calls"].get(call["id"]) is not None or replaced
             state["calls"][call["id"]] = entry
         state["owners"].setdefault(str(event.seq), {"chain": [event.seq], "status": LIVE})
+        if replaced:  # a reused call id: the message that made it may have lost its last reference
+            _prune(state)
     elif event.type == TOOL_CALL:
         entry = state["calls"].get(p["callId"])
         if entry is not None and "toolCall" not in entry:
@@ -206,8 +210,10 @@ def remove(state: dict[str, Any], root_seq: int) -> dict[str, Any] | None:
 def settle(state: dict[str, Any], event: Event) -> None:
     """After the capability has seen ``event``: an answered call leaves the index, because no
     entity can name a call after its result (a command it ran is logged before the result)."""
-    if event.type == TOOL_RESULT and state["calls"].pop(event.payload["callId"], None) is not None:
-        _prune(state)
+    if event.type == TOOL_RESULT:
+        call = state["calls"].pop(event.payload["callId"], None)
+        if call is not None:
+            _release(state, call["seq"])
 
 
 def is_permanent(state: dict[str, Any], entity: dict[str, Any]) -> bool:
@@ -226,6 +232,19 @@ def pop_permanent_prefix(state: dict[str, Any]) -> list[dict[str, Any]]:
     if out:
         _prune(state)
     return out
+
+
+def _release(state: dict[str, Any], seq: int) -> None:
+    """``_prune`` once the call of message ``seq`` left the index: every owner kept is referred to
+    (each change of the index or the entities prunes), and nothing else lost a reference, so only
+    that message's owner can go. Checked without a pass over every entity of a long story (the
+    newest first: an entity the call made was added last)."""
+    key = str(seq)
+    if key not in state["owners"]:
+        return
+    if any(c["seq"] == seq for c in state["calls"].values()) or any(e["owner"] == seq for e in reversed(state["entities"])):
+        return
+    del state["owners"][key]
 
 
 def _prune(state: dict[str, Any]) -> None:

@@ -230,7 +230,9 @@ def externalise(payload: Any) -> Externalised | None:
 def _find_large(value: Any, path: tuple[str | int, ...], out: list[tuple[tuple[str | int, ...], str]]) -> None:
     if isinstance(value, str):
         # len() first: a string of fewer characters than the threshold's quarter cannot reach it.
-        if len(value) * 4 >= MIN_EXTERNAL_BYTES and len(value.encode("utf-8")) >= MIN_EXTERNAL_BYTES:
+        # Then as many characters as the threshold's bytes (none is less than a byte) need no
+        # encoding to be counted: a long story's Writer prompt is a megabyte.
+        if len(value) >= MIN_EXTERNAL_BYTES or (len(value) * 4 >= MIN_EXTERNAL_BYTES and len(value.encode("utf-8")) >= MIN_EXTERNAL_BYTES):
             out.append((path, value))
     elif isinstance(value, dict):
         for key, item in value.items():
