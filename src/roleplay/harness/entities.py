@@ -237,13 +237,18 @@ def pop_permanent_prefix(state: dict[str, Any]) -> list[dict[str, Any]]:
 def _release(state: dict[str, Any], seq: int) -> None:
     """``_prune`` once the call of message ``seq`` left the index: every owner kept is referred to
     (each change of the index or the entities prunes), and nothing else lost a reference, so only
-    that message's owner can go. Checked without a pass over every entity of a long story (the
-    newest first: an entity the call made was added last)."""
+    that message's owner can go. Checked without a pass over every entity of a long story: an
+    entity is recorded at its root, the event being folded, for an owner already tracked (``add``),
+    so its owner's message came before its root; the entities are in root order, so only those
+    from the message on, the newest, can name it."""
     key = str(seq)
-    if key not in state["owners"]:
+    if key not in state["owners"] or any(c["seq"] == seq for c in state["calls"].values()):
         return
-    if any(c["seq"] == seq for c in state["calls"].values()) or any(e["owner"] == seq for e in reversed(state["entities"])):
-        return
+    for entity in reversed(state["entities"]):
+        if entity["root"] < seq:
+            break
+        if entity["owner"] == seq:
+            return
     del state["owners"][key]
 
 
