@@ -184,7 +184,10 @@ class HistoryTally:
         n = len(blocks)
 
         def holds(end: int) -> bool:
-            return text.startswith("".join(blocks[start:end]), at)
+            # The run's last block where it would be first (one block, not the whole run, for a
+            # run that ends earlier): the newest message's block is not followed by a blank line.
+            last = at + offsets[end - 1] - offsets[start]
+            return text.startswith(blocks[end - 1], last) and text.startswith("".join(blocks[start:end]), at)
 
         if holds(n):
             return n
@@ -193,8 +196,7 @@ class HistoryTally:
         low, high = start + 1, n - 1  # blocks[start] is there (found); blocks[start:n-1] is not
         while high - low > 1:
             mid = (low + high) // 2
-            # Cheap refusal first: the run cannot reach past the end of the text.
-            if at + offsets[mid] - offsets[start] <= len(text) and holds(mid):
+            if holds(mid):
                 low = mid
             else:
                 high = mid
