@@ -118,6 +118,7 @@ def child(url: str, port: int, stats_path: str) -> None:
         rt = await open_runtime(store, entry_points=False)
         await ensure_seeds(rt.assets)
         monitor = asyncio.create_task(watch_loop(lags))
+        heap["cpu_at_ready_s"] = time.process_time()  # start-up's share, left out of the per-turn figure
         if os.environ.get("RP_BENCH_SLOW_CALLBACKS"):  # asyncio names each step that held the loop
             import logging
 
@@ -286,10 +287,22 @@ async def drive(url: str, delay: float, sessions: int, turns: int, think: float 
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(60)
+        provider_cpu = cpu_seconds(fake.pid)
         fake.terminate()
         fake.wait(10)
     server = json.loads(Path(stats_file).read_text()) if Path(stats_file).stat().st_size else {"lags": [], "cpu_s": None}
+    server["provider_cpu_s"] = provider_cpu
+    server["driver_cpu_s"] = time.process_time()  # this process, all runs so far
     return stats, server, elapsed
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of a running process, from /proc (None where there is no /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def sqlite_url() -> str:
@@ -321,7 +334,13 @@ async def bench(label: str, make_url: Any, args: argparse.Namespace) -> list[dic
             "turns_per_s": round(stats.turns / elapsed, 2),
             # The server process's CPU (start-up and session creation included) per turn played: what
             # bounds how many turns a second one process can serve.
-            "server_cpu_ms_per_turn": round(server["cpu_s"] * 1000 / stats.turns, 1) if server["cpu_s"] and stats.turns else None,
+            "server_cpu_ms_per_turn": round((server["cpu_s"] - server["heap"].get("cpu_at_ready_s", 0)) * 1000 / stats.turns, 1)
+            if server["cpu_s"] and stats.turns
+            else None,
+            # The provider and this driver share the machine's cores with the server.
+            "provider_cpu_ms_per_turn": round(server["provider_cpu_s"] * 1000 / stats.turns, 1)
+            if server.get("provider_cpu_s") and stats.turns
+            else None,
             "provider_ttft_ms": round(provider_ms, 1),
             "ttft_p50_ms": round(pct(stats.ttft_ms, 0.5), 1),
             "overhead_p50_ms": round(pct(overhead, 0.5), 1),
