@@ -203,3 +203,17 @@ def test_parts_offered_for_reuse_are_bounded_and_a_full_index_changes_no_split(m
         text = f"state {turns}\n\n{conversation(turns)}"
         assert texts.hashed_parts(text) == [(p, sha256_text(p)) for p in texts._split(text)]
         assert texts._known_chars <= 5_000 + texts.MAX_PART_CHARS
+
+
+def test_a_long_texts_digest_is_kept_for_that_very_string(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    monkeypatch.setattr(texts, "_recent_digests", [])
+    long = conversation(800)
+    assert len(long) >= texts._DIGEST_KEPT_FROM
+    expected = hashlib.sha256(long.encode("utf-8")).hexdigest()
+    assert sha256_text(long) == expected and texts._recent_digests[-1][0] is long
+    assert sha256_text(long) == expected  # from the kept pair
+    # An equal string made elsewhere is hashed on its own (identity, not equality, is kept).
+    copy = long[:-1] + long[-1:]
+    assert copy is not long and sha256_text(copy) == expected and len(texts._recent_digests) == 2

@@ -49,7 +49,6 @@ Errors carry JSON Pointers into the session profile (``/contextBuild/slots/<inde
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -60,6 +59,7 @@ from roleplay.errors import ValidationError
 from roleplay.harness.history import IMAGE_TOKENS, reply_reserve
 from roleplay.harness.models.routes import Route, route_context_window
 from roleplay.harness.models.tokens import count_tokens
+from roleplay.harness.store.texts import sha256_text
 
 from .conversation import CONVERSATION_NOTE, Entry, render_entries
 from .conversation_window import history_text, known_digest
@@ -655,8 +655,9 @@ def _source_record(source: ContextSource) -> dict[str, Any]:
 
 
 def _digest(text: str) -> str:
-    # The whole conversation's text is hashed as it grows (``conversation_window``).
-    return known_digest(text) or hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # The whole conversation's text is hashed as it grows (``conversation_window``); the Writer
+    # prompt is hashed once for here and for where its message is stored (``sha256_text``).
+    return known_digest(text) or sha256_text(text)
 
 
 def _slot_record(slot: Slot) -> dict[str, Any]:

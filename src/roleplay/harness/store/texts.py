@@ -204,7 +204,23 @@ def _line_spans(text: str, pos: int) -> Iterable[tuple[int, int]]:
 
 
 def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """The sha256 (hex) of ``text``'s UTF-8 bytes. The last few long texts' are kept by identity:
+    a turn's Writer prompt is hashed where its build is frozen and again where the Writer's
+    message is stored, the same string object both times."""
+    global _recent_digests
+    if len(text) < _DIGEST_KEPT_FROM:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    for known, digest in _recent_digests:
+        if known is text:
+            return digest
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    _recent_digests = [*_recent_digests[-(_DIGESTS_KEPT - 1) :], (text, digest)]  # rebound whole
+    return digest
+
+
+_DIGEST_KEPT_FROM = 64 * 1024
+_DIGESTS_KEPT = 4
+_recent_digests: list[tuple[str, str]] = []
 
 
 def externalise(payload: Any) -> Externalised | None:
