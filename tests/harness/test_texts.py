@@ -217,3 +217,16 @@ def test_a_long_texts_digest_is_kept_for_that_very_string(monkeypatch: pytest.Mo
     # An equal string made elsewhere is hashed on its own (identity, not equality, is kept).
     copy = long[:-1] + long[-1:]
     assert copy is not long and sha256_text(copy) == expected and len(texts._recent_digests) == 2
+
+
+def test_blanking_copies_only_the_way_to_the_blanked_strings() -> None:
+    big = conversation(60)
+    state = {"nodes": [{"id": f"m{i}", "content": [{"type": "text", "text": big if i % 7 == 0 else "short"}]} for i in range(30)], "n": 1}
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    texts._find_large(state, (), found)
+    paths = {path for path, _ in found}
+    blanked = texts._blank(state, paths)
+    expected = {"nodes": [{"id": f"m{i}", "content": [{"type": "text", "text": "" if i % 7 == 0 else "short"}]} for i in range(30)], "n": 1}
+    assert blanked == expected and state["nodes"][0]["content"][0]["text"] == big  # the original is untouched
+    assert blanked["nodes"][1] is state["nodes"][1] and blanked["nodes"][0] is not state["nodes"][0]
+    assert texts._blank(big, {()}) == ""

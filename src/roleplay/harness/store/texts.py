@@ -258,13 +258,22 @@ def _find_large(value: Any, path: tuple[str | int, ...], out: list[tuple[tuple[s
             _find_large(item, (*path, i), out)
 
 
-def _blank(value: Any, paths: set[tuple[str | int, ...]], path: tuple[str | int, ...] = ()) -> Any:
+def _blank(value: Any, paths: set[tuple[str | int, ...]]) -> Any:
+    """``value`` with the strings at ``paths`` blanked, for serialising only: what holds no such
+    string is the original object, not a copy (a long story's surface snapshot blanks a few
+    strings among tens of thousands of nodes)."""
+    return _blank_at(value, paths, {p[:i] for p in paths for i in range(len(p))}, ())
+
+
+def _blank_at(value: Any, paths: set[tuple[str | int, ...]], through: set[tuple[str | int, ...]], path: tuple[str | int, ...]) -> Any:
     if path in paths:
         return ""
+    if path not in through:
+        return value
     if isinstance(value, dict):
-        return {k: _blank(v, paths, (*path, k)) for k, v in value.items()}
+        return {k: _blank_at(v, paths, through, (*path, k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [_blank(v, paths, (*path, i)) for i, v in enumerate(value)]
+        return [_blank_at(v, paths, through, (*path, i)) for i, v in enumerate(value)]
     return value
 
 
