@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationError
-from roleplay.harness.events import EventDraft
+from roleplay.harness.events import MAX_EVENT_BYTES, EventDraft, validate_payload
 from roleplay.harness.store import EventStore, SessionFilter, Snapshot, open_store
 from roleplay.harness.store.migrations import LATEST
 
@@ -151,6 +151,23 @@ async def test_non_finite_numbers_are_rejected(store: EventStore) -> None:
     with pytest.raises(ValidationError) as exc:
         await store.append(rec.id, 0, [EventDraft("command/run", {"commandId": "c", "name": "n", "args": nested})])
     assert exc.value.code == "event.too_deep"
+    await _assert_unchanged(store, before)
+
+
+# The limit is on the payload's whole JSON in UTF-8, escapes included, although a long text is
+# stored as parts and the payload is then never serialised whole (a bound decides most appends).
+@pytest.mark.parametrize("char, size", [("a", 1), ("中", 3), ("\n", 2), ("\x01", 6)])
+async def test_a_payload_of_exactly_the_limit_is_stored_and_one_byte_more_refused(store: EventStore, char: str, size: int) -> None:
+    framing = len(json.dumps(validate_payload("user/message", user("m", "").payload), ensure_ascii=False, separators=(",", ":")).encode())
+    room = MAX_EVENT_BYTES - framing
+    exact = char * (room // size) + "b" * (room % size)
+    rec = await store.create_session(preset="p")
+    appended = await store.append(rec.id, 0, [user("m", exact)])
+    assert (await store.read(rec.id))[0].payload == appended[0].payload == {"messageId": "m", "content": [{"type": "text", "text": exact}]}
+    before = await store.dump()
+    with pytest.raises(ValidationError) as exc:
+        await store.append(rec.id, 1, [user("m", exact + "b")])
+    assert (exc.value.code, exc.value.pointer) == ("event.too_large", "/0/payload")
     await _assert_unchanged(store, before)
 
 

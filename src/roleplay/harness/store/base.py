@@ -32,9 +32,13 @@ from .texts import (
     MIN_EXTERNAL_BYTES,
     SNAPSHOT_TEXT_MARKER,
     Externalised,
+    LargeStrings,
+    blanked_json,
     compress_payload,
-    externalise,
     externalise_snapshot,
+    externalise_strings,
+    json_bytes_at_most,
+    large_strings,
     reassemble,
     reassemble_snapshot,
 )
@@ -106,18 +110,16 @@ class PreparedEvent:
     type: str
     version: int
     payload: dict[str, Any]
+    # The payload's JSON as its row keeps it: whole, or with its large strings blanked when they
+    # are stored as shared parts (``external``, texts.py).
     payload_json: str
-    # Large strings to store as shared parts (texts.py); ``None`` stores ``payload_json`` as is.
     external: Externalised | None = None
-    # The stored JSON (large strings blanked) compressed (texts.compress_payload); the row's
-    # payload column then holds ``{}``.
+    # ``payload_json`` compressed (texts.compress_payload); the row's payload column then holds ``{}``.
     compressed: bytes | None = None
 
     @property
     def stored_json(self) -> str:
-        if self.compressed is not None:
-            return "{}"
-        return self.external.stored_json if self.external is not None else self.payload_json
+        return "{}" if self.compressed is not None else self.payload_json
 
 
 @dataclass
@@ -201,16 +203,38 @@ def prepare_drafts(drafts: Sequence[EventDraft]) -> list[PreparedEvent]:
         if not isinstance(draft, EventDraft):
             raise ValidationError("event.invalid_draft", "events must be EventDraft values", pointer=f"/{i}")
         payload = validate_payload(draft.type, draft.payload, index=i if len(drafts) > 1 else None)
-        try:
-            text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        except ValueError as exc:
-            raise ValidationError("event.invalid_payload", f"payload is not valid JSON: {exc}", pointer=f"/{i}/payload") from None
-        if len(text.encode("utf-8")) > MAX_EVENT_BYTES:
-            raise ValidationError("event.too_large", f"event payload exceeds {MAX_EVENT_BYTES} bytes", pointer=f"/{i}/payload")
-        external = externalise(payload) if len(text) >= MIN_EXTERNAL_BYTES else None
-        compressed = compress_payload(external.stored_json if external is not None else text)
-        prepared.append(PreparedEvent(draft.type, event_version(draft.type), payload, text, external, compressed))
+        found = large_strings(payload)
+        inline = _payload_json(payload, found, i)
+        external: Externalised | None = None
+        if (
+            found
+            and len(inline) + sum(len(text) for _, text in found) >= MIN_EXTERNAL_BYTES
+            and json_bytes_at_most(inline, found) <= MAX_EVENT_BYTES
+        ):
+            # Within the limit whatever its large strings hold, and they go to parts: the whole
+            # payload is never serialised (a long story's Writer prompt is a megabyte).
+            external = externalise_strings(found, inline)
+        else:
+            # The rule, exactly: the payload's JSON in UTF-8 at most MAX_EVENT_BYTES; externalised
+            # when that JSON has at least MIN_EXTERNAL_BYTES characters.
+            text = _payload_json(payload, [], i) if found else inline
+            if len(text.encode("utf-8")) > MAX_EVENT_BYTES:
+                raise ValidationError("event.too_large", f"event payload exceeds {MAX_EVENT_BYTES} bytes", pointer=f"/{i}/payload")
+            if found and len(text) >= MIN_EXTERNAL_BYTES:
+                external = externalise_strings(found, inline)
+            else:
+                inline = text
+        compressed = compress_payload(inline)
+        prepared.append(PreparedEvent(draft.type, event_version(draft.type), payload, inline, external, compressed))
     return prepared
+
+
+def _payload_json(payload: dict[str, Any], found: LargeStrings, index: int) -> str:
+    """The payload's JSON, with the ``found`` strings blanked."""
+    try:
+        return blanked_json(payload, found)
+    except ValueError as exc:
+        raise ValidationError("event.invalid_payload", f"payload is not valid JSON: {exc}", pointer=f"/{index}/payload") from None
 
 
 def conflict(session_id: str, expected: int, head: int) -> ConflictError:

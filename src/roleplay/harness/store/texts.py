@@ -226,11 +226,28 @@ _recent_digests: list[tuple[str, str]] = []
 def externalise(payload: Any) -> Externalised | None:
     """The storable form of a JSON value (an event payload, a projection snapshot), or ``None``
     when it holds no large string."""
-    found: list[tuple[tuple[str | int, ...], str]] = []
+    found = large_strings(payload)
+    return externalise_strings(found, blanked_json(payload, found)) if found else None
+
+
+LargeStrings = list[tuple[tuple[str | int, ...], str]]
+
+
+def large_strings(payload: Any) -> LargeStrings:
+    """The strings of ``payload`` that ``externalise`` stores as parts, with their paths."""
+    found: LargeStrings = []
     _find_large(payload, (), found)
-    if not found:
-        return None
-    blanked = _blank(payload, {path for path, _ in found})
+    return found
+
+
+def blanked_json(payload: Any, found: LargeStrings) -> str:
+    """``payload``'s JSON with the ``found`` strings blanked: what its row keeps inline."""
+    return json.dumps(_blank(payload, {path for path, _ in found}), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def externalise_strings(found: LargeStrings, stored_json: str) -> Externalised:
+    """``externalise`` from its two first steps (``large_strings``, ``blanked_json``), for a
+    caller that looked at them first (``base.prepare_drafts`` sizes the payload with them)."""
     texts = []
     parts: dict[str, str] = {}
     for path, text in found:
@@ -239,11 +256,22 @@ def externalise(payload: Any) -> Externalised | None:
             parts.setdefault(digest, part)
             hashes.append(digest)
         texts.append(ExternalText(path, sha256_text(text), tuple(hashes)))
-    stored = json.dumps(blanked, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return Externalised(stored, tuple(texts), parts)
+    return Externalised(stored_json, tuple(texts), parts)
 
 
-def _find_large(value: Any, path: tuple[str | int, ...], out: list[tuple[tuple[str | int, ...], str]]) -> None:
+# No character takes more bytes than this in JSON text written with ``ensure_ascii=False``: a
+# control character escaped as ``\u00XX`` (any other is at most 4 bytes of UTF-8, or 2 escaped).
+MAX_JSON_BYTES_PER_CHAR = 6
+
+
+def json_bytes_at_most(stored_json: str, found: LargeStrings) -> int:
+    """A bound on the UTF-8 size of the whole payload's JSON from its ``blanked_json`` and the
+    lengths of its large strings, neither encoded nor escaped: each blank ``""`` becomes the
+    string, quotes included, at most ``MAX_JSON_BYTES_PER_CHAR`` bytes a character inside them."""
+    return len(stored_json.encode("utf-8")) + MAX_JSON_BYTES_PER_CHAR * sum(len(text) for _, text in found)
+
+
+def _find_large(value: Any, path: tuple[str | int, ...], out: LargeStrings) -> None:
     if isinstance(value, str):
         # len() first: a string of fewer characters than the threshold's quarter cannot reach it.
         # Then as many characters as the threshold's bytes (none is less than a byte) need no
