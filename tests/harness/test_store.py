@@ -588,6 +588,59 @@ async def test_a_writer_that_knows_no_part_ids_reuses_the_stored_parts(store: Ev
     assert len(hashes) == len(set(hashes))
 
 
+async def test_a_sqlite_append_looks_up_only_the_parts_it_has_not_stored(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A turn's Writer prompt is the last one plus a few parts: the store knows the ids of the
+    parts it wrote, so it asks the file only about the others (issue 12)."""
+    import sqlite3
+
+    from roleplay.harness.store.sqlite import SQLiteStore
+    from roleplay.harness.store.texts import split_parts
+
+    store = SQLiteStore(tmp_path / "rp.db")
+    try:
+        await store.migrate()
+        rec = await store.create_session(preset="p", events=[user("u1", story_prompt(150))])
+        statements: list[str] = []
+
+        def trace(conn: sqlite3.Connection) -> None:
+            conn.set_trace_callback(statements.append)
+
+        await store.execute_write(trace)
+        await store.append(rec.id, 1, [user("u2", story_prompt(151))])
+        await store.execute_write(lambda conn: conn.set_trace_callback(None))
+        lookups = [sql for sql in statements if sql.startswith("SELECT sha256, id FROM text_parts")]
+        parts = split_parts(story_prompt(151))
+        assert len(parts) > 20 and sum(sql.lower().count("x'") for sql in lookups) <= 3
+        assert [e.payload["content"][0]["text"] for e in await store.read(rec.id)] == [story_prompt(150), story_prompt(151)]
+    finally:
+        await store.close()
+
+
+async def test_the_part_ids_of_a_write_that_failed_are_not_kept(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Parts inserted by a transaction that then failed are rolled back with it: a later write of
+    the same text stores them again instead of pointing at ids that no longer hold them."""
+    import sqlite3
+
+    from roleplay.harness.store.sqlite import SQLiteStore
+
+    path = tmp_path / "rp.db"
+    store = SQLiteStore(path)
+    try:
+        await store.migrate()
+        rec = await store.create_session(preset="p", events=[user("u1", story_prompt(5))])
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        with pytest.raises(sqlite3.IntegrityError):
+            await store.append(rec.id, 1, [user("u2", story_prompt(70))])
+        conn.execute("DROP TRIGGER refuse")
+        conn.close()
+        await store.append(rec.id, 1, [user("u2", story_prompt(80)), user("u3", story_prompt(70))])
+        texts_back = [e.payload["content"][0]["text"] for e in await store.read(rec.id)]
+        assert texts_back == [story_prompt(5), story_prompt(80), story_prompt(70)]
+    finally:
+        await store.close()
+
+
 async def test_the_wal_file_stays_small_after_a_burst(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A burst of writes (a long story's turn, a snapshot) must not leave the WAL at its size."""
     from roleplay.harness.store.sqlite import WAL_SIZE_LIMIT, SQLiteStore

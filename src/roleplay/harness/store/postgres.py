@@ -55,7 +55,7 @@ from .pg_statements import (
     append_sql,
 )
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_POSTGRES
-from .texts import Externalised, compress, event_rows, part_ids, texts_column, texts_column_pieces
+from .texts import PART_IDS_KEPT, Externalised, compress, event_rows, part_ids, texts_column, texts_column_pieces
 
 try:  # the driver is the optional ``postgres`` extra
     import psycopg
@@ -66,7 +66,6 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 _MIGRATION_LOCK = 0x52505F4D4947  # any constant: serialises concurrent `migrate` calls
 NOTIFY_LIMIT = 7000
-PART_IDS_KEPT = 200_000
 PART_BYTES_KEPT = 32 << 20
 _DECODE_ON_LOOP = 16  # events a page may hold and still be decoded on the loop (a thread hop costs more)
 
@@ -269,7 +268,7 @@ class PostgresStore(EventStore):
             async with self._connection() as conn:
                 async with conn.transaction() if events else _no_transaction():
                     await conn.execute(sql, row)
-                    ids = await self._insert_events(conn, record.id, 0, events, now) if events else {}
+                    ids = await self._insert_events(conn, record.id, 0, events, now, self._part_ids) if events else {}
                     if events:
                         await self._notify(conn, record.id, 1, len(events))
                 self._remember_parts(events, ids)
@@ -505,8 +504,10 @@ class PostgresStore(EventStore):
             yield
 
     @staticmethod
-    async def _insert_events(conn: Any, session_id: str, start: int, events: list[PreparedEvent], now: str) -> dict[str, int]:
-        ids = await _store_parts(conn, [e.external for e in events if e.external is not None])
+    async def _insert_events(
+        conn: Any, session_id: str, start: int, events: list[PreparedEvent], now: str, known: Mapping[str, int]
+    ) -> dict[str, int]:
+        ids = await _store_parts(conn, [e.external for e in events if e.external is not None], known)
         # One INSERT … unnest instead of executemany: pipeline mode turns a constraint violation
         # into noisy "pipeline aborted" warnings (stack.md §3.2).
         await conn.execute(
@@ -604,11 +605,14 @@ class PostgresStore(EventStore):
     # -- snapshots -------------------------------------------------------------------------------
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         stored, external = prepare_snapshot(snapshot)
+        ids: dict[str, int] = {}
         async with self._connection() as conn, conn.transaction():
             texts = None
             if external is not None:
-                texts = texts_column(external.texts, await _store_parts(conn, [external]))
+                ids = await _store_parts(conn, [external], self._part_ids)
+                texts = texts_column(external.texts, ids)
             await conn.execute(snapshot_upsert_sql("%s"), snapshot_row(snapshot, stored, texts))
+        self._remember_parts([], ids)
 
     async def load_snapshot(self, session_id: str, name: str, version: int) -> Snapshot | None:
         row = await self._fetchone(

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from roleplay.clock import Clock, IdGenerator, system_clock, ulid_ids
 from roleplay.errors import RpError
@@ -39,7 +39,7 @@ from .base import (
 )
 from .faults import sqlite_fault
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
-from .texts import Externalised, compress, event_rows, part_ids, texts_column
+from .texts import PART_IDS_KEPT, Externalised, compress, event_rows, part_ids, texts_column
 
 T = TypeVar("T")
 WAL_CHECKPOINT_PAGES = 256
@@ -67,6 +67,12 @@ class SQLiteStore(EventStore):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        # The ids of text parts this store's writes used, by sha256, so that a turn's append looks
+        # up only the parts of its Writer prompt it has not stored before, not all of them (issue
+        # 12). Only the writer thread touches it, only after a commit: every id in it is a row of
+        # the file the writer connection holds, and parts are never deleted (append-only
+        # triggers). Another process's parts are a miss, looked up in the file as before.
+        self._part_ids: dict[str, int] = {}
         self._writer = threading.Thread(target=self._writer_loop, name=f"rp-sqlite-writer:{self.path.name}", daemon=True)
         self._writer.start()
         self._closed = False
@@ -256,8 +262,9 @@ class SQLiteStore(EventStore):
                     now,
                 ),
             )
-            _insert_events(conn, record.id, 0, events, now)
+            ids = _insert_events(conn, record.id, 0, events, now, self._part_ids)
             conn.execute("COMMIT")
+            self._remember_parts(ids)
 
         try:
             await self._write(run)
@@ -327,12 +334,13 @@ class SQLiteStore(EventStore):
                 raise session_not_found(session_id)
             if row[0] != expected_seq:
                 raise conflict(session_id, expected_seq, row[0])
-            _insert_events(conn, session_id, expected_seq, events, now)
+            ids = _insert_events(conn, session_id, expected_seq, events, now, self._part_ids)
             conn.execute(
                 "UPDATE sessions SET head_seq=?, updated_at=? WHERE id=? AND head_seq=?",
                 (expected_seq + len(events), now, session_id, expected_seq),
             )
             conn.execute("COMMIT")
+            self._remember_parts(ids)
 
         await self._write(run)
 
@@ -344,9 +352,10 @@ class SQLiteStore(EventStore):
             if row is None:
                 raise session_not_found(session_id)
             head = row[0]
-            _insert_events(conn, session_id, head, events, now)
+            ids = _insert_events(conn, session_id, head, events, now, self._part_ids)
             conn.execute("UPDATE sessions SET head_seq=?, updated_at=? WHERE id=?", (head + len(events), now, session_id))
             conn.execute("COMMIT")
+            self._remember_parts(ids)
             return head
 
         return await self._write(run)
@@ -386,17 +395,25 @@ class SQLiteStore(EventStore):
 
         return await self._read(run)
 
+    def _remember_parts(self, ids: dict[str, int]) -> None:
+        """After a commit, on the writer thread: the ids of the parts it used, for the next write."""
+        if len(self._part_ids) + len(ids) > PART_IDS_KEPT:
+            self._part_ids.clear()
+        self._part_ids.update(ids)
+
     # -- snapshots -------------------------------------------------------------------------------
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         stored, external = prepare_snapshot(snapshot)
 
         def run(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
-            texts = None
+            texts, ids = None, {}
             if external is not None:
-                texts = texts_column(external.texts, _store_parts(conn, [external]))
+                ids = _store_parts(conn, [external], self._part_ids)
+                texts = texts_column(external.texts, ids)
             conn.execute(snapshot_upsert_sql("?"), snapshot_row(snapshot, stored, texts))
             conn.execute("COMMIT")
+            self._remember_parts(ids)
 
         await self._write(run)
 
@@ -455,8 +472,11 @@ def _enable_wal(path: Path) -> None:
     raise RpError("store.unavailable", f"cannot switch {path} to WAL mode: the database stays locked")
 
 
-def _insert_events(conn: sqlite3.Connection, session_id: str, start: int, events: list[PreparedEvent], now: str) -> None:
-    ids = _store_parts(conn, [e.external for e in events if e.external is not None])
+def _insert_events(
+    conn: sqlite3.Connection, session_id: str, start: int, events: list[PreparedEvent], now: str, known: Mapping[str, int]
+) -> dict[str, int]:
+    """Insert the events (and their new text parts); the ids of the parts they use."""
+    ids = _store_parts(conn, [e.external for e in events if e.external is not None], known)
     conn.executemany(
         "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) VALUES (?,?,?,?,?,?,?,?)",
         [
@@ -473,17 +493,19 @@ def _insert_events(conn: sqlite3.Connection, session_id: str, start: int, events
             for i, e in enumerate(events)
         ],
     )
+    return ids
 
 
 _BATCH = 500  # host parameters per IN (…), well under SQLite's limit
 
 
-def _store_parts(conn: sqlite3.Connection, externals: list[Externalised]) -> dict[str, int]:
+def _store_parts(conn: sqlite3.Connection, externals: list[Externalised], known: Mapping[str, int]) -> dict[str, int]:
     """The id of every part referenced, inserting (compressed) only the new ones. Runs inside the
-    writer's transaction, so parts and the rows that use them commit together."""
+    writer's transaction, so parts and the rows that use them commit together. ``known``: ids
+    already stored in this file (``SQLiteStore._part_ids``); only the other parts are looked up."""
     texts = {h: t for x in externals for h, t in x.parts.items()}
-    ids: dict[str, int] = {}
-    keys = list(texts)
+    ids = {h: known[h] for h in texts if h in known}
+    keys = [h for h in texts if h not in ids]
     for i in range(0, len(keys), _BATCH):
         batch = [bytes.fromhex(h) for h in keys[i : i + _BATCH]]
         sql = f"SELECT sha256, id FROM text_parts WHERE sha256 IN ({','.join('?' * len(batch))})"

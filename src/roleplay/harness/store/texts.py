@@ -44,6 +44,9 @@ _CUT_MASK = 7
 # Texts stored before keep their parts: a reader follows the ids, whatever the cut.
 MIN_PART_CHARS = 512
 MAX_PART_CHARS = 4096
+# Ids of parts a store keeps in memory, by sha256 (about 200 bytes each): a 1,000-turn story
+# uses a few thousand parts; past this the map starts again, which costs lookups, never ids.
+PART_IDS_KEPT = 200_000
 
 
 @dataclass(frozen=True)
