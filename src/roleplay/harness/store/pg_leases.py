@@ -41,7 +41,7 @@ _KEY = "hashtextextended(current_schema() || ':run:' || %s, 0)"
 LOCK_SQL = f"SELECT pg_try_advisory_lock({_KEY}), {SESSION_COLUMNS} FROM sessions WHERE id = %s"
 UNLOCK_SQL = f"SELECT pg_advisory_unlock({_KEY})"
 # Several at once, in the order given (the function scan yields the array in order).
-UNLOCK_MANY_SQL = "SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':run:' || u.id, 0)) FROM unnest(%s::text[]) AS u(id)"
+UNLOCK_MANY_SQL = "SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':run:' || u.id, 0)) FROM unnest(%b::text[]) AS u(id)"
 # Insert the session and lock it in one statement; the lock's key is the same as LOCK_SQL's. A
 # session-level lock outlives a failed statement, so it is taken only when the parent's foreign
 # key, checked at the statement's end, will hold (sessions are never deleted).

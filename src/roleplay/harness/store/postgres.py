@@ -512,7 +512,7 @@ class PostgresStore(EventStore):
         # into noisy "pipeline aborted" warnings (stack.md §3.2).
         await conn.execute(
             "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
-            "SELECT %s, s, t, v, p::json, x, %s, z FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[], %s::bytea[]) "
+            "SELECT %s, s, t, v, p::json, x, %s, z FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[], %b::text[], %b::bytea[]) "
             "AS u(s, t, v, p, x, z)",
             (
                 session_id,
@@ -557,7 +557,7 @@ class PostgresStore(EventStore):
         parts = {i: self._part_data[i] for i in wanted if i in self._part_data}
         missing = sorted(wanted - parts.keys())
         if missing:
-            for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%s)", (missing,)):
+            for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%b)", (missing,)):
                 parts[pid] = bytes(data)
                 self._keep_part(pid, bytes(data))
         return parts
@@ -625,7 +625,7 @@ class PostgresStore(EventStore):
         if row[2]:
             wanted = sorted(part_ids(row[2]))
             parts = {
-                pid: bytes(data) for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%s)", (wanted,))
+                pid: bytes(data) for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%b)", (wanted,))
             }
         return Snapshot(session_id, name, version, row[0], snapshot_state(row[1], row[2], parts, where=f"snapshot {name} of {session_id}"))
 
@@ -673,7 +673,7 @@ class PostgresStore(EventStore):
                 async with self._connection() as conn:
                     # A function scan yields the array in order, and NOTIFYs of one transaction
                     # are delivered in the order they were sent.
-                    await conn.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) WITH ORDINALITY AS u(p, n)", (self._channel, batch))
+                    await conn.execute("SELECT pg_notify(%s, p) FROM unnest(%b::text[]) WITH ORDINALITY AS u(p, n)", (self._channel, batch))
             except Exception as exc:  # noqa: BLE001 - kept for the next publish_chunk to raise
                 self._chunk_error = exc
 
@@ -737,16 +737,16 @@ async def _store_parts(conn: Any, externals: list[Externalised], known: Mapping[
     order = sorted(texts)
     keys = [bytes.fromhex(h) for h in order]
     cur = await conn.execute(
-        "WITH input AS (SELECT * FROM unnest(%s::bytea[], %s::bigint[], %s::bytea[]) AS u(sha256, size, data)), "
+        "WITH input AS (SELECT * FROM unnest(%b::bytea[], %b::bigint[], %b::bytea[]) AS u(sha256, size, data)), "
         "made AS (INSERT INTO text_parts(sha256, size, data) SELECT sha256, size, data FROM input ORDER BY sha256 "
         "ON CONFLICT (sha256) DO NOTHING RETURNING sha256, id) "
-        "SELECT sha256, id FROM made UNION ALL SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)",
+        "SELECT sha256, id FROM made UNION ALL SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%b)",
         (keys, [len(texts[h].encode("utf-8")) for h in order], [compress(texts[h]) for h in order], keys),
     )
     ids = {bytes(digest).hex(): pid for digest, pid in await cur.fetchall()}
     missing = [bytes.fromhex(h) for h in order if h not in ids]
     if missing:  # another writer's part, committed while this statement waited for it
-        cur = await conn.execute("SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%s)", (missing,))
+        cur = await conn.execute("SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%b)", (missing,))
         ids.update((bytes(digest).hex(), pid) for digest, pid in await cur.fetchall())
     return {**found, **ids}
 
