@@ -128,7 +128,7 @@ class SessionService:
             # reads these two at that seq (a snapshot read and an event read each on PostgreSQL,
             # saved). Fresh copies, as ``append`` keeps.
             self.cache.seed_empty(record.id, (surface_projection, turns_projection))
-            copies = [Event(e.session_id, e.seq, e.type, copy.deepcopy(e.payload), e.created_at, e.version) for e in events]
+            copies = fresh_copies(events)
             self.cache.advance(record.id, 0, copies)
         return record, events
 
@@ -151,9 +151,8 @@ class SessionService:
             ids = self.folds.fold(SURFACE_IDS, session_id, loaded, _SurfaceIds).ids
             drafts = self._stamp_surface_ops(surface, expected_seq, drafts, ids)
         events = await self.store.append(session_id, expected_seq, drafts)
-        # What the cache would read back next: the same rows, as fresh copies of the payloads (a
-        # deep copy costs per object, not per character: a Writer's whole prompt is one string).
-        copies = [Event(e.session_id, e.seq, e.type, copy.deepcopy(e.payload), e.created_at, e.version) for e in events]
+        # What the cache would read back next: the same rows, as fresh copies of the payloads.
+        copies = fresh_copies(events)
         self.cache.advance(session_id, expected_seq, copies)
         return events
 
@@ -325,6 +324,12 @@ class _SurfaceIds:
 
     def feed(self, node: dict[str, Any]) -> None:
         self.ids.add(node["id"])
+
+
+def fresh_copies(events: list[Event]) -> list[Event]:
+    """The events with their own copies of the payloads, for the shared cache (a deep copy costs
+    per object, not per character: a Writer's whole prompt is one string)."""
+    return [Event(e.session_id, e.seq, e.type, copy.deepcopy(e.payload), e.created_at, e.version) for e in events]
 
 
 def _done_draft(command_id: str, ok: bool, value: Any) -> EventDraft:

@@ -77,6 +77,22 @@ class SessionRecord:
             updated_at=row[10],
         )
 
+    def to_row(self) -> tuple[Any, ...]:
+        """The record as a ``sessions`` row, in ``SESSION_COLUMNS`` order (``from_row``'s inverse)."""
+        return (
+            self.id,
+            self.preset,
+            self.parent_id,
+            self.forked_from,
+            self.forked_at_seq,
+            self.workspace,
+            self.title,
+            self.archived,
+            self.head_seq,
+            self.created_at,
+            self.updated_at,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         return {

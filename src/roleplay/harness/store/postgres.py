@@ -14,6 +14,7 @@ published locally.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 import json
 import re
 import secrets
@@ -235,19 +236,7 @@ class PostgresStore(EventStore):
 
     async def _insert_session(self, record: SessionRecord, events: list[PreparedEvent], now: str, *, leased: bool = False) -> None:
         sql = INSERT_SESSION
-        row = (
-            record.id,
-            record.preset,
-            record.parent_id,
-            record.forked_from,
-            record.forked_at_seq,
-            record.workspace,
-            record.title,
-            record.archived,
-            record.head_seq,
-            now,
-            now,
-        )
+        row = replace(record, created_at=now, updated_at=now).to_row()
         try:
             if leased:
                 # On the lease connection, locked in the same statement (pg_leases.py); with its
@@ -296,22 +285,7 @@ class PostgresStore(EventStore):
     async def _fork(self, source: SessionRecord, record: SessionRecord, at_seq: int) -> None:
         async with self._connection() as conn:
             async with conn.transaction():
-                await conn.execute(
-                    f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                    (
-                        record.id,
-                        record.preset,
-                        record.parent_id,
-                        record.forked_from,
-                        record.forked_at_seq,
-                        record.workspace,
-                        record.title,
-                        False,
-                        at_seq,
-                        record.created_at,
-                        record.updated_at,
-                    ),
-                )
+                await conn.execute(INSERT_SESSION, replace(record, archived=False, head_seq=at_seq).to_row())
                 await conn.execute(
                     "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
                     "SELECT %s, seq, type, v, payload, texts, created_at, payload_z FROM events WHERE session_id=%s AND seq<=%s ORDER BY seq",

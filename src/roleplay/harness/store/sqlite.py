@@ -9,6 +9,7 @@ with their own connections, which WAL lets proceed while a write is in flight.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 import os
 import queue
 import sqlite3
@@ -246,22 +247,7 @@ class SQLiteStore(EventStore):
         # ``leased`` changes nothing here: the run's file lock is local, taken after the insert.
         def run(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(
-                f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    record.id,
-                    record.preset,
-                    record.parent_id,
-                    record.forked_from,
-                    record.forked_at_seq,
-                    record.workspace,
-                    record.title,
-                    int(record.archived),
-                    record.head_seq,
-                    now,
-                    now,
-                ),
-            )
+            conn.execute(_INSERT_SESSION, replace(record, created_at=now, updated_at=now).to_row())
             ids = _insert_events(conn, record.id, 0, events, now, self._part_ids)
             conn.execute("COMMIT")
             self._remember_parts(ids)
@@ -294,22 +280,7 @@ class SQLiteStore(EventStore):
             head = conn.execute("SELECT head_seq FROM sessions WHERE id=?", (source.id,)).fetchone()
             if head is None:
                 raise session_not_found(source.id)
-            conn.execute(
-                f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    record.id,
-                    record.preset,
-                    record.parent_id,
-                    record.forked_from,
-                    record.forked_at_seq,
-                    record.workspace,
-                    record.title,
-                    0,
-                    at_seq,
-                    record.created_at,
-                    record.updated_at,
-                ),
-            )
+            conn.execute(_INSERT_SESSION, replace(record, archived=False, head_seq=at_seq).to_row())
             conn.execute(
                 "INSERT INTO events(session_id, seq, type, v, payload, texts, created_at, payload_z) "
                 "SELECT ?, seq, type, v, payload, texts, created_at, payload_z FROM events WHERE session_id=? AND seq<=? ORDER BY seq",
@@ -496,6 +467,7 @@ def _insert_events(
     return ids
 
 
+_INSERT_SESSION = f"INSERT INTO sessions({SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 _BATCH = 500  # host parameters per IN (…), well under SQLite's limit
 
 
