@@ -87,6 +87,10 @@ async def test_import_export_and_delete_with_impact(api: tuple[httpx.AsyncClient
     sid = await new_story(client, card=card["assetId"])
     impact = (await client.get(f"{API}/assets/{card['assetId']}/impact")).json()
     assert {s["sessionId"] for s in impact["sessions"]} == {sid} and any(s["assetId"] == card["assetId"] for s in impact["sessions"])
+    # the card's embedded lorebook goes with it unless kept: the same camelCase flag as the delete
+    assert impact["alsoDeleted"], impact
+    kept = (await client.get(f"{API}/assets/{card['assetId']}/impact", params={"keepLorebooks": "true"})).json()
+    assert kept["alsoDeleted"] == []
     refused = await client.delete(f"{API}/assets/{card['assetId']}")
     assert refused.status_code == 409 and refused.json()["code"] == "asset.in_use"
     assert refused.json()["details"]["impact"]["sessions"][0]["sessionId"] == sid

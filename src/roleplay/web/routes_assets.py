@@ -171,7 +171,7 @@ async def update_asset(w: Web, asset_id: str, body: AssetUpdate, if_match: Annot
 
 
 @router.get("/assets/{asset_id}/impact")
-async def impact(w: Web, asset_id: str, keep_lorebooks: bool = False) -> dict[str, Any]:
+async def impact(w: Web, asset_id: str, keep_lorebooks: Annotated[bool, Query(alias="keepLorebooks")] = False) -> dict[str, Any]:
     """What deleting the asset would touch: the assets deleted with it and the stories that bind them."""
     return await _impact(w, asset_id, keep_lorebooks)
 

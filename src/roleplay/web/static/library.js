@@ -133,7 +133,7 @@ if (asset) {
   const error = document.getElementById("delete-error");
 
   async function showImpact() {
-    const q = keep && keep.checked ? "?keep_lorebooks=true" : "";
+    const q = keep && keep.checked ? "?keepLorebooks=true" : "";
     try {
       const impact = await api("GET", `/assets/${encodeURIComponent(id)}/impact${q}`);
       const parts = [];
