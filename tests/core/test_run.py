@@ -23,6 +23,7 @@ from roleplay.core.run import CHAT_STEP_LIMIT, RUN_CONTEXT, RunResult, play_turn
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.session_create import StoryRequest, create_story
 from roleplay.core.writer import WRITER_RESULT_KIND
+from roleplay.errors import ValidationError
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.scripted import ScriptedModel
 from roleplay.harness.models.types import ChatMessage, ModelRequest, ToolCall, ToolSpec
@@ -94,6 +95,19 @@ async def test_sample_card_plays_ten_turns_with_the_demo_model(store: EventStore
         assert {k: v for k, v in after.items() if k != "林汐"} == {k: v for k, v in before.items() if k != "林汐"}
     assert (await story_value(rt, sid))["林汐"]["信任"] == trust + 10
     await check_replay(rt, sid)
+    await rt.aclose()
+
+
+async def test_a_turn_text_with_a_lone_surrogate_is_refused_before_anything_is_written(store: EventStore) -> None:
+    # Undecodable bytes on a command line arrive as lone surrogates (surrogateescape): no text
+    # holding one can be hashed or stored, so the turn is refused with its place, not a crash.
+    rt, sid = await sample_story(store)
+    head = await store.head(sid)
+    with pytest.raises(ValidationError) as caught:
+        await play_turn(rt, sid, "I knock \udcff twice.", parent_route=DEMO)
+    assert caught.value.code == "run.lone_surrogate" and caught.value.pointer == "/text"
+    assert caught.value.details == {"char": "U+DCFF", "offset": 8}
+    assert await store.head(sid) == head
     await rt.aclose()
 
 

@@ -10,7 +10,7 @@ import pytest
 from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationError
 from roleplay.web.app import create_app
 from roleplay.web.errors import envelope, status_for
-from web.web_support import config
+from web.web_support import config, new_story
 
 API = "/api/v1"
 
@@ -73,3 +73,30 @@ async def test_a_library_model_refusing_a_value_is_422(api: tuple[httpx.AsyncCli
     monkeypatch.setattr(rt.store, "list_sessions", refuse)
     r = await client.get(f"{API}/sessions")
     assert r.status_code == 422 and r.json()["code"] == "value.invalid" and r.json()["pointer"] == "/count"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "pointer"),
+    [
+        ("/sessions/{sid}/turns", b'{"text": "hi \\ud800 there"}', "/text"),
+        ("/sessions/{sid}/impersonate", b'{"hint": "x\\udc00"}', "/hint"),
+        ("/chats", b'{"title": "\\udfff"}', "/title"),
+        # in a key: the pointer shows it as U+FFFD (a lone surrogate cannot be sent back)
+        ("/assets", b'{"kind": "persona", "data": {"name": "a", "extensions": {"x\\ud800": 1}}}', "/data/extensions/x\ufffd"),
+    ],
+)
+@pytest.mark.anyio
+async def test_a_lone_surrogate_anywhere_in_a_body_is_422_with_its_place(
+    api: tuple[httpx.AsyncClient, Any], path: str, body: bytes, pointer: str
+) -> None:
+    # JSON can spell one; it is no character, so no text holding it could be hashed or stored
+    # (a turn's text failed deep in the engine with a 500 before).
+    client, rt = api
+    sid = await new_story(client, sample=True)
+    head = await rt.store.head(sid)
+    r = await client.post(f"{API}{path.format(sid=sid)}", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    got = r.json()
+    assert got["code"] == "request.invalid" and got["pointer"] == pointer
+    assert [p["code"] for p in got["problems"]] == ["request.lone_surrogate"] and "U+D" in got["message"]
+    assert await rt.store.head(sid) == head  # nothing was written

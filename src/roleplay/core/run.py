@@ -45,7 +45,8 @@ from typing import Any
 
 from roleplay.assets.lorebook import TimedState
 from roleplay.canonical import sha256_hex
-from roleplay.errors import Problem, RpError
+from roleplay.assets.validation import surrogate_problems
+from roleplay.errors import Problem, RpError, ValidationError
 from roleplay.harness.history import HistoryFit
 from roleplay.harness.leases import run_lease
 from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, TurnResult
@@ -177,6 +178,11 @@ async def prepare_run(
 ) -> PreparedRun:
     """Read everything this turn needs and freeze the context build (no event is written).
     ``at``: the session's head, when the caller holds the run lease and has just read it."""
+    # A lone surrogate (a broken \\uD800 escape, undecodable bytes on the command line) is not a
+    # character: it could be neither hashed nor stored, so it is refused here, before any read.
+    lone = surrogate_problems("run", text)
+    if lone:
+        raise ValidationError("run.lone_surrogate", lone[0].message, pointer="/text", details=lone[0].details)
     surface = await (rt.service.projection(session_id, SURFACE) if at is None else rt.service.projection_at(session_id, SURFACE, at))
     nodes, head_seq = surface.state["nodes"], surface.upto_seq
     # The other projections are read as of that same head (``projection_at``: no read of newer

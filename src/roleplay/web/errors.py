@@ -80,6 +80,7 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
             pointer = ""
         else:
             pointer = pointer_from_parts(loc[1:]) if where == "body" else pointer_from_parts(loc)
+            pointer += (err.get("ctx") or {}).get("pointer", "")  # a whole-body check names its place
         problems.append({"code": f"request.{err.get('type', 'invalid')}", "message": str(err.get("msg", "invalid")), "pointer": pointer})
     first: dict[str, Any] = problems[0] if problems else {"message": "invalid request", "pointer": None}
     return JSONResponse(

@@ -9,12 +9,28 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from roleplay.assets.validation import replace_lone_surrogates, surrogate_problems
 
 
 class Body(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, data: Any) -> Any:
+        # JSON can spell a lone surrogate (``"\\ud800"``), which is not a character: no text
+        # holding one can be hashed or stored, so it is refused with its place, before any route
+        # sees it (a turn's text would otherwise fail deep in the engine).
+        found = surrogate_problems("request", data)
+        if found:
+            first = found[0]
+            # A key may hold it too: the pointer shows it as U+FFFD, or the answer could not be sent.
+            raise PydanticCustomError("lone_surrogate", first.message, {"pointer": replace_lone_surrogates(first.pointer or "")})
+        return data
 
 
 class Out(BaseModel):
