@@ -197,7 +197,7 @@ async def prepare_run(
     macros = await rt.macro_context(profile, reader)  # none while rp-macro is off
     input_text = expand(text, macros)
     if not input_text.strip() and not images:
-        raise RpError("run.empty_input", "a turn needs some text or an image", pointer="/text")
+        raise ValidationError("run.empty_input", "a turn needs some text or an image", pointer="/text")
     writing = (await rt.service.projection_at(session_id, replies_projection, head_seq)).state["writing"]
     # From the session's fold, which a turn feeds only the nodes added since the last (issue 12).
     entries, summary_source = history_entries(rt.service.folds, session_id, surface, writing)
