@@ -76,8 +76,21 @@ def pct(values: list[float], q: float) -> float:
 # -- the server child ---------------------------------------------------------------------------------
 
 
+def _cycle_kind(o: Any) -> str:
+    """A garbage object's type, and for a frame or code object where it runs (which function's
+    locals keep a cycle alive is what to fix)."""
+    name = type(o).__name__
+    code = getattr(o, "f_code", None) or getattr(o, "gi_code", None) or getattr(o, "cr_code", None) or getattr(o, "ag_code", None)
+    if code is not None:
+        return f"{name} {code.co_filename.rsplit('/', 2)[-1]}:{code.co_name}"
+    if name == "function":
+        return f"function {o.__module__}.{o.__qualname__}"
+    return name
+
+
 def child(url: str, port: int, stats_path: str) -> None:
     """The rp serve application on uvicorn, with a monitor of how late the event loop runs."""
+    import collections
     from contextlib import asynccontextmanager
 
     import uvicorn
@@ -94,10 +107,15 @@ def child(url: str, port: int, stats_path: str) -> None:
     gc_pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
     gc_started = [0.0]
 
+    garbage: collections.Counter[str] = collections.Counter()
+
     def on_gc(phase: str, info: dict[str, int]) -> None:  # a collection holds the loop like any step
         if phase == "start":
             gc_started[0] = time.perf_counter()
         else:
+            if gc.garbage:  # RP_BENCH_GC_GARBAGE: what the cycles the collector frees are made of
+                garbage.update(_cycle_kind(o) for o in gc.garbage)
+                gc.garbage.clear()
             ms = (time.perf_counter() - gc_started[0]) * 1000
             gc_pauses[info["generation"]].append(ms)
             if os.environ.get("RP_BENCH_GC_LOG") and ms > 20:
@@ -108,6 +126,8 @@ def child(url: str, port: int, stats_path: str) -> None:
     import gc
 
     gc.callbacks.append(on_gc)
+    if os.environ.get("RP_BENCH_GC_GARBAGE"):
+        gc.set_debug(gc.DEBUG_SAVEALL)
     if os.environ.get("RP_BENCH_GC_THRESHOLD"):  # experiments: "g0,g1,g2"
         gc.set_threshold(*(int(x) for x in os.environ["RP_BENCH_GC_THRESHOLD"].split(",")))
 
@@ -158,6 +178,8 @@ def child(url: str, port: int, stats_path: str) -> None:
         profiler.disable()
         profiler.dump_stats(profile)
     gc_max = {str(g): round(max(v), 1) if v else 0.0 for g, v in gc_pauses.items()}
+    if garbage:
+        print("cyclic garbage freed, by kind:", *(f"  {n:8d} {k}" for k, n in garbage.most_common(40)), sep="\n", file=sys.stderr)
     Path(stats_path).write_text(json.dumps({"lags": lags, "cpu_s": time.process_time(), "gc_max_ms": gc_max, "heap": heap}))
 
 
