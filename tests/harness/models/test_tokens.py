@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,3 +149,122 @@ def test_counting_by_parts_equals_the_whole_text_count(groups: list[list[str]], 
     assert tokens.count_parts(text, [*parts, "extra"]) == _total(_stats(text))
     # The whole text is remembered: the same prompt counted again as a request costs nothing.
     assert count_tokens(text) == _total(_stats(text))
+
+
+# The counter as it was written first: eight ``regex`` passes over the text. ``_stats`` counts the
+# same runs from each character's kind with byte-level passes and must give the same figures for
+# every text.
+_REF_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Bopomofo}]")
+_REF_LATIN_WORD = regex.compile(r"\p{Latin}+")
+_REF_OTHER_WORD = regex.compile(r"(?:(?![\p{Latin}\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Bopomofo}])\p{L}\p{M}*)+")
+_REF_DIGITS = regex.compile(r"\p{Nd}+")
+_REF_SPACE_RUN = regex.compile(r"\s{2,}|[^\S ]")
+_REF_REST = regex.compile(r"[^\p{L}\p{M}\p{Nd}\s]")
+_REF_ASTRAL = regex.compile(r"[^\p{L}\p{M}\p{Nd}\s\x00-\uffff]")
+
+
+def _reference_stats(text: str) -> tuple[int, ...]:
+    latin = _REF_LATIN_WORD.findall(text)
+    other = _REF_OTHER_WORD.findall(text)
+    return (
+        len(_REF_CJK.findall(text)),
+        sum(map(len, latin)),
+        len(latin),
+        sum(map(len, other)),
+        len(other),
+        sum(-(-len(run) // 3) for run in _REF_DIGITS.findall(text)),
+        len(_REF_SPACE_RUN.findall(text)),
+        len(_REF_REST.findall(text)) + len(_REF_ASTRAL.findall(text)),
+    )
+
+
+def _chars(*ranges: tuple[int, int]) -> str:
+    return "".join(chr(code) for first, last in ranges for code in range(first, last + 1))
+
+
+# Alphabets where the rules' classes meet: ASCII control characters and every kind of whitespace
+# (U+001C-U+001F are whitespace to ``re`` only, U+0085 and U+00A0 to ``regex``), Latin-1, CJK with
+# its punctuation, kana marks (CJK and marks at once) and fullwidth forms, characters outside the
+# Basic Multilingual Plane (emoji, astral Han, mathematical letters and digits), combining marks
+# after letters of every kind, other scripts and their digits, Latin characters that are not
+# letters (Roman numerals), and lone surrogates.
+_ALPHABETS = [
+    _chars((0x00, 0x7F)),
+    _chars((0x00, 0x20), (0x7F, 0x7F), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680), (0x180E, 0x180E), (0x2000, 0x200D))
+    + _chars((0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x2060), (0x3000, 0x3000), (0xFEFF, 0xFEFF))
+    + " a",
+    _chars((0x80, 0xFF)) + "a z",
+    _chars((0x3000, 0x30FF), (0x3100, 0x312F), (0x3400, 0x3410), (0x4DB0, 0x4E10), (0x9FF0, 0xA00F), (0xAC00, 0xAC10))
+    + _chars((0xD7A0, 0xD7FF), (0xFF00, 0xFF20), (0x20000, 0x20010), (0x2A6D0, 0x2A6E5))
+    + "a1 \n",
+    _chars((0x1F300, 0x1F320), (0x1F600, 0x1F610), (0x1F3FB, 0x1F3FF), (0x1D400, 0x1D410), (0x1D7CE, 0x1D7D8), (0x10000, 0x10010))
+    + _chars((0xE0000, 0xE0002), (0x10FFFD, 0x10FFFF), (0xFE0F, 0xFE0F))
+    + "a \u200d",
+    _chars((0x0300, 0x0310), (0x0363, 0x0366), (0x0483, 0x0489), (0x064B, 0x0652), (0x0900, 0x0903), (0x093C, 0x093C))
+    + _chars((0x1AB0, 0x1AB3), (0x20D0, 0x20D3), (0x302A, 0x302F), (0x3099, 0x309A), (0xFE20, 0xFE23))
+    + "aeЖиبتक中ア1 ",
+    _chars((0x0391, 0x03A0), (0x0410, 0x0420), (0x0627, 0x0630), (0x0660, 0x0669), (0x0915, 0x0920), (0x0966, 0x096F))
+    + _chars((0x0E01, 0x0E10), (0x2160, 0x2170), (0x00AA, 0x00AA), (0x02B0, 0x02B5), (0xFF10, 0xFF19), (0x1D00, 0x1D05))
+    + "ab 12",
+    _chars((0xD800, 0xD802), (0xDBFF, 0xDC01), (0xDFFF, 0xDFFF)) + "a中😀 ",
+]
+_ANY_CHAR = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())
+_TEXTS = st.one_of(
+    st.text(_ANY_CHAR, max_size=60),
+    *(st.text(st.sampled_from(alphabet), max_size=60) for alphabet in _ALPHABETS),
+    st.text(st.one_of(_ANY_CHAR, *(st.sampled_from(alphabet) for alphabet in _ALPHABETS)), max_size=60),
+)
+# Mostly English with a few other characters, and mostly other characters: texts not all ASCII
+# are read by one way or another depending on how much of them is ASCII.
+_PROSE = st.lists(
+    st.one_of(
+        st.sampled_from(["The", " ", "lamp", "keeper's", "harbour", ",", ".", "\n", "\n\n", "  ", "\t", "2048", "x"]),
+        st.sampled_from("“”’—…éü中文の😀\u0301\u3000\x85\xa0"),
+        st.text(st.sampled_from(_ALPHABETS[5] + _ALPHABETS[3]), max_size=4),
+    ),
+    max_size=200,
+).map("".join)
+
+
+def _forget(text: str) -> None:
+    """Drop the kinds learned for ``text``'s characters, so that ``_stats`` looks them up again."""
+    for char in set(text):
+        if not char.isascii():
+            tokens._KIND_OF[ord(char)] = 0
+
+
+@given(st.one_of(_TEXTS, _PROSE))
+@settings(max_examples=1500, deadline=None)
+def test_stats_equal_the_regex_passes_for_every_text(text: str) -> None:
+    expected = _reference_stats(text)
+    _forget(text)
+    assert _stats(text) == expected  # the characters' kinds learned on the way
+    assert _stats(text) == expected  # and looked up
+    assert all(type(figure) is int for figure in _stats(text))
+
+
+@given(_TEXTS, _TEXTS, _TEXTS)
+@settings(max_examples=300, deadline=None)
+def test_stats_equal_the_regex_passes_where_texts_meet(a: str, b: str, c: str) -> None:
+    """Runs across the seams of pieces from different alphabets, and the pieces repeated into a
+    text long enough that its mostly ASCII or mostly other characters decide how it is read."""
+    for text in (a + b + c, (a + b) * 40 + c, "lamp light " * 30 + a + b + c):
+        assert _stats(text) == _reference_stats(text)
+
+
+def test_stats_equal_the_regex_passes_for_every_code_point() -> None:
+    """Every code point, each between two "#" (which end every run) and among its neighbours."""
+    for first in range(0, 0x110000, 0x8000):
+        chars = "".join(map(chr, range(first, first + 0x8000)))
+        for text in ("#".join(chars), chars):
+            assert _stats(text) == _reference_stats(text), hex(first)
+
+
+def test_the_kinds_groups_partition_the_characters() -> None:
+    """A character's kind has one group: no code point is two of a letter, a mark, a decimal digit
+    and whitespace (``regex``'s tables)."""
+    everything = "".join(map(chr, range(0x110000)))
+    groups = [set(regex.findall(pattern, everything)) for pattern in (r"\p{L}", r"\p{M}", r"\p{Nd}", r"\s")]
+    for i, one in enumerate(groups):
+        for other in groups[i + 1 :]:
+            assert not one & other
