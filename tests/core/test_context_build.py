@@ -643,3 +643,143 @@ def test_the_trimmed_window_is_counted_exactly_as_its_whole_prompt(raw: list[tup
         blocks = "".join(f"{cb.escape_control_tags(render_entries((e,)))}\n\n" for e in shown)
         text = f"{build.writer_prompt}\n\n{blocks * 30}[Character's note]\nAlice hums."
         assert cb._count_window(text, shown, cb.escape_control_tags) == _total(_stats(text))
+
+
+def _fit_history_reference(slots, by_id, history, budget):
+    """``_fit_history`` as it was before the sections that do not hold the conversation were built
+    once per fit: every build measured is a whole ``_build``, and the text is joined again."""
+    from roleplay.core.conversation import CONVERSATION_NOTE
+    from roleplay.core.conversation_window import tally
+
+    conversation = by_id.get(CONVERSATION)
+    tagged = next((slot.section_tag for slot in slots if CONVERSATION in slot.sources and not slot.idle), True)
+    escape = cb.escape_control_tags if tagged else cb.escape_request_tags
+    counts = tally(history)
+    limit = budget.prompt_budget
+    every = lambda s: True  # noqa: E731
+
+    def fit(omitted: int, prompt_tokens: int):
+        return cb.WindowFit(budget.window, budget.reply_reserve, budget.fixed_tokens, prompt_tokens, len(history), omitted)
+
+    if conversation is None or counts.tokens_at_least(escape) <= limit:
+        full = cb._build(slots, by_id, pick=every, use_parent_text=False, entries=history)
+        tokens = counts.count(cb.join_sections(full), 0, escape) if history else count_tokens(cb.join_sections(full))
+        if conversation is None or tokens <= limit:
+            return by_id, fit(0, tokens), cb._over_window(fit(0, tokens)), history, full
+    without = {sid: s for sid, s in by_id.items() if sid != CONVERSATION}
+    rest = count_tokens(cb.join_sections(cb._build(slots, without, pick=every, use_parent_text=False)))
+    wrapper = count_tokens('<section name="Conversation">\n\n</section>\n\n')
+    room = limit - rest - wrapper - count_tokens(CONVERSATION_NOTE) - 1
+    keep = counts.keep_within(room, escape)
+    while True:
+        kept = history[len(history) - keep :] if keep else ()
+        trimmed = dict(by_id)
+        if kept:
+            trimmed[CONVERSATION] = dataclasses.replace(conversation, text=counts.text(len(history) - keep))
+        else:
+            del trimmed[CONVERSATION]
+        built = cb._build(slots, trimmed, pick=every, use_parent_text=False, entries=kept)
+        text = cb.join_sections(built)
+        tokens = counts.count(text, len(history) - keep, escape) if kept else count_tokens(text)
+        if tokens <= limit or keep == 0:
+            break
+        keep -= 1
+    result = fit(len(history) - keep, tokens)
+    return trimmed, result, None, kept, built
+
+
+_LAYOUTS = st.sampled_from(["default", "conversation-with-others", "untagged", "idle-neighbour", "note-own-slot"])
+
+
+def _layout(kind: str, sources: dict[str, ContextSource]) -> list[Slot]:
+    if kind == "default":
+        return cb.default_layout(sources)
+    if kind == "conversation-with-others":  # items in the conversation's slot, before and after it
+        return [
+            Slot("story", "Story", (CARD, CONVERSATION, LORE_RULES)),
+            Slot("current-input", "Current input", (CURRENT_INPUT,)),
+        ]
+    if kind == "untagged":
+        return [Slot(s.id, s.name, s.sources, section_tag=s.id != "conversation") for s in cb.default_layout(sources)]
+    if kind == "idle-neighbour":
+        return [dataclasses.replace(s, idle=s.id == "character") for s in cb.default_layout(sources)]
+    return [*cb.default_layout({k: v for k, v in sources.items() if k != CARD_DEPTH_PROMPT}), Slot("note", "Note", (CARD_DEPTH_PROMPT,))]
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["user", "writing", "non-writing"]), _ENTRY_TEXT), min_size=0, max_size=40),
+    st.integers(min_value=0, max_value=4) | st.none(),
+    st.floats(min_value=-0.1, max_value=1.1),
+    _LAYOUTS,
+    st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_fit_that_builds_the_other_sections_once_equals_whole_builds(
+    raw: list[tuple[str, str]], depth: int | None, share: float, layout: str, with_rules: bool
+) -> None:
+    """The window's fit builds the sections that do not hold the conversation once and each
+    candidate's conversation slot alone; the cut, the sections, the prompt and the frozen build
+    equal those of whole builds, in every layout (the conversation sharing its slot, untagged,
+    beside an idle slot, the Character's Note among the messages or in a slot of its own), turn
+    after turn as the history grows."""
+    entries = [Entry(f"m{i}", speaker, text.strip() or "x") for i, (speaker, text) in enumerate(raw)]
+    for end in (len(entries) - 1, len(entries)):
+        shown = entries[: max(end, 0)]
+        sources = window_sources(shown, card="Alice is a ferrywoman. " * 8)
+        if not shown:
+            del sources[CONVERSATION]
+        if with_rules:
+            sources[LORE_RULES] = src(LORE_RULES, "Never <section> kill Alice.")
+        if depth is not None:
+            sources[CARD_DEPTH_PROMPT] = src(CARD_DEPTH_PROMPT, "Alice hums.", "Character's note", depth=depth, role="system")
+        slots = _layout(layout, sources)
+        # Short of the whole prompt by a share of the history's tokens: from all of it to none.
+        whole = count_tokens(cb.freeze(slots, sources, history=shown).writer_prompt)
+        budget = cb.WindowBudget(max(int(whole - share * count_tokens(text_of_entries(shown))), 0) + 400, 300, 100)
+        by_id = cb.as_source_map(sources)
+        got = cb._fit_history(slots, dict(by_id), shown, budget)
+        want = _fit_history_reference(slots, dict(by_id), shown, budget)
+        assert got[0] == want[0] and got[1] == want[1] and list(got[3]) == list(want[3]) and got[4] == want[4]
+        assert got[5] == cb.join_sections(want[4])
+        frozen = cb.freeze(slots, sources, history=shown, budget=budget)
+        assert frozen.writer_prompt == cb.join_sections(want[4]) and frozen.window == want[1]
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["user", "writing", "non-writing"]), _ENTRY_TEXT), min_size=1, max_size=30),
+    st.integers(min_value=0, max_value=4) | st.none(),
+    _LAYOUTS | st.just("all-untagged"),
+    st.sampled_from(["I board the ferry.", "  I board the ferry.", "\tword", "ferry"]),
+    st.sampled_from(["", "Never kill Alice.", "  indented rule", "<item>rule"]),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_floor_of_the_whole_prompt_is_never_above_its_count(
+    raw: list[tuple[str, str]], depth: int | None, layout: str, current: str, rules: str
+) -> None:
+    """The window skips building the whole history's prompt when a floor of its count is over
+    the budget: the floor (the message blocks but the newest, with the other sections where they
+    add up) is never above the count of the prompt it stands for, whatever the layout and
+    whatever the sections around the conversation start or end with."""
+    from roleplay.core.conversation_window import tally
+
+    entries = [Entry(f"m{i}", speaker, text.strip() or "x") for i, (speaker, text) in enumerate(raw)]
+    sources = window_sources(entries, card="Alice is a ferrywoman. ")
+    sources[CURRENT_INPUT] = src(CURRENT_INPUT, current)
+    if rules:
+        sources[LORE_RULES] = src(LORE_RULES, rules)
+    if depth is not None:
+        sources[CARD_DEPTH_PROMPT] = src(CARD_DEPTH_PROMPT, "Alice hums.", "Character's note", depth=depth, role="system")
+    if layout == "all-untagged":
+        slots = [dataclasses.replace(s, section_tag=False) for s in cb.default_layout(sources)]
+    else:
+        slots = _layout(layout, sources)
+    by_id = cb.as_source_map(sources)
+    tagged = next((s.section_tag for s in slots if CONVERSATION in s.sources and not s.idle), True)
+    escape = cb.escape_control_tags if tagged else cb.escape_request_tags
+    without = {k: v for k, v in by_id.items() if k != CONVERSATION}
+    fixed = [None if CONVERSATION in s.sources else cb._build_slot(s, by_id, cb._every, False, None) for s in slots]
+    rest_text = cb.join_sections(cb._build(slots, without, pick=cb._every, use_parent_text=False))
+    floor = cb._whole_at_least(slots, fixed, without, rest_text, tally(entries).stats_at_least(escape))
+    whole = cb.join_sections(cb._build(slots, by_id, pick=cb._every, use_parent_text=False, entries=entries))
+    assert floor <= count_tokens(whole)
+    assert floor >= tally(entries).tokens_at_least(escape)

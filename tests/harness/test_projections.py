@@ -15,7 +15,7 @@ from roleplay.clock import CountingIds, FixedClock
 from roleplay.errors import NotFoundError, ValidationError
 from roleplay.harness.commands import commands_projection
 from roleplay.harness.events import Event, EventDraft
-from roleplay.harness.projections import Projection, ProjectionRegistry, fold, load, roundtrip, write_snapshot
+from roleplay.harness.projections import Projection, ProjectionRegistry, fold, load, roundtrip, snapshot_due, write_snapshot
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.store import EventStore, open_store
 from roleplay.harness.surface import surface_projection
@@ -160,6 +160,44 @@ async def test_loader_writes_a_snapshot_past_the_threshold_and_reuses_it(store: 
     assert (v2.from_snapshot_seq, v2.folded) == (0, 32)
     prefix = await load(store, rec.id, proj, until_seq=12)
     assert prefix.state == {"n": 12, "last": 12} and prefix.from_snapshot_seq == 0
+
+
+def test_snapshots_come_at_intervals_that_grow_with_the_log() -> None:
+    """``snapshot_every`` events past the last snapshot, and a quarter of its seq once that is
+    more: a snapshot's cost (the whole state) is spread over more events as the state grows."""
+    assert not snapshot_due(10**9, 0, None)
+    assert [snapshot_due(n, 0, 500) for n in (499, 500)] == [False, True]
+    assert [snapshot_due(n, 1_000, 500) for n in (499, 500)] == [False, True]
+    assert [snapshot_due(n, 20_000, 500) for n in (4_999, 5_000)] == [False, True]
+    seqs, last = [], 0
+    for seq in range(1, 40_001):
+        if snapshot_due(seq - last, last, 500):
+            seqs.append(last := seq)
+    assert seqs[:5] == [500, 1_000, 1_500, 2_000, 2_500] and len(seqs) < 20  # every 500 events: 80
+    assert all(b - a <= max(500, a // 4) for a, b in zip(seqs, seqs[1:]))
+
+
+@pytest.mark.anyio
+async def test_the_cache_writes_snapshots_at_growing_intervals(store: EventStore) -> None:
+    from roleplay.harness.projections import ProjectionCache
+
+    rec = await store.create_session(preset="p", events=[user(f"m{i}") for i in range(40)])
+    cache = ProjectionCache(snapshot_every=3)
+    written = []
+    head = 40
+    for i in range(20):
+        await cache.load(store, rec.id, counter_projection())
+        snap = await store.load_snapshot(rec.id, "test/counter", 1)
+        assert snap is not None
+        if not written or snap.upto_seq != written[-1]:
+            written.append(snap.upto_seq)
+        await store.append(rec.id, head, [user(f"x{i}"), user(f"y{i}")])
+        head += 2
+    # Written by the first load (40 events), then once 10 more were folded (a quarter of 40),
+    # then 12 (a quarter of 50): never every 3 events.
+    assert written == [40, 50, 62, 78]
+    loaded = await cache.load(store, rec.id, counter_projection())
+    assert loaded.state == {"n": head, "last": head}
 
 
 @pytest.mark.anyio

@@ -58,7 +58,8 @@ from roleplay.canonical import sha256_hex
 from roleplay.errors import ValidationError
 from roleplay.harness.history import IMAGE_TOKENS, reply_reserve
 from roleplay.harness.models.routes import Route, route_context_window
-from roleplay.harness.models.tokens import count_tokens
+from roleplay.harness.models.tokens import Stats, add_stats, count_tokens, part_stats
+from roleplay.harness.models.tokens import stats_tokens as tokens_of
 from roleplay.harness.store.texts import sha256_text
 
 from .conversation import CONVERSATION_NOTE, Entry, render_entries
@@ -151,6 +152,7 @@ def _tag_pattern(names: Iterable[str]) -> re.Pattern[str]:
     return re.compile(rf"<(/?(?:{alternatives}))(?=[\s/>]|$)", re.IGNORECASE)
 
 
+_NON_SPACE = re.compile(r"\S")  # as ``harness.models.tokens`` tells where no counted run goes on
 _REQUEST_RE = _tag_pattern(REQUEST_TAGS)
 _ALL_CONTROL_RE = _tag_pattern(REQUEST_TAGS + SECTION_TAGS)
 
@@ -438,27 +440,42 @@ def _build(
 ) -> tuple[BuiltSection, ...]:
     """``entries``: the messages ``rp.conversation`` currently renders, needed to place the
     Character's Note among them; without them the note stays a separate item of its slot."""
-    out: list[BuiltSection] = []
-    for slot in slots:
-        if slot.idle:
+    out = (_build_slot(slot, sources, pick, use_parent_text, entries) for slot in slots)
+    return tuple(section for section in out if section is not None)
+
+
+def _build_slot(
+    slot: Slot,
+    sources: Mapping[str, ContextSource],
+    pick: Callable[[ContextSource], bool],
+    use_parent_text: bool,
+    entries: Sequence[Entry] | None,
+) -> BuiltSection | None:
+    """One slot's section of ``_build`` (None: the slot adds none). It reads only the sources the
+    slot lists, and ``entries`` only when it lists ``rp.conversation``."""
+    if slot.idle:
+        return None
+    note = _in_chat(slot, sources, entries)
+    parts: list[tuple[ContextSource, str]] = []
+    for sid in slot.sources:
+        source = sources.get(sid)
+        if source is None or not pick(source):
             continue
-        note = _in_chat(slot, sources, entries)
-        parts: list[tuple[ContextSource, str]] = []
-        for sid in slot.sources:
-            source = sources.get(sid)
-            if source is None or not pick(source):
-                continue
-            if note is not None and sid == CARD_DEPTH_PROMPT:
-                continue  # already placed inside the conversation
-            if note is not None and sid == CONVERSATION and entries is not None:
-                source = replace(source, text=text_with_note(entries, note))
-            raw = source.parent_text if use_parent_text and source.parent_text is not None else source.text
-            text = _clean(raw)
-            if text:
-                parts.append((source, text))
-        if parts:
-            out.append(BuiltSection(slot.id, slot.name, tuple(s.id for s, _ in parts), _render_slot(slot, parts)))
-    return tuple(out)
+        if note is not None and sid == CARD_DEPTH_PROMPT:
+            continue  # already placed inside the conversation
+        if note is not None and sid == CONVERSATION and entries is not None:
+            source = replace(source, text=text_with_note(entries, note))
+        raw = source.parent_text if use_parent_text and source.parent_text is not None else source.text
+        text = _clean(raw)
+        if text:
+            parts.append((source, text))
+    if not parts:
+        return None
+    return BuiltSection(slot.id, slot.name, tuple(s.id for s, _ in parts), _render_slot(slot, parts))
+
+
+def _every(source: ContextSource) -> bool:
+    return True
 
 
 def serialize(slots: Sequence[Slot], sources: Mapping[str, ContextSource] | Iterable[ContextSource]) -> tuple[BuiltSection, ...]:
@@ -565,32 +582,50 @@ def _fit_history(
     by_id: dict[str, ContextSource],
     history: Sequence[Entry],
     budget: WindowBudget,
-) -> tuple[dict[str, ContextSource], WindowFit, list[Diagnostic], Sequence[Entry], tuple[BuiltSection, ...]]:
+) -> tuple[dict[str, ContextSource], WindowFit, list[Diagnostic], Sequence[Entry], tuple[BuiltSection, ...], str]:
     """Keep the newest whole messages of ``rp.conversation`` that fit ``budget``; also returns
-    the messages kept (the Character's Note is placed among them) and the Writer sections built
-    from what was kept (the build measured last, so :func:`freeze` does not build it again)."""
+    the messages kept (the Character's Note is placed among them), the Writer sections built
+    from what was kept and their text (the build measured last, so :func:`freeze` does not build
+    or join it again, and the text it counted is the very string the Writer's request holds)."""
     conversation = by_id.get(CONVERSATION)
     tagged = next((slot.section_tag for slot in slots if CONVERSATION in slot.sources and not slot.idle), True)
     escape = escape_control_tags if tagged else escape_request_tags
     counts = window_tally(history)  # per-message figures kept across turns
     limit = budget.prompt_budget
+    # Only the slots that hold the conversation change with what is kept; every other section is
+    # built once here for every build measured below.
+    fixed = [None if CONVERSATION in slot.sources else _build_slot(slot, by_id, _every, False, None) for slot in slots]
+
+    def build(sources: Mapping[str, ContextSource], entries: Sequence[Entry] | None) -> tuple[BuiltSection, ...]:
+        """``_build(slots, sources, entries=entries)`` for sources that differ from ``by_id`` in
+        ``rp.conversation`` at most."""
+        out = []
+        for slot, section in zip(slots, fixed):
+            if CONVERSATION in slot.sources:
+                section = _build_slot(slot, sources, _every, False, entries)
+            if section is not None:
+                out.append(section)
+        return tuple(out)
 
     def fit(omitted: int, prompt_tokens: int) -> WindowFit:
         return WindowFit(budget.window, budget.reply_reserve, budget.fixed_tokens, prompt_tokens, len(history), omitted)
 
+    without = {sid: src for sid, src in by_id.items() if sid != CONVERSATION}
+    rest_text = join_sections(build(without, None))  # every section but the conversation's
     # Once the story outgrows the window, building and counting the whole history's prompt at
     # every turn only to learn that it is over would cost a pass over the whole story: when the
     # messages it surely holds as they are escaped here (all but the newest, which the section's
-    # end may trim) already count more than the budget, the whole prompt is over too.
-    if conversation is None or counts.tokens_at_least(escape) <= limit:
-        full = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=history)
-        tokens = counts.count(join_sections(full), 0, escape) if history else count_tokens(join_sections(full))
+    # end may trim), with the rest of the prompt where it adds up, already count more than the
+    # budget, the whole prompt is over too.
+    if conversation is None or _whole_at_least(slots, fixed, without, rest_text, counts.stats_at_least(escape)) <= limit:
+        full = build(by_id, history)
+        text = join_sections(full)
+        tokens = counts.count(text, 0, escape) if history else count_tokens(text)
         if conversation is None or tokens <= limit:
-            return by_id, fit(0, tokens), _over_window(fit(0, tokens)), history, full
+            return by_id, fit(0, tokens), _over_window(fit(0, tokens)), history, full, text
     # Sum per-message costs (the estimate is close to additive) to pick the cut in one pass, then
     # check the real prompt and drop one more message while it is still over.
-    without = {sid: src for sid, src in by_id.items() if sid != CONVERSATION}
-    rest = count_tokens(join_sections(_build(slots, without, pick=lambda s: True, use_parent_text=False)))
+    rest = count_tokens(rest_text)
     wrapper = count_tokens(f'<section name="{_FIXED_NAMES[CONVERSATION]}">\n\n</section>\n\n')
     room = limit - rest - wrapper - count_tokens(CONVERSATION_NOTE) - 1
     keep = counts.keep_within(room, escape)
@@ -601,7 +636,7 @@ def _fit_history(
             trimmed[CONVERSATION] = replace(conversation, text=counts.text(len(history) - keep))
         else:
             del trimmed[CONVERSATION]  # nothing fits: the source is unavailable, no empty tag
-        built = _build(slots, trimmed, pick=lambda s: True, use_parent_text=False, entries=kept)
+        built = build(trimmed, kept)
         text = join_sections(built)
         tokens = counts.count(text, len(history) - keep, escape) if kept else count_tokens(text)
         if tokens <= limit or keep == 0:
@@ -616,7 +651,31 @@ def _fit_history(
         source_id=CONVERSATION,
         details=result.to_dict(),
     )
-    return trimmed, result, [note, *_over_window(result)], kept, built
+    return trimmed, result, [note, *_over_window(result)], kept, built, text
+
+
+def _whole_at_least(
+    slots: Sequence[Slot], fixed: Sequence[BuiltSection | None], without: Mapping[str, ContextSource], rest_text: str, messages: Stats
+) -> int:
+    """A floor of the count of the prompt that holds the whole conversation, from ``messages``
+    (figures of message blocks it holds, ``HistoryTally.stats_at_least``) and the text of the
+    other sections (``rest_text``: ``fixed``, the other slots' sections, joined). When the
+    conversation has a slot of its own (nothing else of that slot is built ``without`` it), that
+    prompt is the other sections before it, a blank line, the conversation's section, a blank
+    line and the sections after it; its blocks and the other sections' text add up where each
+    piece starts on a line end followed by a non-space character, where no counted run goes on:
+    the conversation's section (which opens with ``<section`` or the context note) and the
+    sections after it when they start with a non-space character. Otherwise the messages'
+    figures alone."""
+    holding = [i for i, slot in enumerate(slots) if CONVERSATION in slot.sources]
+    floor = tokens_of(messages)
+    if len(holding) != 1 or _build_slot(slots[holding[0]], without, _every, False, None) is not None:
+        return floor
+    at = holding[0]
+    after = next((section.text for section in fixed[at + 1 :] if section is not None), "")
+    if after and not _NON_SPACE.match(after):
+        return floor
+    return max(floor, tokens_of(add_stats(part_stats(rest_text), messages)))
 
 
 def _over_window(result: WindowFit) -> list[Diagnostic]:
@@ -698,6 +757,7 @@ def freeze(
     rendered = conversation is not None and conversation.text == (history_text(history) if history else "")
     entries: Sequence[Entry] | None = history if rendered else None
     sections: tuple[BuiltSection, ...] | None = None
+    writer_prompt: str | None = None
     if budget is not None:
         if conversation is not None and not rendered:
             raise ValidationError(
@@ -705,7 +765,7 @@ def freeze(
                 "rp.conversation was not rendered from the history given to fit it into the window",
                 details={"sourceId": CONVERSATION, "messages": len(history)},
             )
-        by_id, window, notes, entries, sections = _fit_history(slots, by_id, history, budget)
+        by_id, window, notes, entries, sections, writer_prompt = _fit_history(slots, by_id, history, budget)
         diags += notes
     if sections is None:
         sections = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=entries)
@@ -725,7 +785,8 @@ def freeze(
         )
     parent = _build(slots, by_id, pick=lambda s: s.parent_delivery == "context", use_parent_text=True)
     commit = _build(slots, by_id, pick=lambda s: s.parent_delivery == "commit", use_parent_text=True)
-    writer_prompt = join_sections(sections)
+    if writer_prompt is None:
+        writer_prompt = join_sections(sections)
     parent_context = join_sections(parent)
     commit_context = join_sections(commit)
     bound = normalize_bindings(bindings)

@@ -134,8 +134,12 @@ class HistoryTally:
         such a prompt as it is here (escaping never reaches across the blank line between two
         messages) and starts with its label's ``[``, which no counted run goes on into, so its
         figures add to the rest's, and the count only grows with the figures."""
+        return tokens.stats_tokens(self.stats_at_least(escape))
+
+    def stats_at_least(self, escape: Escape) -> tokens.Stats:
+        """The figures behind ``tokens_at_least``, to add to those of the rest of such a prompt."""
         stats = self._figures(escape).stats
-        return tokens.stats_tokens(stats[max(len(stats) - 2, 0)])
+        return stats[max(len(stats) - 2, 0)]
 
     def count(self, text: str, start: int, escape: Escape) -> int:
         """``count_tokens(text)`` of a prompt holding the messages from ``start`` on, escaped with

@@ -88,6 +88,7 @@ from .subagent_catalog import SUBAGENT_MANAGER, SubagentItem, load_catalog
 from .summary import SummaryWatch, land_pending_at
 from .toolfree import parent_model, uncommitted_note
 from .sources import (
+    LoreMessages,
     SourceInputs,
     SourceSet,
     StoreAssetReader,
@@ -215,7 +216,7 @@ async def prepare_run(
         conversation_text=history_text(entries),  # renders only the messages new since the last turn
         summary_text=summary_source,
         current_input=prompt_input if prompt_input.strip() else "(The user sent an image without text.)",
-        lore_messages=[e.text for e in entries] + [prompt_input],
+        lore_messages=LoreMessages(entries, prompt_input),
         lore_chat_length=len(entries) + 1,
         lore_timed_state=TimedState.from_dict(timed) if timed else TimedState(),
         lore_cache=rt.lore_cache,

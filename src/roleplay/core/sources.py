@@ -66,7 +66,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import pydantic
 
@@ -84,6 +84,7 @@ from roleplay.assets.lorebook import (
 from roleplay.assets.store import AssetStore
 from roleplay.errors import NotFoundError, RpError
 
+from .conversation import Entry
 from .macros import MacroContext, expand, macro_context_from
 from .profile import (
     ASSET_UNAVAILABLE,
@@ -272,6 +273,33 @@ class _Memo:
 
 
 # -- inputs and outputs -----------------------------------------------------------------------------
+
+
+class LoreMessages(Sequence[str]):
+    """The texts the lorebook scans, oldest first: the history entries' and then the current
+    input. A view, not a copy: the scan reads a few of the newest by index (at most its depth),
+    so a long story's history is not copied text by text at every turn."""
+
+    __slots__ = ("_entries", "_last")
+
+    def __init__(self, entries: Sequence[Entry], last: str) -> None:
+        self._entries, self._last = entries, last
+
+    def __len__(self) -> int:
+        return len(self._entries) + 1
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        count = len(self._entries)
+        at = range(count + 1)[index]  # IndexError out of range; negative indexes from the end
+        return self._last if at == count else self._entries[at].text
 
 
 @dataclass(frozen=True)

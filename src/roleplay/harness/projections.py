@@ -8,6 +8,14 @@ snapshot of that projection, because snapshots are keyed by (session, name, vers
 Snapshots are a disposable cache: loading = newest snapshot + the events after it, and the
 property test in ``tests/harness/test_projections.py`` checks that this always equals a rebuild
 from seq 0.
+
+How often (issue 12): a snapshot serialises the whole state, and a long story's surface is
+megabytes (9 MB, a fifth of a second, at turn 1,000 of the demo story), so one every fixed number
+of events costs each event a share that grows with the story. A snapshot is written once the
+events folded past the last one number ``snapshot_every`` or a quarter of that snapshot's seq,
+whichever is more (:func:`snapshot_due`): the intervals grow with the state, so a snapshot's cost
+per event stays flat, and a fresh process still folds at most about a fifth of the log on top of
+the newest snapshot (folding an event costs about twice as much as a snapshot's share of it).
 """
 
 from __future__ import annotations
@@ -25,6 +33,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from .store.base import EventStore
 
 DEFAULT_SNAPSHOT_EVERY = 500
+# The events after a snapshot that call for the next one, at least: this share of its seq.
+SNAPSHOT_GROWTH = 4  # a quarter
+
+
+def snapshot_due(folded: int, snapshot_seq: int, every: int | None) -> bool:
+    """Whether ``folded`` events past the snapshot at ``snapshot_seq`` (0: none) call for a new
+    one: ``every`` of them (None: never), and at least a quarter of ``snapshot_seq``."""
+    return every is not None and folded >= max(every, snapshot_seq // SNAPSHOT_GROWTH)
 
 
 @dataclass(frozen=True)
@@ -94,9 +110,9 @@ async def load(
 ) -> Loaded:
     """Fold ``projection`` for a session, starting from its snapshot when there is one.
 
-    A new snapshot is written when at least ``snapshot_every`` events were folded past the old
-    one (None disables writing). ``until_seq`` folds a prefix (no snapshot is read past it).
-    """
+    A new snapshot is written when the events folded past the old one make it due
+    (:func:`snapshot_due`; ``snapshot_every`` None disables writing). ``until_seq`` folds a
+    prefix (no snapshot is read past it)."""
     state: Any = None
     start = 0
     if use_snapshot:
@@ -113,7 +129,7 @@ async def load(
         state = projection.apply(state, event)
         folded += 1
         upto = event.seq
-    if snapshot_every is not None and folded >= snapshot_every and until_seq is None:
+    if until_seq is None and snapshot_due(folded, start, snapshot_every):
         from .store.base import Snapshot
 
         await store.save_snapshot(Snapshot(session_id, projection.name, projection.version, upto, state))
@@ -146,7 +162,8 @@ class ProjectionCache:
     Correct across processes because the log is append-only: whatever another process appended
     is read and folded the next time. States handed out are *shared and read-only*; a caller that
     needs to change one copies it first (``SessionService._stamp_surface_ops`` does). A snapshot is
-    still written every ``snapshot_every`` folded events so a fresh process loads fast.
+    still written when enough events were folded past the last (:func:`snapshot_due`) so a fresh
+    process loads fast.
     """
 
     # Bounded: a long session's surface is megabytes, and a server holds many sessions.
@@ -163,7 +180,10 @@ class ProjectionCache:
             entry = _Entry(
                 loaded.state,
                 loaded.upto_seq,
-                loaded.upto_seq if loaded.folded >= (self._snapshot_every or 0) else loaded.from_snapshot_seq,
+                # Where the newest snapshot is: the one ``load`` has just written, if it wrote one.
+                loaded.upto_seq
+                if snapshot_due(loaded.folded, loaded.from_snapshot_seq, self._snapshot_every)
+                else loaded.from_snapshot_seq,
                 loaded.upto_seq,  # a new state object: nothing derived earlier is known to match it
                 projection,
             )
@@ -179,7 +199,7 @@ class ProjectionCache:
                     entry.appends_since = event.seq
                 folded += 1
             entry.state = state
-            if self._snapshot_every is not None and entry.upto_seq - entry.snapshot_seq >= self._snapshot_every:
+            if snapshot_due(entry.upto_seq - entry.snapshot_seq, entry.snapshot_seq, self._snapshot_every):
                 from .store.base import Snapshot
 
                 await store.save_snapshot(Snapshot(session_id, projection.name, projection.version, entry.upto_seq, entry.state))

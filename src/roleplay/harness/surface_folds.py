@@ -16,7 +16,6 @@ and the owners' tests check that against full folds, across rewrites, forks and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any, Callable, Protocol, TypeVar
 
 from .projections import Loaded
@@ -93,7 +92,9 @@ class SurfaceFolds:
 
 def _feed(fold: F, nodes: list[dict[str, Any]], start: int, stop: int) -> tuple[F, bool]:
     feed = fold.feed
-    for node in islice(nodes, start, stop):
+    # A slice, not ``islice``: that steps over the ``start`` nodes already fed, a long story's
+    # whole surface at every call.
+    for node in nodes[start:stop]:
         if feed(node) is False:
             return fold, True
     return fold, False

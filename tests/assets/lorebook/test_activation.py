@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roleplay.assets.lorebook import (
     ChatMessage,
@@ -472,3 +474,66 @@ def test_regex_total_budget_bounds_many_slow_keys():
     codes = {d.code for d in result.diagnostics}
     assert codes == {"lore.regex.timeout", "lore.regex.budget_exhausted"}
     assert result.activated == ()
+
+
+# --------------------------------------------------------------------------- the scan buffer
+
+
+def _reference_depth_buffer(messages, include_names: bool) -> list[str]:
+    """The scan buffer as it was built whole at every activation (ST's ``depthBuffer``)."""
+    from roleplay.assets.lorebook.activation import MAX_SCAN_DEPTH, _message_text
+    from roleplay.assets.lorebook.matching import js_trim
+
+    texts = [_message_text(m, include_names) for m in list(messages)[::-1][:MAX_SCAN_DEPTH]]
+    while texts and texts[-1] == "":
+        texts.pop()
+    return [js_trim(t) for t in texts]
+
+
+_TEXTS = st.sampled_from(["", " ", "\u3000", "\n", "old news", " padded\t", "你好", "a\nb"])
+_MESSAGES = st.one_of(_TEXTS, st.builds(ChatMessage, _TEXTS, st.sampled_from([None, "", "Bob"])))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    messages=st.lists(_MESSAGES, max_size=12),
+    depths=st.lists(st.integers(min_value=0, max_value=15), min_size=1, max_size=4),
+    include_names=st.booleans(),
+    padding=st.sampled_from([0, 995, 1_100]),
+)
+def test_the_scan_reads_only_the_messages_it_needs_and_as_the_whole_buffer_did(messages, depths, include_names, padding):
+    """The newest messages, trimmed as a scan asks for them, are the whole buffer's first ones,
+    in any order of depths, with empty messages at either end, and past MAX_SCAN_DEPTH."""
+    from roleplay.assets.lorebook.activation import _Scan
+
+    history = [*(["filler"] * padding), *messages]
+    engine = LoreEngine([book(E(0, ["old"]))], ScanSettings(include_names=include_names))
+    scan = _Scan(engine, TurnInput(run_id="r", messages=tuple(history)), True)
+    reference = _reference_depth_buffer(history, include_names)
+    for depth in depths:
+        assert scan._depth_texts(depth) == reference[:depth]
+    assert scan.message_count == len(history)
+
+
+def test_a_long_chat_is_read_from_its_newest_end_only():
+    """A chat given as a sequence is indexed from its end: older messages are never read."""
+    from collections.abc import Sequence
+
+    class Chat(Sequence):
+        def __init__(self, n: int) -> None:
+            self.n, self.read = n, set()
+
+        def __len__(self) -> int:
+            return self.n
+
+        def __getitem__(self, i):
+            if isinstance(i, slice):
+                raise AssertionError("sliced whole")
+            i = range(self.n)[i]
+            self.read.add(i)
+            return "an old dragon" if i == self.n - 2 else f"message {i}"
+
+    chat = Chat(100_000)
+    eng = LoreEngine([book(E(0, ["dragon"]))])
+    assert [a.entry_id for a in eng.activate(TurnInput(run_id="r", messages=chat)).activated] == ["0"]
+    assert min(chat.read) >= chat.n - 1_000

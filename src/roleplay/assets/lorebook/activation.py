@@ -274,13 +274,17 @@ class _Scan:
         self.e, self.turn, self.s = engine, turn, engine.settings
         self.use_automaton = use_automaton
         self.guard = RegexGuard(per_search_seconds=self.s.regex_timeout_seconds, total_seconds=self.s.regex_total_seconds)
-        msgs = list(turn.messages)[::-1][:MAX_SCAN_DEPTH]
-        texts = [_message_text(m, self.s.include_names) for m in msgs]
-        # ST keeps holes for empty messages but drops trailing ones (array length semantics).
-        while texts and texts[-1] == "":
-            texts.pop()
-        self.depth_buffer = [js_trim(t) for t in texts]
+        # ST's depth buffer: the newest MAX_SCAN_DEPTH messages, newest first. Read by index from
+        # the end of the chat as a scan first needs them (``_depth_texts``), usually a few: a long
+        # chat is neither copied nor trimmed message by message at every turn.
+        self._messages = turn.messages
         self.message_count = len(turn.messages)
+        self._trimmed: list[str] = []
+        # ST keeps holes for empty messages but drops trailing ones (array length semantics).
+        kept = min(self.message_count, MAX_SCAN_DEPTH)
+        while kept and self._text(kept - 1) == "":
+            kept -= 1
+        self._buffer_length = kept
         self.chat_length = turn.chat_length if turn.chat_length is not None else len(turn.messages)
         self.view: TimedView = check_timed_effects(
             turn.timed_state, engine.entry_map, self.chat_length, dry_run=turn.dry_run, delay_keys=engine.delay_keys
@@ -334,6 +338,19 @@ class _Scan:
             self.indexes[key] = self._index(self.recurse[i])
         return self.indexes[key]
 
+    def _text(self, index: int) -> str:
+        """The text of the ``index``-th newest message (0: the newest)."""
+        return _message_text(self._messages[self.message_count - 1 - index], self.s.include_names)
+
+    def _depth_texts(self, depth: int) -> list[str]:
+        """The trimmed texts of the newest ``depth`` messages (fewer when the buffer is shorter),
+        newest first: ST's ``depthBuffer.slice(0, depth)``."""
+        depth = min(depth, self._buffer_length)
+        trimmed = self._trimmed
+        while len(trimmed) < depth:
+            trimmed.append(js_trim(self._text(len(trimmed))))
+        return trimmed[:depth]
+
     def _index(self, text: str) -> TextIndex:
         return TextIndex(self.e.table, text, self.guard, use_automaton=self.use_automaton)
 
@@ -341,7 +358,7 @@ class _Scan:
         """Messages, ``match*`` texts and injections; ST returns '' for depth <= 0."""
         if depth <= 0:
             return ""
-        parts = ["\x01" + _JOINER.join(self.depth_buffer[:depth])]
+        parts = ["\x01" + _JOINER.join(self._depth_texts(depth))]
         data = self.turn.global_scan_data
         parts.extend(getattr(data, name) for name in sources if getattr(data, name))
         if self.turn.injections:
