@@ -281,7 +281,8 @@ def validate_payload(event_type: str, payload: Any, *, index: int | None = None)
             f"payload of {event_type} must be a JSON object, got {type(payload).__name__}",
             pointer=f"{prefix}/payload",
         )
-    _check_json(payload, f"{prefix}/payload", 0)
+    if not _plain_json(payload, 0):
+        _check_json(payload, f"{prefix}/payload", 0)
     try:
         model = spec.model.model_validate(payload)
     except PydanticValidationError as exc:
@@ -301,6 +302,45 @@ def validate_payload(event_type: str, payload: Any, *, index: int | None = None)
             problems=problems,
         ) from None
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# What a JSON value holds most of the time: values of these exact types are accepted by
+# ``_check_json`` as they are (a float only when finite).
+_ATOMS = frozenset({str, int, bool, type(None)})
+
+
+def _plain_json(value: Any, depth: int) -> bool:
+    """True when ``_check_json`` would accept ``value`` at ``depth``: exact types only, no
+    pointers built (every payload of every append passes here, issue 16). False is "not sure",
+    not "invalid": the full check then gives the verdict and the pointer to the problem."""
+    if depth >= MAX_DEPTH:  # its items would be past the limit: the full check says where
+        return False
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            kind = type(item)
+            if kind in _ATOMS:
+                continue
+            if kind is float:
+                if item - item != 0.0:  # NaN and the infinities
+                    return False
+            elif not _plain_json(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        for item in value:
+            kind = type(item)
+            if kind in _ATOMS:
+                continue
+            if kind is float:
+                if item - item != 0.0:
+                    return False
+            elif not _plain_json(item, depth + 1):
+                return False
+        return True
+    return kind in _ATOMS or (kind is float and value - value == 0.0)
 
 
 def _check_json(value: Any, pointer: str, depth: int) -> None:
