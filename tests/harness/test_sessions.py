@@ -7,6 +7,8 @@ import random
 from typing import Any, Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roleplay.errors import ConflictError, NotFoundError, RpError, ValidationError
 from roleplay.harness.commands import CommandContext, CommandRegistry, CommandSpec, successful_commands
@@ -345,3 +347,39 @@ async def test_states_advanced_by_own_appends_equal_a_fresh_fold(make_store, see
     finally:
         await b.close()
         await a.close()
+
+
+@given(
+    st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=5)),
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=3), inner, max_size=4)),
+        max_leaves=40,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_the_caches_payload_copies_are_deep_copies(value: Any) -> None:
+    """``json_copy`` stands in for ``copy.deepcopy`` on stored payloads (issue 16): equal, and no
+    container shared with the original."""
+    import copy
+
+    from roleplay.harness.sessions import json_copy
+
+    copied = json_copy(value)
+    assert repr(copied) == repr(copy.deepcopy(value))  # repr: NaN is not equal to itself
+
+    def containers(v: Any) -> list[int]:
+        if isinstance(v, dict):
+            return [id(v), *(i for x in v.values() for i in containers(x))]
+        if isinstance(v, list):
+            return [id(v), *(i for x in v for i in containers(x))]
+        return []
+
+    assert not set(containers(copied)) & set(containers(value))
+
+
+def test_a_payload_copy_leaves_anything_but_json_to_deepcopy() -> None:
+    from roleplay.harness.sessions import json_copy
+
+    odd = {"t": (1, [2]), "s": {3}}
+    copied = json_copy(odd)
+    assert copied == odd and copied["t"][1] is not odd["t"][1] and copied["s"] is not odd["s"]
