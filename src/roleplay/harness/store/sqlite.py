@@ -43,6 +43,7 @@ from .migrations import MIGRATIONS, MIGRATIONS_TABLE_SQLITE
 from .texts import PART_IDS_KEPT, Externalised, compress, event_rows, part_ids, texts_column
 
 T = TypeVar("T")
+READER_THREADS = 4
 WAL_CHECKPOINT_PAGES = 256
 WAL_SIZE_LIMIT = 1 << 20
 
@@ -64,10 +65,15 @@ class SQLiteStore(EventStore):
                 # file, say) is about the database too.
                 fault = RpError("store.unavailable", f"cannot open the database {self.path}: {exc}", details={"path": str(self.path)})
             raise fault or exc from exc
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
+        # SimpleQueue: C, no lock and condition of its own to take for every write (issue 16).
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # Reads go to this store's own reader threads, each with its own connection, started as
+        # concurrent reads need them: a turn makes tens of small reads, and handing one to
+        # ``asyncio.to_thread`` (a context copy, a concurrent future chained to an asyncio one, the
+        # executor's locks) cost twice the CPU of a queue and one callback (issue 16).
+        self._reads: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._reader_threads: list[threading.Thread] = []
+        self._reads_waiting = 0  # only the event loop's thread counts them
         # The ids of text parts this store's writes used, by sha256, so that a turn's append looks
         # up only the parts of its Writer prompt it has not stored before, not all of them (issue
         # 12). Only the writer thread touches it, only after a commit: every id in it is a row of
@@ -163,28 +169,52 @@ class SQLiteStore(EventStore):
         self._queue.put((fn, loop, fut))
         return await fut
 
-    def _reader(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._connect()
-            self._local.conn = conn
-            with self._readers_lock:
-                self._readers.append(conn)
-        return conn
-
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise RpError("store.closed", "the store is closed")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        self._reads_waiting += 1
+        try:
+            if self._reads_waiting > len(self._reader_threads) and len(self._reader_threads) < READER_THREADS:
+                reader = threading.Thread(target=self._reader_loop, name=f"rp-sqlite-reader:{self.path.name}", daemon=True)
+                reader.start()
+                self._reader_threads.append(reader)
+            self._reads.put((fn, loop, fut))
+            return await fut
+        finally:
+            self._reads_waiting -= 1
 
-        def run() -> T:
-            try:
-                conn = self._reader()
-            except (OSError, sqlite3.Error) as exc:
-                self._check_file()
-                raise sqlite_fault(exc, self.path) or exc from exc
-            return self._run_checked(fn, conn)
+    def _reader_loop(self) -> None:
+        conn: sqlite3.Connection | None = None
+        try:
+            while True:
+                item = self._reads.get()
+                if item is None:
+                    return
+                fn, loop, fut = item
+                outcome: tuple[bool, Any]
+                try:
+                    if conn is None:
+                        conn = self._open_reader()
+                    outcome = (True, self._run_checked(fn, conn))
+                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                    outcome = (False, exc)
+                try:
+                    loop.call_soon_threadsafe(_settle, fut, outcome)
+                except RuntimeError:
+                    pass  # the awaiting loop is gone; nothing to deliver to
+                del item, fn, loop, fut, outcome  # a page read is not kept until the next read
+        finally:
+            if conn is not None:
+                conn.close()
 
-        return await asyncio.to_thread(run)
+    def _open_reader(self) -> sqlite3.Connection:
+        try:
+            return self._connect()
+        except (OSError, sqlite3.Error) as exc:
+            self._check_file()
+            raise sqlite_fault(exc, self.path) or exc from exc
 
     # Feature tables (assets, settings) live in the same file and must go through the same single
     # writer, or concurrent writers in one process would contend on the SQLite lock.
@@ -201,14 +231,15 @@ class SQLiteStore(EventStore):
             return
         self._closed = True
         self._queue.put(None)
-        await asyncio.to_thread(self._writer.join)
-        with self._readers_lock:
-            for conn in self._readers:
-                try:
-                    conn.close()
-                except sqlite3.ProgrammingError:
-                    pass  # created in another thread that already finished with it
-            self._readers.clear()
+        readers, self._reader_threads = self._reader_threads, []
+        for _ in readers:
+            self._reads.put(None)  # after the reads already queued: those are answered first
+
+        def join() -> None:
+            for thread in (self._writer, *readers):
+                thread.join()
+
+        await asyncio.to_thread(join)
         # A file deleted after the last write still took this command's events with it.
         self._check_file()
 
