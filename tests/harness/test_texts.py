@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import zlib
 
 import pytest
@@ -146,7 +147,7 @@ def test_consecutive_prompts_reuse_the_leading_parts(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(texts, "_recent_splits", [])
     before, after = conversation(300), conversation(301)
     texts.hashed_parts(before)
-    reused, at = texts._shared_parts(after, texts._recent_splits[-1])
+    reused, at = texts._recent_splits[-1].run(after, 0, 0)
     assert reused > 0 and at > len(before) * 0.9
     assert texts.hashed_parts(after) == [(p, sha256_text(p)) for p in texts._split(after)]
 
@@ -230,3 +231,154 @@ def test_blanking_copies_only_the_way_to_the_blanked_strings() -> None:
     assert blanked == expected and state["nodes"][0]["content"][0]["text"] == big  # the original is untouched
     assert blanked["nodes"][1] is state["nodes"][1] and blanked["nodes"][0] is not state["nodes"][0]
     assert texts._blank(big, {()}) == ""
+
+
+# -- the write path's CPU (issue 16) --------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# A v1 payload and a part as the code before issue 16 wrote them (level 6, 32 KiB window, memLevel
+# 9 for payloads): rows already stored must read back whatever the writer's settings now are.
+_V1_TEXT = (
+    '{"turnId":"turn_1","stepId":"step_1","messageId":"msg_1","content":[{"type":"text",'
+    '"text":"她把灯芯剪短，雾又浓了。The bell is silent."}],"finishReason":"stop"}'
+)
+_V1_BYTES = bytes.fromhex(
+    "01ab46cbca861879d9104b66068911ccab4f97ee7cd6d5f5bc71fd8baef54f3b573d9fbff6fd9e9e97b3f73dedef"
+    "78b675f2935d6d8f1b9a423252158069234721b358a1383307689e1e38c3614bc8b50022edf537"
+)
+_OLD_PART = bytes.fromhex("789c2b482c2a512849ad28e12a18658db2a8c602005aa3dae9")
+
+
+def test_rows_written_before_the_smaller_windows_still_read_back() -> None:
+    assert texts.decompress_payload(_V1_BYTES, where="s#1") == _V1_TEXT
+    assert zlib.decompress(_OLD_PART).decode("utf-8") == "part text\n" * 60
+    stored = {7: _OLD_PART}
+    column = json.dumps([[["t"], sha256_text("part text\n" * 60), [7]]])
+    assert reassemble({"t": ""}, column, stored, where="s#1") == {"t": "part text\n" * 60}
+
+
+_JSONISH = st.lists(
+    st.sampled_from(['{"', '":"', '","', "turn_", "msg_", "灯塔", "雾", "the bell ", "\\n", "0", "9", "é", "\U0001f56f"]), max_size=120
+).map("".join)
+
+
+@given(_JSONISH, st.integers(min_value=1, max_value=200))
+@settings(max_examples=150, deadline=None)
+def test_payloads_compressed_with_a_window_their_size_decode_with_the_v1_reader(piece: str, times: int) -> None:
+    """The window is chosen by the payload's size (up to 32 KiB, then the largest): the bytes are
+    still the v1 format, raw deflate with the v1 dictionary, which the reader inflates with its
+    32 KiB window; and compressing pays as it did with the full window."""
+    text = piece * times
+    packed = texts.compress_payload(text)
+    raw = text.encode("utf-8")
+    full = zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, texts._PAYLOAD_DICT_V1)
+    full_size = 1 + len(full.compress(raw) + full.flush()) + 4
+    if packed is None:
+        assert len(raw) < texts.MIN_COMPRESSED_BYTES or full_size >= len(raw) * 0.9 * 0.98
+    else:
+        assert packed[0] == texts._PAYLOAD_V1 and texts.decompress_payload(packed, where="s#1") == text
+        assert len(packed) <= full_size * 1.02 + 8
+
+
+@given(_JSONISH, st.integers(min_value=0, max_value=120))
+@settings(max_examples=100, deadline=None)
+def test_parts_compressed_with_a_window_their_size_read_back(piece: str, times: int) -> None:
+    text = piece * times
+    assert zlib.decompress(texts.compress(text)).decode("utf-8") == text
+
+
+_LINES = ["a\n", "fact 1: the bell\n", "\n", "\r", "\r\n", "长句子。" * 40 + "\n", "y" * 5000, "\x1c", "[User]\n", "x" * 300 + "\n"]
+
+
+@given(
+    st.lists(st.sampled_from(_LINES), min_size=0, max_size=300),
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=10**6),
+            st.integers(min_value=0, max_value=40),
+            st.lists(st.sampled_from(_LINES), max_size=12),
+        ),
+        max_size=4,
+    ),
+    st.lists(st.sampled_from(_LINES), max_size=20),
+    st.integers(min_value=0, max_value=20),
+)
+@settings(max_examples=300, deadline=None)
+def test_runs_of_a_recent_texts_parts_equal_the_full_split(
+    lines: list[str], edits: list[tuple[int, int, list[str]]], tail: list[str], dropped: int
+) -> None:
+    """The next text drops some leading lines (a sliding window), replaces some runs of lines
+    and appends some: wherever it goes on with a recent text's parts they are reused as runs, and
+    the split is exactly the full one."""
+    import random
+
+    texts._recent_splits = []
+    old_min = texts._RECENT_MIN_CHARS
+    texts._RECENT_MIN_CHARS = 1
+    try:
+        texts.hashed_parts("".join(lines))
+        new = list(lines[dropped:])
+        for at, removed, added in edits:
+            at = at % (len(new) + 1)
+            new[at : at + removed] = added
+        new += tail
+        text = "".join(new)
+        assert texts.hashed_parts(text) == [(p, sha256_text(p)) for p in texts._split(text)]
+        again = text[: random.Random(len(text)).randint(0, len(text))] + "\n" + text
+        assert texts.hashed_parts(again) == [(p, sha256_text(p)) for p in texts._split(again)]
+    finally:
+        texts._RECENT_MIN_CHARS = old_min
+        texts._recent_splits = []
+
+
+def _prompt(first: int, last: int, state: int) -> str:
+    head = "preset line of the declaration, long enough to matter\n" * 80
+    body = "".join(
+        f"[User]\nI walk to pier {i} and ask about the wreck.\n\n[Writing reply]\nThe keeper answers, line {i}. "
+        + "The lantern swings. " * 20
+        + "\n\n"
+        for i in range(first, last)
+    )
+    return head + f"<state>\ntrust {state}\n</state>\n" + body + "<input>\nnext\n</input>\n"
+
+
+def test_a_prompt_that_mostly_repeats_the_last_costs_lookups_by_its_changes_not_its_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state section changes, the oldest exchange drops out and a new one comes in: the parts
+    cut afresh and the lookups of known parts are as many for a story four times as long (the
+    rest is matched as runs of the previous prompt's parts)."""
+
+    class CountingDict(dict):  # type: ignore[type-arg]
+        lookups = 0
+
+        def get(self, key, default=None):  # type: ignore[no-untyped-def]
+            CountingDict.lookups += 1
+            return super().get(key, default)
+
+    work = []
+    real_next_part = texts._next_part
+    for exchanges in (300, 1200):
+        monkeypatch.setattr(texts, "_recent_splits", [])
+        monkeypatch.setattr(texts, "_known", CountingDict())
+        monkeypatch.setattr(texts, "_known_chars", 0)
+        fresh: list[int] = []
+        monkeypatch.setattr(texts, "_next_part", lambda text, pos: fresh.append(pos) or real_next_part(text, pos))
+        texts.hashed_parts(_prompt(0, exchanges, 40))
+        CountingDict.lookups, fresh[:] = 0, []
+        after = _prompt(1, exchanges + 1, 41)
+        assert texts.hashed_parts(after) == [(p, sha256_text(p)) for p in texts._split(after)]
+        assert len(texts._split(after)) > exchanges / 4
+        work.append((len(fresh), CountingDict.lookups))
+    assert work[0] == work[1] and work[0][1] < 20, work
+
+
+@given(st.lists(st.sampled_from([*_LINES, "\x0b", "\u2028", "\r\r\n", "w" * 4095, "v" * 4097 + "\n", "u" * 500]), max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_parts_cut_one_at_a_time_skipping_short_lines_equal_the_full_split(units: list[str]) -> None:
+    text = "".join(units)
+    parts, pos = [], 0
+    while pos < len(text):
+        parts.append(texts._next_part(text, pos))
+        pos += len(parts[-1])
+    assert parts == texts._split(text)

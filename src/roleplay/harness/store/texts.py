@@ -26,6 +26,7 @@ import hashlib
 import json
 import re
 import zlib
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -70,44 +71,105 @@ class Externalised:
 
 def split_parts(text: str) -> list[str]:
     """Cut ``text`` into parts whose concatenation is ``text``, at content-defined line ends."""
-    return [part for part, _ in hashed_parts(text)]
+    return list(_hashed_split(text)[0])
 
 
 def hashed_parts(text: str) -> list[tuple[str, str]]:
-    """``split_parts`` with each part's sha256, reusing a recent text's parts wherever they recur.
+    """``split_parts`` with each part's sha256, reusing a recent text's parts wherever they recur."""
+    parts, digests = _hashed_split(text)
+    return list(zip(parts, digests))
+
+
+def _hashed_split(text: str) -> tuple[list[str], list[str]]:
+    """The parts of ``text`` and their sha256s (two lists), reusing a recent text's parts.
 
     The next turn's prompt is mostly this turn's: everything up to the state section, then (after
-    a few changed lines) the same conversation with one more exchange. A cut depends only on the
-    lines since the previous cut, so wherever ``text`` reaches a cut and goes on with a part a
-    recent text had (one that also ended at a cut there), its own split goes on with that same
-    part. So ``text`` is cut afresh (and hashed) only around its changes: its leading parts are
-    matched in one pass, and after each fresh part the recent texts' parts are looked up by their
-    first characters. A part ending in ``\r`` is not reused (a ``\n`` after it would make
-    ``\r\n`` one line), nor a text's last part (it ended with that text, not at a cut).
-    Property-tested against the full split."""
+    a few changed lines) the same conversation with one exchange more, and maybe some older ones
+    less. A cut depends only on the lines since the previous cut, so wherever ``text`` reaches a
+    cut and goes on with a part a recent text had (one that also ended at a cut there), its own
+    split goes on with that same part, and with the parts that followed it there for as long as
+    ``text`` goes on with them. So ``text`` is cut afresh (and hashed) only around its changes:
+    its leading parts are matched as one run, and after each fresh part the recent texts' parts
+    are looked up by their first characters; a part found there starts a run of the parts that
+    followed it in the newest text that has it. A run costs a comparison a part, not a lookup and
+    a slice of the text (issue 12: a long story's Writer prompt is a thousand parts at every
+    turn). A part ending in ``\r`` is not reused (a ``\n`` after it would make ``\r\n`` one
+    line), nor a text's last part (it ended with that text, not at a cut). Property-tested
+    against the full split."""
     global _recent_splits
-    best, offset = 0, 0
-    previous: list[tuple[str, str]] = []
-    for candidate in _recent_splits:
-        n, at = _shared_parts(text, candidate)
-        if at > offset:
-            best, offset, previous = n, at, candidate
-    result = previous[:best]
-    if offset < len(text):
-        known = _known
-        pos, end = offset, len(text)
-        while pos < end:
-            found = known.get(text[pos : pos + _KEY_CHARS])
-            if found is None or not text.startswith(found[0], pos):
-                part = _next_part(text, pos)
-                found = (part, sha256_text(part))
-                if pos + len(part) < end:  # ended at a cut, not with the text: reusable
-                    _know(part, found[1])
-            result.append(found)
-            pos += len(found[0])
-    if len(text) >= _RECENT_MIN_CHARS:
-        _recent_splits = [*_recent_splits[-(_RECENT_SPLITS - 1) :], result]  # rebound whole: no reader sees it change
-    return result
+    recent = _recent_splits
+    parts: list[str] = []
+    digests: list[str] = []
+    pos, end = 0, len(text)
+    for candidate in recent:
+        n, at = candidate.run(text, 0, 0)
+        if at > pos:
+            parts, digests, pos = candidate.parts[:n], candidate.digests[:n], at
+    known = _known
+    while pos < end:
+        found = known.get(text[pos : pos + _KEY_CHARS])
+        if found is not None and text.startswith(found[0], pos):
+            for candidate in reversed(recent):  # the newest text first: the likeliest to go on alike
+                k = candidate.index().get(found[1])
+                if k is not None:
+                    n, at = candidate.run(text, pos, k)
+                    if n:
+                        parts += candidate.parts[k : k + n]
+                        digests += candidate.digests[k : k + n]
+                        pos = at
+                        break
+            else:
+                parts.append(found[0])
+                digests.append(found[1])
+                pos += len(found[0])
+            continue
+        part = _next_part(text, pos)
+        digest = sha256_text(part)
+        parts.append(part)
+        digests.append(digest)
+        pos += len(part)
+        if pos < end:  # ended at a cut, not with the text: reusable
+            _know(part, digest)
+    if end >= _RECENT_MIN_CHARS:
+        _recent_splits = [*recent[-(_RECENT_SPLITS - 1) :], _Split(parts, digests, "\r" in text)]  # rebound whole: no reader sees it change
+    return parts, digests
+
+
+class _Split:
+    """A recent long text's split, kept for the next texts: its parts and their digests, and
+    (worked out when first needed) where a run of reused parts must stop: before a part ending in
+    ``\r`` and before the text's last part, and where each part is, by its digest."""
+
+    __slots__ = ("parts", "digests", "_carriage_returns", "_stops", "_index")
+
+    def __init__(self, parts: list[str], digests: list[str], carriage_returns: bool) -> None:
+        self.parts, self.digests = parts, digests
+        # One search of the text for ``\r`` (a prompt has none), not a test of every part.
+        self._carriage_returns = carriage_returns
+        self._stops: list[int] | None = None
+        self._index: dict[str, int] | None = None
+
+    def index(self) -> dict[str, int]:
+        """Where each part is, by its digest (any one place of a part that occurs twice)."""
+        if self._index is None:
+            self._index = dict(zip(self.digests, range(len(self.digests))))
+        return self._index
+
+    def run(self, text: str, pos: int, k: int) -> tuple[int, int]:
+        """How many of the parts from the ``k``-th on ``text`` goes on with at ``pos`` (a cut),
+        up to the first that may not be reused, and where they end in ``text``."""
+        stops = self._stops
+        if stops is None:
+            stops = [i for i, part in enumerate(self.parts) if part.endswith("\r")] if self._carriage_returns else []
+            self._stops = stops = [*stops, max(len(self.parts) - 1, 0)]
+        stop = stops[bisect_left(stops, k)]
+        at, startswith, parts = pos, text.startswith, self.parts
+        for n in range(k, stop):
+            part = parts[n]
+            if not startswith(part, at):
+                return n - k, at
+            at += len(part)
+        return stop - k, at
 
 
 def _know(part: str, digest: str) -> None:
@@ -135,23 +197,11 @@ _known: dict[str, tuple[str, str]] = {}
 _known_chars = 0
 
 
-def _shared_parts(text: str, parts: list[tuple[str, str]]) -> tuple[int, int]:
-    """How many leading ``parts`` (of an earlier split) ``text`` starts with, and their length.
-    The earlier text's last part is never counted: it ended with that text, not at a cut."""
-    at = 0
-    for n in range(len(parts) - 1):
-        part = parts[n][0]
-        if part.endswith("\r") or not text.startswith(part, at):
-            return n, at
-        at += len(part)
-    return max(len(parts) - 1, 0), at
-
-
-# The splits of the last few long texts (newest last), for ``hashed_parts``. A text shorter than
+# The splits of the last few long texts (newest last), for ``_hashed_split``. A text shorter than
 # this is cheap to cut again and would only push a prompt out.
 _RECENT_SPLITS = 4
 _RECENT_MIN_CHARS = 64 * 1024
-_recent_splits: list[list[tuple[str, str]]] = []
+_recent_splits: list[_Split] = []
 
 
 def _split(text: str) -> list[str]:
@@ -186,24 +236,38 @@ _LINE_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def _next_part(text: str, pos: int) -> str:
-    """``_split(text[pos:])[0]`` without reading further than that part (``pos`` is at a cut)."""
-    size = 0
-    for start, end in _line_spans(text, pos):
-        for unit_start in range(start, end, MAX_PART_CHARS):  # a very long line: fixed slices
-            unit = text[unit_start : min(unit_start + MAX_PART_CHARS, end)]
-            size += len(unit)
-            if size >= MAX_PART_CHARS or (size >= MIN_PART_CHARS and unit.strip() and zlib.crc32(unit.encode("utf-8")) & _CUT_MASK == 0):
-                return text[pos : unit_start + len(unit)]
+    """``_split(text[pos:])[0]`` without reading further than that part (``pos`` is at a cut).
+    A part's size at the end of a unit is where that unit ends less ``pos``, so a line that ends
+    before ``MIN_PART_CHARS`` (most lines of a part) is passed over without being sliced: no unit
+    of it can end a part."""
+    start = pos
+    for match in _LINE_BREAK.finditer(text, pos):
+        end = match.end()
+        if end - pos >= MIN_PART_CHARS:
+            cut = _cut_in_line(text, pos, start, end)
+            if cut:
+                return text[pos:cut]
+        start = end
+    if start < len(text):
+        cut = _cut_in_line(text, pos, start, len(text))
+        if cut:
+            return text[pos:cut]
     return text[pos:]  # no cut before the end: the rest is the text's last part
 
 
-def _line_spans(text: str, pos: int) -> Iterable[tuple[int, int]]:
-    """Where the lines of ``text[pos:]`` (as ``str.splitlines`` cuts them) start and end."""
-    for match in _LINE_BREAK.finditer(text, pos):
-        yield pos, match.end()
-        pos = match.end()
-    if pos < len(text):
-        yield pos, len(text)
+def _cut_in_line(text: str, pos: int, start: int, end: int) -> int:
+    """Where the part that starts at ``pos`` ends inside the line ``text[start:end]`` (the end of
+    one of its units: the line, or a very long line's fixed slices), or 0 when it goes on."""
+    for unit_start in range(start, end, MAX_PART_CHARS):
+        unit_end = min(unit_start + MAX_PART_CHARS, end)
+        size = unit_end - pos
+        if size >= MAX_PART_CHARS:
+            return unit_end
+        if size >= MIN_PART_CHARS:
+            unit = text[unit_start:unit_end]
+            if not unit.isspace() and zlib.crc32(unit.encode("utf-8")) & _CUT_MASK == 0:
+                return unit_end
+    return 0
 
 
 def sha256_text(text: str) -> str:
@@ -245,21 +309,30 @@ def large_strings(payload: Any) -> LargeStrings:
 
 def blanked_json(payload: Any, found: LargeStrings) -> str:
     """``payload``'s JSON with the ``found`` strings blanked: what its row keeps inline."""
-    return json.dumps(_blank(payload, {path for path, _ in found}), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODE(_blank(payload, {path for path, _ in found}) if found else payload)
+
+
+# ``json.dumps(…, ensure_ascii=False, allow_nan=False, separators=(",", ":"))`` without making an
+# encoder for every payload.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 
 
 def externalise_strings(found: LargeStrings, stored_json: str) -> Externalised:
     """``externalise`` from its two first steps (``large_strings``, ``blanked_json``), for a
     caller that looked at them first (``base.prepare_drafts`` sizes the payload with them)."""
+    return Externalised(stored_json, *_split_texts(found))
+
+
+def _split_texts(found: LargeStrings) -> tuple[tuple[ExternalText, ...], dict[str, str]]:
+    """Each text's reference, and the text of every part they use by sha256 (in the order first
+    used: a store inserts new parts in that order)."""
     texts = []
     parts: dict[str, str] = {}
     for path, text in found:
-        hashes = []
-        for part, digest in hashed_parts(text):
-            parts.setdefault(digest, part)
-            hashes.append(digest)
-        texts.append(ExternalText(path, sha256_text(text), tuple(hashes)))
-    return Externalised(stored_json, tuple(texts), parts)
+        pieces, digests = _hashed_split(text)
+        parts.update(zip(digests, pieces))  # one C call, not a Python step per part (issue 12)
+        texts.append(ExternalText(path, sha256_text(text), tuple(digests)))
+    return tuple(texts), parts
 
 
 # No character takes more bytes than this in JSON text written with ``ensure_ascii=False``: a
@@ -276,17 +349,34 @@ def json_bytes_at_most(stored_json: str, found: LargeStrings) -> int:
 
 def _find_large(value: Any, path: tuple[str | int, ...], out: LargeStrings) -> None:
     if isinstance(value, str):
-        # len() first: a string of fewer characters than the threshold's quarter cannot reach it.
-        # Then as many characters as the threshold's bytes (none is less than a byte) need no
-        # encoding to be counted: a long story's Writer prompt is a megabyte.
-        if len(value) >= MIN_EXTERNAL_BYTES or (len(value) * 4 >= MIN_EXTERNAL_BYTES and len(value.encode("utf-8")) >= MIN_EXTERNAL_BYTES):
+        if _large(value):
             out.append((path, value))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _find_large(item, (*path, key), out)
+        return
+    if isinstance(value, dict):
+        items: Iterable[tuple[str | int, Any]] = value.items()
     elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _find_large(item, (*path, i), out)
+        items = enumerate(value)
+    else:
+        return
+    # Every payload of every append is searched (issue 16): a plain string or number in a
+    # container is looked at here, without a call and a path of its own.
+    for key, item in items:
+        kind = type(item)
+        if kind is str:
+            if len(item) * 4 >= MIN_EXTERNAL_BYTES and _large(item):
+                out.append(((*path, key), item))
+        elif kind not in _SCALARS:
+            _find_large(item, (*path, key), out)
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _large(text: str) -> bool:
+    # len() first: a string of fewer characters than the threshold's quarter cannot reach it.
+    # Then as many characters as the threshold's bytes (none is less than a byte) need no
+    # encoding to be counted: a long story's Writer prompt is a megabyte.
+    return len(text) >= MIN_EXTERNAL_BYTES or (len(text) * 4 >= MIN_EXTERNAL_BYTES and len(text.encode("utf-8")) >= MIN_EXTERNAL_BYTES)
 
 
 def _blank(value: Any, paths: set[tuple[str | int, ...]]) -> Any:
@@ -321,15 +411,7 @@ def externalise_snapshot(state: Any) -> Externalised:
     if not isinstance(state, str):  # a state that is one string is all root text
         _find_large(state, (), found)
     rest = _blank(state, {path for path, _ in found}) if found else state
-    texts = []
-    parts: dict[str, str] = {}
-    for path, text in [((), snapshot_text(rest)), *found]:
-        hashes = []
-        for part, digest in hashed_parts(text):
-            parts.setdefault(digest, part)
-            hashes.append(digest)
-        texts.append(ExternalText(path, sha256_text(text), tuple(hashes)))
-    return Externalised(json.dumps(SNAPSHOT_TEXT_MARKER), tuple(texts), parts)
+    return Externalised(json.dumps(SNAPSHOT_TEXT_MARKER), *_split_texts([((), snapshot_text(rest)), *found]))
 
 
 def reassemble_snapshot(column: str, parts: dict[int, bytes], *, where: str) -> Any:
@@ -360,7 +442,11 @@ def _lines(value: Any, depth: int) -> str:
 
 
 def compress(text: str) -> bytes:
-    return zlib.compress(text.encode("utf-8"), 6)
+    """A part's stored bytes: zlib (a part is read by ``zlib.decompress``, whose 32 KiB window
+    takes any smaller one), with a window no larger than the part, whose setup otherwise costs a
+    third of compressing a 4 KiB part; the compressed size is the same."""
+    raw = text.encode("utf-8")
+    return zlib.compress(raw, 6, wbits=min(15, max(9, len(raw).bit_length())))
 
 
 def texts_column(texts: Iterable[ExternalText], ids: dict[str, int]) -> str:
@@ -469,7 +555,13 @@ def compress_payload(text: str) -> bytes | None:
     raw = text.encode("utf-8")
     if len(raw) < MIN_COMPRESSED_BYTES:
         return None
-    deflate = zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _PAYLOAD_DICT_V1)
+    # The window need only reach back over the dictionary and the payload: a typical payload is a
+    # few hundred bytes, and setting up deflate's full 32 KiB window and hash tables for it cost
+    # three times its compression (issue 16). No match reaches further back than the text, so the
+    # bytes decode the same with the reader's 32 KiB window (and on a demo story's payloads they
+    # were the very same bytes).
+    bits = min(15, max(9, (len(raw) + len(_PAYLOAD_DICT_V1)).bit_length()))
+    deflate = zlib.compressobj(6, zlib.DEFLATED, -bits, bits - 6, zlib.Z_DEFAULT_STRATEGY, _PAYLOAD_DICT_V1)
     # Raw deflate has no checksum of its own: the text's crc32 follows, so damage is detected.
     data = bytes([_PAYLOAD_V1]) + deflate.compress(raw) + deflate.flush() + zlib.crc32(raw).to_bytes(4, "little")
     return data if len(data) < len(raw) * 0.9 else None
