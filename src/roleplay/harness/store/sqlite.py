@@ -15,6 +15,7 @@ import queue
 import sqlite3
 import threading
 import time
+from itertools import filterfalse
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -506,9 +507,14 @@ def _store_parts(conn: sqlite3.Connection, externals: list[Externalised], known:
     """The id of every part referenced, inserting (compressed) only the new ones. Runs inside the
     writer's transaction, so parts and the rows that use them commit together. ``known``: ids
     already stored in this file (``SQLiteStore._part_ids``); only the other parts are looked up."""
-    texts = {h: t for x in externals for h, t in x.parts.items()}
-    ids = {h: known[h] for h in texts if h in known}
-    keys = [h for h in texts if h not in ids]
+    # C calls over the parts, not a Python step for each: a long story's Writer prompt is a
+    # thousand parts, nearly all of them known (issue 12).
+    texts: dict[str, str] = {}
+    for x in externals:
+        texts.update(x.parts)
+    present = list(filter(known.__contains__, texts))
+    ids = dict(zip(present, map(known.__getitem__, present)))
+    keys = list(filterfalse(known.__contains__, texts))
     for i in range(0, len(keys), _BATCH):
         batch = [bytes.fromhex(h) for h in keys[i : i + _BATCH]]
         sql = f"SELECT sha256, id FROM text_parts WHERE sha256 IN ({','.join('?' * len(batch))})"

@@ -451,7 +451,7 @@ def compress(text: str) -> bytes:
 
 def texts_column(texts: Iterable[ExternalText], ids: dict[str, int]) -> str:
     """The event row's ``texts`` value: ``[[path, sha256, [part id, …]], …]``."""
-    return json.dumps([[list(t.path), t.sha256, [ids[h] for h in t.parts]] for t in texts], separators=(",", ":"))
+    return json.dumps([[list(t.path), t.sha256, list(map(ids.__getitem__, t.parts))] for t in texts], separators=(",", ":"))
 
 
 def texts_column_pieces(texts: Iterable[ExternalText], ids: Mapping[str, int]) -> list[tuple[str | None, str | None]]:
@@ -462,6 +462,10 @@ def texts_column_pieces(texts: Iterable[ExternalText], ids: Mapping[str, int]) -
     lit = ["["]
     for i, t in enumerate(texts):
         lit.append(("," if i else "") + "[" + json.dumps(list(t.path), separators=(",", ":")) + "," + json.dumps(t.sha256) + ",[")
+        if all(map(ids.__contains__, t.parts)):  # the usual case: written in one go, not part by part
+            lit.append(",".join(map(str, map(ids.__getitem__, t.parts))))
+            lit.append("]]")
+            continue
         for j, h in enumerate(t.parts):
             if j:
                 lit.append(",")
