@@ -50,7 +50,16 @@ from roleplay.harness.events import EventDraft
 from roleplay.harness.history import message_tokens, messages_tokens, tools_tokens
 from roleplay.harness.loop import nodes_to_messages
 from roleplay.harness.models.routes import Route
-from roleplay.harness.models.types import ChatMessage, ChatModel, Completed, ModelRequest, ModelResponse, StreamEvent
+from roleplay.harness.models.types import (
+    ChatMessage,
+    ChatModel,
+    Completed,
+    ModelRequest,
+    ModelResponse,
+    StreamEvent,
+    flatten,
+    stream_batches,
+)
 from roleplay.harness.projections import Projection
 from roleplay.harness.subagents import SubagentRequest
 from roleplay.harness.surface import SURFACE, surface_key
@@ -598,20 +607,25 @@ class _Watched:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        return flatten(self.stream_batches(request))
+
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[Sequence[StreamEvent]]:
         yielded = False
         try:
-            async for event in self._inner.stream(request):
-                if isinstance(event, Completed):
-                    self._watch.observe(request, event.response)
+            async for batch in stream_batches(self._inner, request):
+                for event in batch:
+                    if isinstance(event, Completed):
+                        self._watch.observe(request, event.response)
                 yielded = True
-                yield event
+                yield batch
             return
         except RpError as exc:
             if exc.code != OVERFLOW or yielded:
                 raise
             retry = await self._watch.compact_for_overflow(request, exc)
-        async for event in self._inner.stream(retry):
-            if isinstance(event, Completed):
-                self._watch.observe(retry, event.response)
-            yield event
+        async for batch in stream_batches(self._inner, retry):
+            for event in batch:
+                if isinstance(event, Completed):
+                    self._watch.observe(retry, event.response)
+            yield batch

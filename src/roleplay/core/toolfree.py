@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
 
 import json_repair
 
@@ -44,6 +44,8 @@ from roleplay.harness.models.types import (
     ToolCall,
     Usage,
     complete,
+    flatten,
+    stream_batches,
 )
 
 from .context_build import escape_request_tags
@@ -134,6 +136,9 @@ class ToolFreeParent:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         yield Completed(await self._respond(request))
+
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[Sequence[StreamEvent]]:
+        yield (Completed(await self._respond(request)),)
 
     async def _respond(self, request: ModelRequest) -> ModelResponse:
         artifact = self._run.writer.artifact
@@ -245,20 +250,23 @@ class ToolRefusalFallback:
         self._inner = model
         self._fallback: ToolFreeParent | None = None
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        return flatten(self.stream_batches(request))
+
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[Sequence[StreamEvent]]:
         if self._fallback is None:
             started = False
             try:
-                async for event in self._inner.stream(request):
+                async for batch in stream_batches(self._inner, request):
                     started = True
-                    yield event
+                    yield batch
                 return
             except RpError as exc:
                 if exc.code != "model.tools_unsupported" or started:
                     raise
                 self._fallback = ToolFreeParent(self._run, self._inner, refused=exc)
-        async for event in self._fallback.stream(request):
-            yield event
+        async for batch in self._fallback.stream_batches(request):
+            yield batch
 
 
 def _effects_of(text: str) -> list[Any] | None:

@@ -71,6 +71,7 @@ from .models.types import (
     ReasoningDelta,
     TextDelta,
     ToolCall,
+    stream_batches,
 )
 from .projections import Loaded
 from .prompts import PromptAssembly, PromptContext, tool_sections
@@ -437,21 +438,21 @@ class AgentLoop:
 
     async def _stream(self, session_id: str, turn_id: str, step_id: str, request: ModelRequest) -> ModelResponse:
         response: ModelResponse | None = None
-        async for event in self.model.stream(request):
-            if not self.spec.hooks.publish_deltas:
+        publish = self.spec.hooks.publish_deltas
+        chunk = self.store.publish_chunk
+        # A batch per read from the provider (``stream_batches``): one step of every wrapper layer
+        # for all the frames that came together, and each delta still published on its own.
+        async for batch in stream_batches(self.model, request):
+            for event in batch:
                 if isinstance(event, Completed):
                     response = event.response
-                continue
-            if isinstance(event, TextDelta) and event.text:
-                await self.store.publish_chunk(
-                    session_id, {"type": ASSISTANT_CHUNK, "turnId": turn_id, "stepId": step_id, "text": event.text}
-                )
-            elif isinstance(event, ReasoningDelta) and event.text:
-                await self.store.publish_chunk(
-                    session_id, {"type": ASSISTANT_CHUNK, "turnId": turn_id, "stepId": step_id, "reasoning": event.text}
-                )
-            elif isinstance(event, Completed):
-                response = event.response
+                elif not publish:
+                    continue
+                elif isinstance(event, TextDelta):
+                    if event.text:
+                        await chunk(session_id, {"type": ASSISTANT_CHUNK, "turnId": turn_id, "stepId": step_id, "text": event.text})
+                elif isinstance(event, ReasoningDelta) and event.text:
+                    await chunk(session_id, {"type": ASSISTANT_CHUNK, "turnId": turn_id, "stepId": step_id, "reasoning": event.text})
         if response is None:
             raise RpError("model.protocol", f"{self.model.provider} stream ended without a response")
         return response

@@ -25,7 +25,7 @@ import json
 import re
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -35,7 +35,7 @@ from roleplay.errors import Problem, RpError, ValidationError, pointer_from_part
 from .events import Event, EventDraft
 from .leases import created_session_lease
 from .loop import AgentLoop, AgentSpec, TurnResult
-from .models.types import SAMPLING_PARAMS, ChatModel, ModelRequest, StreamEvent, TextDelta
+from .models.types import SAMPLING_PARAMS, ChatModel, ModelRequest, StreamEvent, TextDelta, flatten, stream_batches
 from .prompts import ORDER_IDENTITY, PromptAssembly, PromptSection
 from .sessions import SessionService
 from .store.base import SessionRecord
@@ -175,11 +175,16 @@ class _DeltaTee:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async for event in self._model.stream(request):
-            if isinstance(event, TextDelta) and event.text:
-                await self._on_delta(event.text)
-            yield event
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        return flatten(self.stream_batches(request))
+
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[Sequence[StreamEvent]]:
+        on_delta = self._on_delta
+        async for batch in stream_batches(self._model, request):
+            for event in batch:
+                if isinstance(event, TextDelta) and event.text:
+                    await on_delta(event.text)
+            yield batch
 
 
 async def _relay(parent: asyncio.Event, child: asyncio.Event) -> None:

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 from roleplay.core.artifacts import ArtifactGenerator, ArtifactInput
 from roleplay.core.settings import SettingsSnapshot, read_settings
 from roleplay.core.subagent_run import run_structured
 from roleplay.errors import RpError
-from roleplay.harness.models.types import ChatModel, ModelRequest, StreamEvent
+from roleplay.harness.models.types import ChatModel, ModelRequest, StreamEvent, flatten, stream_batches
 from roleplay.harness.subagents import SubagentRequest
 
 from .normalize import options_from_answer
@@ -132,10 +132,12 @@ class JsonMode:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        request = replace(request, extra={**request.extra, "response_format": {"type": "json_object"}})
-        async for event in self._model.stream(request):
-            yield event
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        return flatten(self.stream_batches(request))
+
+    def stream_batches(self, request: ModelRequest) -> AsyncIterator[Sequence[StreamEvent]]:
+        # The inner model's batches themselves: no generator step of this layer per batch.
+        return stream_batches(self._model, replace(request, extra={**request.extra, "response_format": {"type": "json_object"}}))
 
 
 async def generate_options(view: ArtifactInput, *, store: Any, service: Any, timeout: float | None = None) -> dict[str, Any]:

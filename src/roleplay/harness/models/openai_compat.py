@@ -10,7 +10,9 @@ The request goes through the SDK's documented low-level ``client.post`` (its tra
 status-error mapping, SSE decoding and in-stream ``error`` handling) with the frames read as plain
 JSON dicts. ``chat.completions.create`` would rebuild the body through its TypedDict transform and
 every frame into pydantic models first: about a quarter of a loaded server's CPU (issue 16's
-benchmark) went there, for objects this module only reads a few keys of.
+benchmark) went there, for objects this module only reads a few keys of. The body is read as a
+batch of frames per read from the socket (``sse_frames.FrameBatches``), and ``stream_batches``
+hands each batch on whole, so the layers above take one step per read, not one per frame.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from roleplay.errors import RpError
 from roleplay.redact import redact_url
 
 from .failures import RetryPolicy, is_retryable, is_timeout, map_error, retry_after_seconds
+from .sse_frames import AIOHTTP_READ, FrameBatches
 from .types import (
     Capabilities,
     Completed,
@@ -94,6 +97,7 @@ class OpenAICompatModel:
         # Local servers (Ollama, llama.cpp) take no key, but the SDK insists on a non-empty one.
         self._api_key = api_key or "no-key"
         self._clients: dict[str, openai.AsyncOpenAI] = {}
+        self._aiohttp: dict[str, bool] = {}  # by base URL: its client reads through aiohttp
 
     def __repr__(self) -> str:
         # Never show the key or URL credentials, even in debug output.
@@ -146,14 +150,16 @@ class OpenAICompatModel:
     def _client(self, base_url: str) -> openai.AsyncOpenAI:
         client = self._clients.get(base_url)
         if client is None:
+            http_client = _http_client(base_url, self._timeout)
             client = openai.AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=base_url,
                 max_retries=0,
                 timeout=self._timeout,
-                http_client=_http_client(base_url, self._timeout),
+                http_client=http_client,
             )
             self._clients[base_url] = client
+            self._aiohttp[base_url] = http_client is not None
         return client
 
     async def aclose(self) -> None:
@@ -173,6 +179,12 @@ class OpenAICompatModel:
         )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        async for batch in self.stream_batches(request):
+            for event in batch:
+                yield event
+
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[StreamEvent]]:
+        """``stream``'s events, a list per read from the provider's socket (``types.stream_batches``)."""
         prepared = self.prepare(request)
         client = self._client(prepared.base_url)
         attempts = 0
@@ -185,7 +197,7 @@ class OpenAICompatModel:
                     body=wire_body(prepared.kwargs),
                     cast_to=object,
                     stream=True,
-                    stream_cls=openai.AsyncStream[object],
+                    stream_cls=FrameBatches,
                 )
                 break
             except openai.OpenAIError as exc:
@@ -198,19 +210,25 @@ class OpenAICompatModel:
         if retried:
             warnings.append(f"retried {len(retried)} time(s) after: {', '.join(retried)}")
         assembler = _Assembler(self.capabilities.reasoning_field)
+        feed = assembler.feed
         try:
-            async for chunk in sdk_stream:
-                for event in assembler.feed(chunk):
-                    yield event
-                # A late reader finds many frames already buffered, and the SDK parses them all in one
-                # step without awaiting the socket; yielding per frame lets every other session's
-                # step (and the server's accept) run in between instead of after the whole burst.
-                await asyncio.sleep(0)
+            async for frames in sdk_stream.batches():
+                events: list[StreamEvent] = []
+                for frame in frames:
+                    feed(frame, events)
+                if events:
+                    yield events
+                # A read that took all that was buffered is followed by one that waits on the
+                # socket, which lets every other session's step run. After a full read more may be
+                # buffered, and the next would not wait: then this step yields to them itself, so
+                # a late reader's burst cannot hold the loop (nor the server's accept).
+                if sdk_stream.last_read >= AIOHTTP_READ or not self._aiohttp.get(prepared.base_url, False):
+                    await asyncio.sleep(0)
         except openai.OpenAIError as exc:
             raise self._error(exc, prepared.base_url, attempts) from None
         finally:
             await sdk_stream.close()
-        yield Completed(assembler.response(self.provider, self.model, tuple(warnings)))
+        yield [Completed(assembler.response(self.provider, self.model, tuple(warnings)))]
 
 
 def _http_client(base_url: str, timeout: openai.Timeout) -> openai.DefaultAsyncHttpxClient | None:
@@ -251,10 +269,10 @@ class _Assembler:
         self._usage: dict[str, Any] | None = None
         self._served_model: str | None = None
 
-    def feed(self, chunk: object) -> list[StreamEvent]:
-        events: list[StreamEvent] = []
+    def feed(self, chunk: object, events: list[StreamEvent]) -> None:
+        """Take one frame; its deltas are appended to ``events``."""
         if not isinstance(chunk, dict):
-            return events  # a frame that is not an object carries nothing this reads
+            return  # a frame that is not an object carries nothing this reads
         model = chunk.get("model")
         if model and isinstance(model, str):
             self._served_model = model
@@ -281,7 +299,6 @@ class _Assembler:
             finish = choice.get("finish_reason")
             if finish and isinstance(finish, str):
                 self._finish = finish
-        return events
 
     def _feed_call(self, fragment: dict[str, Any]) -> ToolCallDelta:
         index = fragment.get("index")

@@ -8,7 +8,7 @@ hold provider state or depend on the ``openai`` SDK. Each provider translates at
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Literal, Protocol, Union, runtime_checkable
+from typing import Any, AsyncIterator, Literal, Protocol, Sequence, Union, cast, runtime_checkable
 
 from roleplay.errors import RpError
 
@@ -233,14 +233,40 @@ class ChatModel(Protocol):
         ...
 
 
+def stream_batches(model: ChatModel, request: ModelRequest) -> AsyncIterator[Sequence[StreamEvent]]:
+    """``model.stream(request)``'s events in batches: the lists of a model (or wrapper) whose class
+    defines ``stream_batches`` (the OpenAI-compatible client gives one per read from its socket),
+    else one event a batch. Every layer between the provider and the loop handing on a batch
+    instead of each event costs one generator step per batch, not one per frame. Looked up on the
+    class: a wrapper that forwards unknown attributes to its inner model (``__getattr__``) and
+    only overrides ``stream`` must not be bypassed."""
+    method = getattr(type(model), "stream_batches", None)
+    if method is not None:
+        return cast("AsyncIterator[Sequence[StreamEvent]]", method(model, request))
+    return _one_by_one(model.stream(request))
+
+
+async def _one_by_one(events: AsyncIterator[StreamEvent]) -> AsyncIterator[Sequence[StreamEvent]]:
+    async for event in events:
+        yield (event,)
+
+
+async def flatten(batches: AsyncIterator[Sequence[StreamEvent]]) -> AsyncIterator[StreamEvent]:
+    """A wrapper's ``stream`` from its ``stream_batches``: the same events, one by one."""
+    async for batch in batches:
+        for event in batch:
+            yield event
+
+
 async def complete(model: ChatModel, request: ModelRequest) -> ModelResponse:
     """Drain a stream and return its response (for callers with no live channel)."""
     result: ModelResponse | None = None
-    async for event in model.stream(request):
-        if isinstance(event, Completed):
-            if result is not None:
-                raise RpError("model.protocol", f"{model.provider} stream completed twice")
-            result = event.response
+    async for batch in stream_batches(model, request):
+        for event in batch:
+            if isinstance(event, Completed):
+                if result is not None:
+                    raise RpError("model.protocol", f"{model.provider} stream completed twice")
+                result = event.response
     if result is None:
         raise RpError("model.protocol", f"{model.provider} stream ended without a Completed event")
     return result
