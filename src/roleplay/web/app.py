@@ -42,6 +42,7 @@ from . import errors
 from .models import ErrorOut
 from .runs import StartCall, TurnRunner
 from .security import TOKEN_COOKIE, SecurityMiddleware, safe_next, token_matches
+from .sse import ShutdownSignal
 
 API = "/api/v1"
 MiB = 1024 * 1024
@@ -77,7 +78,7 @@ class WebState:
     config: WebConfig
     runs: TurnRunner
     assets: AssetService
-    shutdown: asyncio.Event = field(default_factory=asyncio.Event)
+    shutdown: asyncio.Event = field(default_factory=ShutdownSignal)  # ends the open event streams when set
     loop: asyncio.AbstractEventLoop | None = None
     rebuild: Rebuild | None = rebuild_runtime
     features_revision: int | None = None  # of features.enabled when rt was last checked against it

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import anyio
 from starlette.responses import Response
@@ -78,19 +78,26 @@ class EventStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+        # One helper task per stream (the disconnect watcher) and no task group: every open
+        # stream's objects are traversed by each full collection, which holds the event loop.
+        stop = _Stop(asyncio.current_task())
+        watcher = asyncio.ensure_future(_watch_disconnect(receive, stop))
+        unwatch = _on_shutdown(self.shutdown, stop) if self.shutdown is not None else None
         ended_cleanly = False
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
-            if self.shutdown is not None:
-                tg.start_soon(self._watch_shutdown, self.shutdown, tg.cancel_scope)
-            try:
-                await self._stream(send)
-                ended_cleanly = True
-            except SlowClient:
-                log.info("dropped a slow event-stream client of %s", self.session_id)
-                tg.cancel_scope.cancel()
-                return  # the connection is closed under it; it may resume with Last-Event-ID
-            tg.cancel_scope.cancel()
+        try:
+            await self._stream(send)
+            ended_cleanly = True
+        except SlowClient:
+            log.info("dropped a slow event-stream client of %s", self.session_id)
+            return  # the connection is closed under it; it may resume with Last-Event-ID
+        except asyncio.CancelledError:
+            if not stop.ours():
+                raise  # the server's own cancellation (or another's on top of ours)
+        finally:
+            stop.streaming = False
+            watcher.cancel()
+            if unwatch is not None:
+                unwatch()
         if ended_cleanly or (self.shutdown is not None and self.shutdown.is_set()):
             try:
                 with anyio.fail_after(1):
@@ -125,18 +132,73 @@ class EventStream(Response):
                 # delta per stream was the server's largest cost.
                 await self._write(send, b"".join(frame(n) for n in (note, *sub.take_ready())))
 
-    @staticmethod
-    async def _watch_disconnect(receive: Receive, scope: Any) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                scope.cancel()
-                return
 
-    @staticmethod
-    async def _watch_shutdown(event: asyncio.Event, scope: Any) -> None:
+class _Stop:
+    """Ends a stream's task from outside (its client left, the server shuts down) by cancelling
+    it while it streams, and tells that cancellation apart from anyone else's."""
+
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self.task = task
+        self.streaming = True
+        self.fired = False
+
+    def __call__(self) -> None:
+        if self.streaming and not self.fired and self.task is not None:
+            self.fired = True
+            self.task.cancel()
+
+    def ours(self) -> bool:
+        """True when the stream was cancelled by this alone; its cancellation is then withdrawn."""
+        task = self.task
+        if not self.fired or task is None or task.cancelling() != 1:
+            return False
+        task.uncancel()
+        return True
+
+
+async def _watch_disconnect(receive: Receive, stop: _Stop) -> None:
+    try:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+    finally:
+        stop()  # a no-op once the stream has ended (this task is cancelled then)
+
+
+class ShutdownSignal(asyncio.Event):
+    """The server's shutdown event, which also calls back the streams registered on it when set:
+    no task per open stream waits on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: set[Callable[[], None]] = set()
+
+    def set(self) -> None:
+        super().set()
+        callbacks, self._callbacks = self._callbacks, set()
+        for callback in callbacks:
+            callback()
+
+
+def _on_shutdown(event: asyncio.Event, callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback`` when ``event`` is set; returns the function that withdraws it."""
+    if event.is_set():
+        callback()
+        return _nothing
+    if isinstance(event, ShutdownSignal):
+        callbacks = event._callbacks
+        callbacks.add(callback)
+        return lambda: callbacks.discard(callback)
+
+    async def wait() -> None:  # any other event: a task waits on it
         await event.wait()
-        scope.cancel()
+        callback()
+
+    waiter = asyncio.ensure_future(wait())
+    return lambda: None if waiter.cancel() else None
+
+
+def _nothing() -> None:
+    return None
 
 
 def parse_cursor(last_event_id: str | None, after: int | None) -> int | None:
@@ -151,4 +213,4 @@ def parse_cursor(last_event_id: str | None, after: int | None) -> int | None:
     return after
 
 
-__all__ = ["EventStream", "frame", "parse_cursor"]
+__all__ = ["EventStream", "ShutdownSignal", "frame", "parse_cursor"]
