@@ -783,3 +783,76 @@ def test_the_floor_of_the_whole_prompt_is_never_above_its_count(
     whole = cb.join_sections(cb._build(slots, by_id, pick=cb._every, use_parent_text=False, entries=entries))
     assert floor <= count_tokens(whole)
     assert floor >= tally(entries).tokens_at_least(escape)
+
+
+def _epoch_reference(slots, build) -> str:
+    """The epoch of a frozen build with every text hashed on its own."""
+    import hashlib
+
+    from roleplay.canonical import sha256_hex
+
+    def digest(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def source(s: ContextSource) -> dict:
+        return {
+            "id": s.id,
+            "title": s.title,
+            "text": digest(s.text),
+            "sourceClass": s.source_class,
+            "parentDelivery": s.parent_delivery,
+            "parentText": None if s.parent_text is None else digest(s.parent_text),
+            "idleAllowed": s.idle_allowed,
+            "sharedReference": s.shared_reference,
+            "defaultSectionTag": s.default_section_tag,
+            "revision": s.revision,
+            **({} if s.depth is None else {"depth": s.depth, "role": s.role}),
+        }
+
+    return sha256_hex(
+        {
+            "slots": [{"id": s.id, "name": s.name, "sources": list(s.sources), "sectionTag": s.section_tag, "idle": s.idle} for s in slots],
+            "sources": [source(s) for s in build.sources.values()],
+            "sections": [
+                {"slotId": s.slot_id, "name": s.name, "sourceIds": list(s.source_ids), "text": digest(s.text)} for s in build.sections
+            ],
+            "writerPrompt": digest(build.writer_prompt),
+            "parentContext": digest(build.parent_context),
+            "commitContext": digest(build.commit_context),
+            "bindings": build.bindings,
+            "diagnostics": [d.to_dict() for d in build.diagnostics],
+            "window": None if build.window is None else build.window.to_dict(),
+        }
+    )
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["user", "writing", "non-writing"]), _ENTRY_TEXT), min_size=1, max_size=8),
+    st.sampled_from(["她推开门。", "rain ", "é🙂 <section> ", "plain words "]),
+    st.integers(min_value=0, max_value=4) | st.none(),
+    _LAYOUTS | st.just("all-untagged"),
+    st.floats(min_value=0.3, max_value=1.1),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_epoch_hashes_every_text_as_it_is(raw, filler: str, depth: int | None, layout: str, share: float) -> None:
+    """A long conversation's text and its section are digested from one encoding of the section
+    when the section holds the text as it is; the epoch equals one that hashes every text on its
+    own, trimmed or whole, escaped or not, whatever the characters' UTF-8 lengths."""
+    entries = [Entry(f"m{i}", speaker, (text.strip() or "x") + filler * 20) for i, (speaker, text) in enumerate(raw)]
+    sources = window_sources(entries)
+    if depth is not None:
+        sources[CARD_DEPTH_PROMPT] = src(CARD_DEPTH_PROMPT, "Alice hums.", "Character's note", depth=depth, role="system")
+    if layout == "all-untagged":
+        slots = [dataclasses.replace(s, section_tag=False) for s in cb.default_layout(sources)]
+    else:
+        slots = _layout(layout, sources)
+    whole = count_tokens(cb.freeze(slots, sources, history=entries).writer_prompt)
+    from roleplay.core import context_epoch
+
+    shared_from = context_epoch._SHARED_DIGEST_FROM
+    context_epoch._SHARED_DIGEST_FROM = 0  # short texts here: take the shared path whenever it applies
+    try:
+        build = cb.freeze(slots, sources, history=entries, budget=cb.WindowBudget(int(whole * share) + 400, 300, 100))
+    finally:
+        context_epoch._SHARED_DIGEST_FROM = shared_from
+    assert build.epoch == _epoch_reference(slots, build)

@@ -60,10 +60,10 @@ from roleplay.harness.history import IMAGE_TOKENS, reply_reserve
 from roleplay.harness.models.routes import Route, route_context_window
 from roleplay.harness.models.tokens import Stats, add_stats, count_tokens, part_stats
 from roleplay.harness.models.tokens import stats_tokens as tokens_of
-from roleplay.harness.store.texts import sha256_text
 
 from .conversation import CONVERSATION_NOTE, Entry, render_entries
-from .conversation_window import history_text, known_digest
+from .context_epoch import build_epoch
+from .conversation_window import history_text
 from .conversation_window import tally as window_tally
 from .types import (
     CARD,
@@ -695,34 +695,6 @@ def _over_window(result: WindowFit) -> list[Diagnostic]:
 # -- the frozen build ---------------------------------------------------------------------------
 
 
-def _source_record(source: ContextSource) -> dict[str, Any]:
-    # Texts enter the epoch as digests: a long conversation is hashed once instead of being
-    # JSON-encoded into one large document (same sensitivity to any change, far less work).
-    return {
-        "id": source.id,
-        "title": source.title,
-        "text": _digest(source.text),
-        "sourceClass": source.source_class,
-        "parentDelivery": source.parent_delivery,
-        "parentText": None if source.parent_text is None else _digest(source.parent_text),
-        "idleAllowed": source.idle_allowed,
-        "sharedReference": source.shared_reference,
-        "defaultSectionTag": source.default_section_tag,
-        "revision": source.revision,
-        **({} if source.depth is None else {"depth": source.depth, "role": source.role}),
-    }
-
-
-def _digest(text: str) -> str:
-    # The whole conversation's text is hashed as it grows (``conversation_window``); the Writer
-    # prompt is hashed once for here and for where its message is stored (``sha256_text``).
-    return known_digest(text) or sha256_text(text)
-
-
-def _slot_record(slot: Slot) -> dict[str, Any]:
-    return {"id": slot.id, "name": slot.name, "sources": list(slot.sources), "sectionTag": slot.section_tag, "idle": slot.idle}
-
-
 def freeze(
     slots: Sequence[Slot],
     sources: Mapping[str, ContextSource] | Iterable[ContextSource],
@@ -790,19 +762,7 @@ def freeze(
     parent_context = join_sections(parent)
     commit_context = join_sections(commit)
     bound = normalize_bindings(bindings)
-    epoch = sha256_hex(
-        {
-            "slots": [_slot_record(s) for s in slots],
-            "sources": [_source_record(s) for s in by_id.values()],
-            "sections": [{"slotId": s.slot_id, "name": s.name, "sourceIds": list(s.source_ids), "text": _digest(s.text)} for s in sections],
-            "writerPrompt": _digest(writer_prompt),
-            "parentContext": _digest(parent_context),
-            "commitContext": _digest(commit_context),
-            "bindings": bound,
-            "diagnostics": [d.to_dict() for d in diags],
-            "window": None if window is None else window.to_dict(),
-        }
-    )
+    epoch = build_epoch(slots, by_id, sections, writer_prompt, parent_context, commit_context, bound, diags, window)
     return FrozenBuild(
         sections=sections,
         writer_prompt=writer_prompt,
