@@ -1,0 +1,131 @@
+"""How an event stream is ended from outside: its client's disconnect and the server's shutdown
+end it quietly; anyone else's cancellation of its task still goes through."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+
+from roleplay.harness.store import open_store
+from roleplay.web.sse import EventStream, ShutdownSignal, _on_shutdown
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Any]:
+    s = open_store(f"sqlite:///{tmp_path / 'rp.db'}")
+    await s.migrate()
+    yield s
+    await s.close()
+
+
+async def session(store: Any) -> str:
+    return str((await store.create_session(preset="p")).id)
+
+
+class Client:
+    """The ASGI side of one stream: what was sent, and a disconnect to deliver on demand."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.gone = asyncio.Event()
+
+    async def receive(self) -> dict[str, Any]:
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+
+    def bodies(self) -> list[bytes]:
+        return [m.get("body", b"") for m in self.sent if m["type"] == "http.response.body"]
+
+
+async def started(client: Client, task: asyncio.Future[Any]) -> None:
+    while b": connected\n\n" not in client.bodies():
+        if task.done():
+            task.result()  # its error, if it failed
+        await asyncio.sleep(0.01)
+
+
+async def test_a_disconnect_ends_the_stream_without_an_error_or_a_closing_write(store: Any) -> None:
+    client = Client()
+    task = asyncio.ensure_future(EventStream(store, await session(store), 0, ping_seconds=60)({}, client.receive, client.send))
+    await started(client, task)
+    client.gone.set()
+    await asyncio.wait_for(task, 5)
+    assert task.result() is None
+    assert client.bodies() == [b": connected\n\n"]  # nobody is left to read a closing write
+
+
+async def test_the_shutdown_signal_ends_every_open_stream_with_a_closing_write(store: Any) -> None:
+    shutdown = ShutdownSignal()
+    clients = [Client() for _ in range(3)]
+    sid = await session(store)
+    tasks = [
+        asyncio.ensure_future(EventStream(store, sid, 0, ping_seconds=60, shutdown=shutdown)({}, c.receive, c.send))
+        for i, c in enumerate(clients)
+    ]
+    for c, t in zip(clients, tasks):
+        await started(c, t)
+    assert len(shutdown._callbacks) == 3
+    shutdown.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 5)
+    for c in clients:
+        assert c.sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    assert not shutdown._callbacks
+
+
+async def test_a_stream_that_ended_withdraws_from_the_shutdown_signal(store: Any) -> None:
+    shutdown = ShutdownSignal()
+    client = Client()
+    task = asyncio.ensure_future(
+        EventStream(store, await session(store), 0, ping_seconds=60, shutdown=shutdown)({}, client.receive, client.send)
+    )
+    await started(client, task)
+    client.gone.set()
+    await asyncio.wait_for(task, 5)
+    assert not shutdown._callbacks
+
+
+async def test_another_cancellation_of_the_stream_task_is_not_swallowed(store: Any) -> None:
+    client = Client()
+    task = asyncio.ensure_future(EventStream(store, await session(store), 0, ping_seconds=60)({}, client.receive, client.send))
+    await started(client, task)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+
+
+async def test_a_plain_event_still_ends_streams_through_a_waiting_task(store: Any) -> None:
+    shutdown = asyncio.Event()
+    client = Client()
+    task = asyncio.ensure_future(
+        EventStream(store, await session(store), 0, ping_seconds=60, shutdown=shutdown)({}, client.receive, client.send)
+    )
+    await started(client, task)
+    shutdown.set()
+    await asyncio.wait_for(task, 5)
+    assert client.sent[-1]["more_body"] is False
+
+
+async def test_on_shutdown_calls_at_once_when_already_set_and_not_after_withdrawal() -> None:
+    calls: list[str] = []
+    done = ShutdownSignal()
+    done.set()
+    _on_shutdown(done, lambda: calls.append("late"))
+    later = ShutdownSignal()
+    withdraw = _on_shutdown(later, lambda: calls.append("withdrawn"))
+    _on_shutdown(later, lambda: calls.append("kept"))
+    withdraw()
+    later.set()
+    assert calls == ["late", "kept"]
