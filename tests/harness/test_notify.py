@@ -110,6 +110,7 @@ async def test_subscribing_to_an_unknown_session_fails(store: EventStore) -> Non
     with pytest.raises(NotFoundError):
         async with store.subscribe("ses_missing", after_seq=0):
             pass
+    assert not store.broker.has_subscribers("ses_missing")  # not left registered
 
 
 def _remote_writer(url: str, session_id: str, start: int) -> None:

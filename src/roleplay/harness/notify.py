@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .events import Event
 
@@ -46,11 +46,14 @@ class Subscription:
         await store._remote_listen()
         # Register before reading the head so nothing appended in between is missed.
         self._broker._add(self)
-        if self._start is None:
-            self.last_seq = await store.head(self.session_id)
-        else:
-            await store.get_session(self.session_id)
-            self._pending.extend(Notification("event", e) for e in await store.read(self.session_id, after_seq=self.last_seq))
+        try:
+            if self._start is None:
+                self.last_seq = await store.head(self.session_id)
+            else:  # (the read says session.not_found for an unknown session)
+                self._pending.extend(Notification("event", e) for e in await store.read(self.session_id, after_seq=self.last_seq))
+        except BaseException:
+            self.close()  # an unknown session, a failed read: not left registered
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -145,12 +148,26 @@ class Broker:
     def __init__(self, store: "EventStore") -> None:
         self.store = store
         self._subs: dict[str, set[Subscription]] = {}
+        # Set by a backend that tells other processes which sessions have subscribers here
+        # (PostgreSQL sends chunks across only to those: store/pg_watchers.py). Called when a
+        # session gains its first subscriber or loses its last.
+        self.on_watch_change: Callable[[], None] | None = None
 
     def subscribe(self, session_id: str, *, after_seq: int | None = None) -> Subscription:
         return Subscription(self, session_id, after_seq)
 
+    def sessions(self) -> list[str]:
+        """The sessions that have subscribers now."""
+        return list(self._subs)
+
     def _add(self, sub: Subscription) -> None:
-        self._subs.setdefault(sub.session_id, set()).add(sub)
+        subs = self._subs.get(sub.session_id)
+        if subs is None:
+            self._subs[sub.session_id] = {sub}
+            if self.on_watch_change is not None:
+                self.on_watch_change()
+        else:
+            subs.add(sub)
 
     def _remove(self, sub: Subscription) -> None:
         subs = self._subs.get(sub.session_id)
@@ -158,6 +175,8 @@ class Broker:
             subs.discard(sub)
             if not subs:
                 self._subs.pop(sub.session_id, None)
+                if self.on_watch_change is not None and _running_loop() is not None:
+                    self.on_watch_change()
 
     def has_subscribers(self, session_id: str) -> bool:
         return bool(self._subs.get(session_id))

@@ -17,6 +17,8 @@ Two consequences of sharing:
   unleased, and the lock costs no round trip of its own. Unlocks may be sent together
   (:meth:`LeaseConnection.release` with ``also``): a run releases its children's leases with its
   own (``leases.run_lease``).
+- The watch locks that tell other processes which sessions this one streams live here too
+  (pg_watchers.py): :meth:`LeaseConnection.watch`.
 - When the connection ends, every lease on it is gone at once (that is also what frees a crashed
   process's sessions). Each lease remembers the connection's *generation*; a dead connection bumps
   it, so the affected leases report themselves lost (:meth:`LeaseConnection.alive`), their
@@ -28,17 +30,19 @@ Two consequences of sharing:
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 from roleplay.errors import ConflictError, RpError
 
 from .base import SESSION_COLUMNS, SessionRecord, session_not_found
 from .faults import postgres_fault
+from .pg_watchers import WATCH_SQL, WATCHED_SQL, Watchers, bucket
 
 _KEY = "hashtextextended(current_schema() || ':run:' || %s, 0)"
 # The session's row comes with the lock, read by the same statement (so as of just before the
 # lock was taken, like a read before it): a run that needs the record reads it no second time.
-LOCK_SQL = f"SELECT pg_try_advisory_lock({_KEY}), {SESSION_COLUMNS} FROM sessions WHERE id = %s"
+# So does whether another process streams the session (pg_watchers.py).
+LOCK_SQL = f"SELECT pg_try_advisory_lock({_KEY}), {WATCHED_SQL}, {SESSION_COLUMNS} FROM sessions WHERE id = %s"
 UNLOCK_SQL = f"SELECT pg_advisory_unlock({_KEY})"
 # Several at once, in the order given (the function scan yields the array in order).
 UNLOCK_MANY_SQL = "SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':run:' || u.id, 0)) FROM unnest(%b::text[]) AS u(id)"
@@ -86,6 +90,11 @@ class LeaseConnection:
         self._stale = False  # the current connection died; the next lease replaces it
         self._lock: asyncio.Lock | None = None
         self._pending: set[asyncio.Task[Any]] = set()  # unlocks of acquisitions whose caller was cancelled
+        # The watch locks of this process's subscribers live here too (pg_watchers.py).
+        self.watchers = Watchers()
+        self._watching: dict[int, int] = {}  # bucket -> how many of the watched sessions are in it
+        self._watched: set[str] = set()
+        self._watch_args: tuple[Any, ...] | None = None  # the last watch(), redone on a new connection
 
     @property
     def backend_pid(self) -> int | None:
@@ -158,6 +167,17 @@ class LeaseConnection:
             return False
         return True
 
+    def watch(self, sessions: Callable[[], Iterable[str]], channel: str, note: Callable[[str], str]) -> "asyncio.Task[None]":
+        """Bring the watch locks in line with ``sessions()`` (read when the statement is made, so
+        one statement serves every change made meanwhile), announcing each newly watched session
+        with ``note(session_id)`` on ``channel`` (pg_watchers.py). A task that never fails: a
+        failure leaves things as they were for the next call to mend (chunks are cosmetic)."""
+        self._watch_args = (sessions, channel, note)
+        task = asyncio.ensure_future(self._watch(sessions, channel, note))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return task
+
     async def close(self) -> None:
         for task in list(self._pending):
             try:
@@ -192,9 +212,10 @@ class LeaseConnection:
             if session_id in self._held:
                 raise lease_busy(session_id)
             conn = await self._connected()
+            stamp = self.watchers.stamp()
             try:
                 if run is None:
-                    cur = await conn.execute(LOCK_SQL, (session_id, session_id))
+                    cur = await conn.execute(LOCK_SQL, (session_id, bucket(session_id), session_id))
                     row = await cur.fetchone()
                 else:
                     row = await run(conn)
@@ -212,7 +233,44 @@ class LeaseConnection:
             if not row[0]:
                 raise lease_busy(session_id)
             self._held[session_id] = self._generation
-            return self._generation, tuple(row[1:])
+            if run is not None:  # a session just made: no other process has streamed it yet
+                self.watchers.checked(session_id, False, stamp)
+                return self._generation, ()
+            self.watchers.checked(session_id, bool(row[1]), stamp)
+            return self._generation, tuple(row[2:])
+
+    async def _watch(self, sessions: Callable[[], Iterable[str]], channel: str, note: Callable[[str], str]) -> None:
+        async with self._guard():
+            if set(sessions()) == self._watched:
+                return
+            try:
+                conn = await self._connected()  # a lost connection forgets its locks: all are new
+            except RpError:
+                return
+            want = set(sessions())
+            new, gone = sorted(want - self._watched), self._watched - want
+            counts = dict(self._watching)
+            unlock, lock = [], []
+            for sid in gone:
+                b = bucket(sid)
+                counts[b] -= 1
+                if not counts[b]:
+                    del counts[b]
+                    unlock.append(b)
+            for sid in new:
+                b = bucket(sid)
+                if b not in counts:
+                    lock.append(b)
+                counts[b] = counts.get(b, 0) + 1
+            generation = self._generation
+            try:
+                await (await conn.execute(WATCH_SQL, (unlock, lock, [note(sid) for sid in new], channel))).fetchall()
+            except Exception:  # noqa: BLE001 - see watch(); a broken connection is replaced by the next statement
+                if conn.closed or conn.broken:
+                    self._lost()
+                return
+            if generation == self._generation:
+                self._watching, self._watched = counts, want
 
     async def _unlock_if_held(self, conn: Any, session_id: str) -> None:
         try:
@@ -258,6 +316,8 @@ class LeaseConnection:
             self._conn = await asyncio.wait_for(psycopg.AsyncConnection.connect(self.url, autocommit=True), CONNECT_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - a database that cannot be reached is an unavailable store
             raise RpError("store.unavailable", f"cannot connect to PostgreSQL for a run lease: {exc}") from exc
+        if conn is not None and self._watch_args is not None:
+            self.watch(*self._watch_args)  # the lost connection's watch locks went with it
         return self._conn
 
     def _lost(self) -> None:
@@ -265,6 +325,8 @@ class LeaseConnection:
         The dead connection itself is closed by the next statement (:meth:`_close_lost`)."""
         self._generation += 1
         self._held.clear()
+        self._watching.clear()
+        self._watched = set()
         self._stale = self._conn is not None
 
     async def _close_lost(self) -> None:

@@ -8,7 +8,8 @@ Live notifications cross processes through ``NOTIFY`` sent inside the append tra
 is delivered exactly when the rows become visible). The payload names the session and seq range,
 never the event itself (NOTIFY payloads are capped at 8000 bytes); listeners read the rows. Each
 store tags its notifications with a random origin so it ignores its own echo, having already
-published locally.
+published locally. Transient chunk deltas cross only to sessions another process may be
+streaming (``pg_watchers.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .base import (
 )
 from .faults import postgres_fault
 from .pg_leases import LeaseConnection
+from .pg_watchers import WATCH_DELAY
 from .pg_statements import (
     APPEND_PARTS,
     AT_HEAD,
@@ -68,6 +70,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 _MIGRATION_LOCK = 0x52505F4D4947  # any constant: serialises concurrent `migrate` calls
 NOTIFY_LIMIT = 7000
 PART_BYTES_KEPT = 32 << 20
+# Where a notification's origin ends at the latest: ``{"o": "`` or json_build_object's ``{"o" : "``
+# and 16 hex digits.
+_ORIGIN_WITHIN = 32
 _DECODE_ON_LOOP = 16  # events a page may hold and still be decoded on the loop (a thread hop costs more)
 
 
@@ -113,6 +118,7 @@ class PostgresStore(EventStore):
         # Run leases (session-level advisory locks) all live on one kept connection of their own,
         # however many turns run at once (pg_leases.py).
         self.leases = LeaseConnection(url)
+        self.broker.on_watch_change = self._watch_changed
         # Text parts are immutable and never deleted: their ids, and the bytes of the recent ones,
         # are kept so that an append whose parts are known is one statement and a read of a
         # recent prompt needs no second query.
@@ -125,6 +131,7 @@ class PostgresStore(EventStore):
         self._channel: str | None = None
         self._listener: asyncio.Task[None] | None = None
         self._listening: asyncio.Event | None = None
+        self._watch_later: asyncio.TimerHandle | None = None
         # Chunk notifications waiting to be sent, and the task sending them (publish_chunk).
         self._chunks: list[str] = []
         self._chunk_sender: asyncio.Task[None] | None = None
@@ -182,6 +189,9 @@ class PostgresStore(EventStore):
 
     async def close(self) -> None:
         await self._chunks_sent()
+        if self._watch_later is not None:
+            self._watch_later.cancel()
+            self._watch_later = None
         if self._listener is not None:
             self._listener.cancel()
             try:
@@ -619,7 +629,8 @@ class PostgresStore(EventStore):
         await conn.execute("SELECT pg_notify(%s, %s)", (self._channel, self._note(session_id, first, last)))
 
     async def publish_chunk(self, session_id: str, data: dict[str, Any]) -> None:
-        """Publish in this process now; queue the NOTIFY for a sender task, which sends all the
+        """Publish in this process now; unless no other process streams the session (pg_watchers.py),
+        queue the NOTIFY for a sender task, which sends all the
         chunks queued meanwhile in one statement, in order. A model streaming without pause (the
         demo, a burst of deltas) then costs one round trip, not one per delta, and the stream is
         never held up waiting for PostgreSQL. Every append (and ``close``) first waits for the
@@ -630,6 +641,12 @@ class PostgresStore(EventStore):
         if self._chunk_error is not None:
             error, self._chunk_error = self._chunk_error, None
             raise error
+        if not self.leases.watchers.watched(session_id):
+            return
+        if self._listener is None:
+            # Without it nothing is known of other processes' watchers: listening from now on
+            # lets the next runs' lease statements tell.
+            self._start_listener()
         for part in _split_chunk(data):
             # "n" numbers the chunks: PostgreSQL delivers one of several identical payloads sent
             # in one transaction (the equal parts of a split chunk, two "." deltas).
@@ -662,35 +679,66 @@ class PostgresStore(EventStore):
         the head right after this returns cannot miss a notification in between."""
         await self._ensure_open()
         if self._listener is None:
-            self._listening = asyncio.Event()
-            self._listener = asyncio.create_task(self._listen_loop(), name="rp-pg-listener")
-        assert self._listening is not None
+            self._start_listener()
+        assert self._listening is not None and self._listener is not None
         done, _ = await asyncio.wait({asyncio.ensure_future(self._listening.wait()), self._listener}, return_when=asyncio.FIRST_COMPLETED)
         if self._listener.done() and self._listener.exception() is not None:
             raise RpError("store.listen_failed", f"cannot LISTEN on PostgreSQL: {self._listener.exception()}")
 
+    def _start_listener(self) -> None:
+        self._listening = asyncio.Event()
+        self._listener = asyncio.create_task(self._listen_loop(), name="rp-pg-listener")
+
+    def _watch_changed(self) -> None:
+        """The broker's sessions with subscribers changed: the watch locks follow (pg_watchers.py),
+        a moment later, all the changes made meanwhile in one statement. A subscriber that comes
+        and goes within it costs nothing: the one a run's start takes to learn its turn id
+        (web/runs.py) would otherwise cost two statements a turn."""
+        if self._watch_later is None and self._opened:
+            self._watch_later = asyncio.get_running_loop().call_later(WATCH_DELAY, self._watch_now)
+
+    def _watch_now(self) -> None:
+        self._watch_later = None
+        if self._opened and self._channel is not None:
+            self.leases.watch(self.broker.sessions, self._channel, self._watch_note)
+
+    def _watch_note(self, session_id: str) -> str:
+        return json.dumps({"o": self._origin, "k": "w", "s": session_id})
+
     async def _listen_loop(self) -> None:
         assert self._listening is not None
+        watchers = self.leases.watchers
         conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         try:
             await conn.execute(f'LISTEN "{self._channel}"')
+            watchers.started()
             self._listening.set()
+            origin = self._origin
             async for note in conn.notifies():
+                payload = note.payload
+                # This process's own notifications (its appends' events) come back too: every
+                # payload starts with its origin, so they are known before any decoding.
+                if origin in payload[:_ORIGIN_WITHIN]:
+                    continue
                 try:
-                    msg = json.loads(note.payload)
+                    msg = json.loads(payload)
                 except ValueError:
                     continue
-                if msg.get("o") == self._origin:
-                    continue
                 session_id = msg.get("s")
-                if not isinstance(session_id, str) or not self.broker.has_subscribers(session_id):
+                if not isinstance(session_id, str):
                     continue
-                if msg.get("k") == "c":
+                kind = msg.get("k")
+                if kind == "w":
+                    watchers.heard(session_id)
+                elif not self.broker.has_subscribers(session_id):
+                    continue
+                elif kind == "c":
                     self.broker.publish_chunk(session_id, msg.get("d") or {})
-                elif msg.get("k") == "e":
+                elif kind == "e":
                     events = await self.read(session_id, after_seq=int(msg["f"]) - 1, until_seq=int(msg["l"]))
                     self.broker.publish_events(session_id, events)
         finally:
+            watchers.stopped()
             await conn.close()
 
 
