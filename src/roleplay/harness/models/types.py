@@ -28,7 +28,7 @@ class ToolSpec:
     strict: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ToolCall:
     id: str
     name: str
@@ -37,9 +37,7 @@ class ToolCall:
     arguments: str
 
 
-# Slots: a long session keeps thousands of these (the loop's converted history), each a GC-tracked
-# object every full collection traverses, and without slots each would carry a dict as well.
-@dataclass(slots=True, weakref_slot=True)
+@dataclass
 class ChatMessage:
     role: Role
     content: str | list[dict[str, Any]] = ""
