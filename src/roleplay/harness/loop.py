@@ -616,7 +616,10 @@ class ConvertedMessages:
     full, which costs one reconversion, never a different result."""
 
     def __init__(self, max_entries: int = 100_000) -> None:
-        self._by_key: dict[tuple[str, str, int], tuple[ChatMessage, int]] = {}
+        # Two maps, not one of (message, cost) pairs: a pair is one more GC-tracked object per
+        # message, and a long story keeps thousands of them for every full collection to traverse.
+        self._by_key: dict[tuple[str, str, int], ChatMessage] = {}
+        self._costs: dict[tuple[str, str, int], int] = {}
         self._max = max_entries
         # The last tuple converted and its answer: a history view that hands the same tuple to
         # every step of a turn (``LoopHooks.history_view``) is converted once. Tuples only: a
@@ -634,7 +637,7 @@ class ConvertedMessages:
         last = self._last
         if last is not None and last[1] is nodes and last[0] == session_id:
             return last[2]
-        memo = self._by_key
+        memo, cost_of = self._by_key, self._costs
         out = Converted([], [], [0], [])
         start = 0
         if last is not None and last[0] == session_id and isinstance(nodes, tuple) and len(nodes) >= len(last[1]):
@@ -649,22 +652,26 @@ class ConvertedMessages:
         total = running[-1]
         for node in nodes[start:] if start else nodes:
             key = (session_id, node["id"], node["seq"])
-            hit = memo.get(key)
-            if hit is None:
+            message = memo.get(key)
+            if message is None:
                 message = nodes_to_messages([node])[0]
-                hit = (message, message_tokens(message))
-                remember_tokens(message, hit[1])  # never changed: shared by every step and turn
+                cost = message_tokens(message)
+                remember_tokens(message, cost)  # never changed: shared by every step and turn
                 # A one-off long message (a Writer child's whole prompt) is not kept: a long story
                 # has a thousand of them, and each is converted by one request only.
                 if len(message.text()) <= LONG_MESSAGE_CHARS:
                     if len(memo) >= self._max:
                         memo.clear()
-                    memo[key] = hit
-            if not messages or hit[0].role == "user":  # ``history.exchange_starts``
+                        cost_of.clear()
+                    memo[key] = message
+                    cost_of[key] = cost
+            else:
+                cost = cost_of[key]
+            if not messages or message.role == "user":  # ``history.exchange_starts``
                 starts.append(len(messages))
-            messages.append(hit[0])
-            costs.append(hit[1])
-            total += hit[1]
+            messages.append(message)
+            costs.append(cost)
+            total += cost
             running.append(total)
         if isinstance(nodes, tuple):
             self._last = (session_id, nodes, out)
@@ -680,6 +687,11 @@ class Converted(NamedTuple):
     starts: list[int]  # ``history.exchange_starts`` (none without messages)
 
 
+# The tool calls of every converted message without any: one list, not an empty one per message
+# (each a GC-tracked object kept with the converted history). Messages are read, never changed.
+NO_CALLS: list[ToolCall] = []
+
+
 def nodes_to_messages(nodes: list[dict[str, Any]]) -> list[ChatMessage]:
     """Surface nodes → provider-neutral chat messages (reasoning travels in its own field)."""
     out: list[ChatMessage] = []
@@ -687,16 +699,16 @@ def nodes_to_messages(nodes: list[dict[str, Any]]) -> list[ChatMessage]:
         role = node["role"]
         content = node["content"]
         if role == "tool":
-            out.append(ChatMessage("tool", content, tool_call_id=node["toolCallId"], name=node.get("name")))
+            out.append(ChatMessage("tool", content, NO_CALLS, tool_call_id=node["toolCallId"], name=node.get("name")))
             continue
         blocks = [b for b in content if b.get("type") in ("text", "image")]
         reasoning_blocks = [b["text"] for b in content if b.get("type") == "reasoning"]
         reasoning = "".join(reasoning_blocks) if reasoning_blocks else None
-        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in node.get("toolCalls", [])]
+        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in node["toolCalls"]] if node.get("toolCalls") else NO_CALLS
         if role == "assistant":
             text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
             out.append(ChatMessage("assistant", text, tool_calls=calls, reasoning=reasoning))
         else:
             only_text = all(b.get("type") == "text" for b in blocks)
-            out.append(ChatMessage("user", "".join(b["text"] for b in blocks) if only_text else blocks))
+            out.append(ChatMessage("user", "".join(b["text"] for b in blocks) if only_text else blocks, NO_CALLS))
     return out
