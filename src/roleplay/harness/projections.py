@@ -16,11 +16,18 @@ events folded past the last one number ``snapshot_every`` or a quarter of that s
 whichever is more (:func:`snapshot_due`): the intervals grow with the state, so a snapshot's cost
 per event stays flat, and a fresh process still folds at most about a fifth of the log on top of
 the newest snapshot (folding an event costs about twice as much as a snapshot's share of it).
+
+Off the event loop (issue 16): a large snapshot is serialised on a thread (``store.base.
+prepare_snapshot``), which reads the state while the loop goes on. ``ProjectionCache`` keeps the
+state it is writing as it is until the write ends: it stays cached meanwhile, and a fold of later
+events into it folds into a copy instead (``Projection.copy``), so the snapshot holds exactly the
+events up to its seq.
 """
 
 from __future__ import annotations
 
-import copy
+import asyncio
+import copy as copying
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -54,6 +61,10 @@ class Projection:
     # derived from an earlier state instead of deriving it again (``Loaded.appends_since``). None:
     # the projection does not say, and nothing derived from it is reused.
     rewrites: Callable[[Event], bool] | None = None
+    # A copy of a state that folding later events into leaves the original as it was, for a
+    # snapshot being written from it meanwhile (only then: rare). None: a deep copy. The surface's
+    # is its node list copied (a node never changes once on it), not megabytes of nodes.
+    copy: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +163,15 @@ class _Entry:
     snapshot_seq: int
     appends_since: int
     projection: Projection | None = None
+    # The state a snapshot write in flight reads (None: no write): not to be folded into.
+    writing: Any = None
+
+
+def _unshared(entry: _Entry, projection: Projection) -> Any:
+    """The entry's state, to fold events into: a copy when a snapshot write is reading it."""
+    if entry.writing is not None and entry.writing is entry.state:
+        entry.state = projection.copy(entry.state) if projection.copy is not None else clone(entry.state)
+    return entry.state
 
 
 class ProjectionCache:
@@ -176,14 +196,11 @@ class ProjectionCache:
         key = (session_id, projection.name, projection.version)
         entry = self._entries.pop(key, None)
         if entry is None:
-            loaded = await load(store, session_id, projection, snapshot_every=self._snapshot_every)
+            loaded = await load(store, session_id, projection, snapshot_every=None)
             entry = _Entry(
                 loaded.state,
                 loaded.upto_seq,
-                # Where the newest snapshot is: the one ``load`` has just written, if it wrote one.
-                loaded.upto_seq
-                if snapshot_due(loaded.folded, loaded.from_snapshot_seq, self._snapshot_every)
-                else loaded.from_snapshot_seq,
+                loaded.from_snapshot_seq,
                 loaded.upto_seq,  # a new state object: nothing derived earlier is known to match it
                 projection,
             )
@@ -193,27 +210,27 @@ class ProjectionCache:
             state = entry.state
             rewrites = projection.rewrites
             async for event in store.iter_events(session_id, after_seq=entry.upto_seq):
+                if not folded:
+                    state = _unshared(entry, projection)
                 state = projection.apply(state, event)
                 entry.upto_seq = event.seq
                 if rewrites is not None and rewrites(event):
                     entry.appends_since = event.seq
                 folded += 1
             entry.state = state
-            if snapshot_due(entry.upto_seq - entry.snapshot_seq, entry.snapshot_seq, self._snapshot_every):
-                from .store.base import Snapshot
-
-                await store.save_snapshot(Snapshot(session_id, projection.name, projection.version, entry.upto_seq, entry.state))
-                entry.snapshot_seq = entry.upto_seq
         self._entries[key] = entry  # most recently used last
         while len(self._entries) > self._max:
             self._entries.pop(next(iter(self._entries)))
-        return Loaded(
+        result = Loaded(
             state=entry.state,
             upto_seq=entry.upto_seq,
             from_snapshot_seq=entry.upto_seq - folded,
             folded=folded,
             appends_since=entry.appends_since if projection.rewrites is not None else None,
         )
+        if snapshot_due(entry.upto_seq - entry.snapshot_seq, entry.snapshot_seq, self._snapshot_every):
+            await _write_kept(store, session_id, projection, entry)
+        return result
 
     def seed_empty(self, session_id: str, projections: Sequence[Projection]) -> None:
         """Keep the initial states of a session this process has just created with no events: what
@@ -251,12 +268,33 @@ class ProjectionCache:
             projection = entry.projection
             if sid != session_id or projection is None or entry.upto_seq != after_seq or not events:
                 continue
-            state = entry.state
+            state = _unshared(entry, projection)
             for event in events:
                 state = projection.apply(state, event)
                 if projection.rewrites is not None and projection.rewrites(event):
                     entry.appends_since = event.seq
             entry.state, entry.upto_seq = state, events[-1].seq
+
+
+async def _write_kept(store: "EventStore", session_id: str, projection: Projection, entry: _Entry) -> None:
+    """Write a snapshot of a cached state while it stays cached: until the write ends, a fold
+    into the entry folds into a copy (``_unshared``), whatever happens to this coroutine (a
+    cancelled loader leaves the write to finish: the thread serialising the state cannot be
+    stopped). A failed write is due again at the next load, as before it was tried."""
+    from .store.base import Snapshot
+
+    state, before = entry.state, entry.snapshot_seq
+    entry.writing, entry.snapshot_seq = state, entry.upto_seq
+    write = asyncio.ensure_future(store.save_snapshot(Snapshot(session_id, projection.name, projection.version, entry.upto_seq, state)))
+
+    def done(task: "asyncio.Future[None]") -> None:
+        if entry.writing is state:
+            entry.writing = None
+        if task.cancelled() or task.exception() is not None:  # (retrieved: the loader, if any, raises it)
+            entry.snapshot_seq = min(entry.snapshot_seq, before)
+
+    write.add_done_callback(done)
+    await asyncio.shield(write)
 
 
 def roundtrip(state: Any) -> Any:
@@ -265,4 +303,4 @@ def roundtrip(state: Any) -> Any:
 
 
 def clone(state: Any) -> Any:
-    return copy.deepcopy(state)
+    return copying.deepcopy(state)

@@ -127,7 +127,16 @@ def rewrites_surface(event: Event) -> bool:
     return event.type in (USER_MESSAGE, ASSISTANT_MESSAGE) and bool(event.payload.get("surfaceOp"))
 
 
-surface_projection = Projection(name=SURFACE, version=1, initial=initial_surface, apply=apply_surface, rewrites=rewrites_surface)
+def copy_surface(state: dict[str, Any]) -> dict[str, Any]:
+    """A copy that folding more events into leaves ``state`` as it was (``Projection.copy``): the
+    node list copied, not the nodes, which ``apply_surface`` never changes once on the surface (a
+    rewrite puts a new node in its place)."""
+    return {**state, "nodes": list(state["nodes"])}
+
+
+surface_projection = Projection(
+    name=SURFACE, version=1, initial=initial_surface, apply=apply_surface, rewrites=rewrites_surface, copy=copy_surface
+)
 
 
 def replaced_seqs(state: dict[str, Any], op: dict[str, Any]) -> list[int] | None:

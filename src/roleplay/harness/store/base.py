@@ -180,17 +180,41 @@ def snapshot_upsert_sql(mark: str) -> str:
     )
 
 
-def prepare_snapshot(snapshot: Snapshot) -> tuple[str, Externalised | None]:
+async def prepare_snapshot(snapshot: Snapshot) -> tuple[str, Externalised | None]:
     """The snapshot's stored JSON and, for a large one, its texts to keep as parts: its large
     strings (shared with the events that hold them) and the rest of the state as one text, one
     node per line (``texts.externalise_snapshot``), so that a snapshot rewritten every few hundred
     events stores only the parts that changed, not the whole surface again (issue 12). The row
-    then keeps ``SNAPSHOT_TEXT_MARKER`` as its state."""
-    text = json.dumps(snapshot.state, ensure_ascii=False, separators=(",", ":"))
-    if len(text) < MIN_EXTERNAL_BYTES:
+    then keeps ``SNAPSHOT_TEXT_MARKER`` as its state.
+
+    A large state is prepared on a thread (issue 16: a long story's surface held the event loop
+    for a fifth of a second), so ``snapshot.state`` must not change until this returns, nor after
+    a cancellation, while the thread may still read it (``projections.ProjectionCache`` keeps the
+    state it snapshots as it is and folds later events into a copy)."""
+    text = _small_state_json(snapshot.state)
+    if text is not None:
         return text, None
-    external = externalise_snapshot(snapshot.state)
+    external = await asyncio.to_thread(externalise_snapshot, snapshot.state)
     return external.stored_json, external
+
+
+# ``json.dumps(state, ensure_ascii=False, separators=(",", ":"))``, the JSON a small snapshot's row
+# keeps, as an encoder whose ``iterencode`` (the pure-Python encoder, the same text in pieces)
+# sizes a state without serialising all of it.
+_STATE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _small_state_json(state: Any) -> str | None:
+    """The state's JSON when it is shorter than ``MIN_EXTERNAL_BYTES`` characters, else None,
+    having serialised no more than about that much of it: the whole state's JSON, only ever
+    measured, was a single C call of 63 ms on a long story's surface, holding the GIL even on a
+    thread."""
+    size = 0
+    for piece in _STATE_JSON.iterencode(state):
+        size += len(piece)
+        if size >= MIN_EXTERNAL_BYTES:
+            return None
+    return _STATE_JSON.encode(state)
 
 
 def snapshot_state(stored: str, texts: str | None, parts: dict[int, bytes], *, where: str) -> Any:

@@ -406,7 +406,7 @@ class SQLiteStore(EventStore):
 
     # -- snapshots -------------------------------------------------------------------------------
     async def save_snapshot(self, snapshot: Snapshot) -> None:
-        stored, external = prepare_snapshot(snapshot)
+        stored, external = await prepare_snapshot(snapshot)
 
         def run(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")

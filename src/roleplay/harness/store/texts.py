@@ -406,12 +406,34 @@ SNAPSHOT_TEXT_MARKER = {"$rpSnapshotText": 1}
 def externalise_snapshot(state: Any) -> Externalised:
     """A snapshot to store: its large strings as parts (a long story's surface repeats the texts
     its events already store, so these parts are shared with them), then the rest of the state as
-    one text (``snapshot_text``) in parts of its own, listed first at the root path."""
+    one text (``snapshot_text``) in parts of its own, listed first at the root path.
+
+    Run on a thread (``base.prepare_snapshot``), so no single C call here may hold the GIL for
+    long (issue 16): the root text is joined once, and hashed a slice at a time."""
     found: list[tuple[tuple[str | int, ...], str]] = []
     if not isinstance(state, str):  # a state that is one string is all root text
         _find_large(state, (), found)
     rest = _blank(state, {path for path, _ in found}) if found else state
-    return Externalised(json.dumps(SNAPSHOT_TEXT_MARKER), *_split_texts([((), snapshot_text(rest)), *found]))
+    text = snapshot_text(rest)
+    pieces, digests = _hashed_split(text)
+    parts = dict(zip(digests, pieces))
+    texts, strings = _split_texts(found)
+    parts.update(strings)  # after the root's: in the order first used, as ``_split_texts`` lists them
+    root = ExternalText((), _sha256_in_slices(text), tuple(digests))
+    return Externalised(json.dumps(SNAPSHOT_TEXT_MARKER), (root, *texts), parts)
+
+
+# Characters of a long text encoded at a time to hash it: a long story's surface is megabytes, and
+# encoding it in one call held the GIL for milliseconds.
+_HASH_SLICE_CHARS = 1 << 16
+
+
+def _sha256_in_slices(text: str) -> str:
+    """``sha256_text(text)`` (the same digest: slicing a ``str`` never splits a character)."""
+    digest = hashlib.sha256()
+    for start in range(0, len(text), _HASH_SLICE_CHARS):
+        digest.update(text[start : start + _HASH_SLICE_CHARS].encode("utf-8"))
+    return digest.hexdigest()
 
 
 def reassemble_snapshot(column: str, parts: dict[int, bytes], *, where: str) -> Any:
@@ -427,18 +449,30 @@ def reassemble_snapshot(column: str, parts: dict[int, bytes], *, where: str) -> 
 def snapshot_text(state: Any) -> str:
     """A snapshot's JSON with one element per line down to the second level (the surface: one node
     per line), so that the parts of the next snapshot, which mostly appends nodes, are the same
-    parts except at the end: a snapshot adds storage for what changed, not for the whole state."""
-    return _lines(state, 0)
+    parts except at the end: a snapshot adds storage for what changed, not for the whole state.
+    Its pieces are joined once, not each level's text into the next (copies of megabytes)."""
+    out: list[str] = []
+    _lines(state, 0, out)
+    return "".join(out)
 
 
-def _lines(value: Any, depth: int) -> str:
+def _lines(value: Any, depth: int, out: list[str]) -> None:
     dumps = json.dumps
     if depth < 2 and isinstance(value, dict) and value:
-        inner = ",\n".join(f"{dumps(k, ensure_ascii=False)}:{_lines(v, depth + 1)}" for k, v in value.items())
-        return "{\n" + inner + "\n}"
-    if depth < 2 and isinstance(value, list) and value:
-        return "[\n" + ",\n".join(_lines(v, depth + 1) for v in value) + "\n]"
-    return dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        out.append("{\n")
+        for i, (k, v) in enumerate(value.items()):
+            out.append(f",\n{dumps(k, ensure_ascii=False)}:" if i else f"{dumps(k, ensure_ascii=False)}:")
+            _lines(v, depth + 1, out)
+        out.append("\n}")
+    elif depth < 2 and isinstance(value, list) and value:
+        out.append("[\n")
+        for i, v in enumerate(value):
+            if i:
+                out.append(",\n")
+            _lines(v, depth + 1, out)
+        out.append("\n]")
+    else:
+        out.append(dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
 
 
 def compress(text: str) -> bytes:
