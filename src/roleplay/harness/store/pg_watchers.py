@@ -9,10 +9,9 @@ nobody else wants it. Now:
   so it goes with the process) on the bucket of every session it has a subscriber on, and when a
   session gains its first subscriber it sends a ``w`` notification naming it, with the lock. Both
   follow the subscribers :data:`WATCH_DELAY` later, so a subscriber that comes and goes at once
-  costs nothing, and many changes cost one statement. Buckets
-  (:data:`BUCKETS`) bound the locks a process holds, whatever its number of streams: the lock
-  table is shared by the whole server. A bucket that another session holds only makes chunks
-  cross for nothing, as they all did before.
+  costs nothing, and many changes cost one statement. Buckets (:data:`BUCKETS`) bound the locks
+  a process holds, whatever its number of streams: the lock table is shared by the whole server.
+  A bucket that another session holds only makes chunks cross for nothing, as they all did before.
 - A run's lease statement also reads whether another backend holds the session's bucket
   (``pg_leases.LOCK_SQL``), and the listener hears the ``w`` notifications: :class:`Watchers`
   keeps what they say. Chunks are sent across unless the session is known to have no watcher
@@ -21,7 +20,8 @@ nobody else wants it. Now:
 The lease statement's "no" is kept only when no ``w`` for that session was heard since the
 statement was sent (its read of ``pg_locks`` may have come before that watcher's lock; the ``w``,
 sent with the lock, arrives after it), and only while the listener runs (else a ``w`` could be
-missed). An unknown session counts as watched, and one whose watcher left stays watched until its
+missed; it runs from the store's first subscriber on, in ``rp serve`` from the first turn's
+start). An unknown session counts as watched, and one whose watcher left stays watched until its
 next lease: both only cost a notification. A watcher that appears during a turn gets the chunks
 from its ``w`` on, as if it had subscribed a moment later; the events, durable, always cross.
 """

@@ -588,7 +588,7 @@ class PostgresStore(EventStore):
 
     # -- snapshots -------------------------------------------------------------------------------
     async def save_snapshot(self, snapshot: Snapshot) -> None:
-        stored, external = await prepare_snapshot(snapshot)
+        stored, external = prepare_snapshot(snapshot)
         ids: dict[str, int] = {}
         async with self._connection() as conn, conn.transaction():
             texts = None
@@ -643,10 +643,6 @@ class PostgresStore(EventStore):
             raise error
         if not self.leases.watchers.watched(session_id):
             return
-        if self._listener is None:
-            # Without it nothing is known of other processes' watchers: listening from now on
-            # lets the next runs' lease statements tell.
-            self._start_listener()
         for part in _split_chunk(data):
             # "n" numbers the chunks: PostgreSQL delivers one of several identical payloads sent
             # in one transaction (the equal parts of a split chunk, two "." deltas).
@@ -679,15 +675,12 @@ class PostgresStore(EventStore):
         the head right after this returns cannot miss a notification in between."""
         await self._ensure_open()
         if self._listener is None:
-            self._start_listener()
-        assert self._listening is not None and self._listener is not None
+            self._listening = asyncio.Event()
+            self._listener = asyncio.create_task(self._listen_loop(), name="rp-pg-listener")
+        assert self._listening is not None
         done, _ = await asyncio.wait({asyncio.ensure_future(self._listening.wait()), self._listener}, return_when=asyncio.FIRST_COMPLETED)
         if self._listener.done() and self._listener.exception() is not None:
             raise RpError("store.listen_failed", f"cannot LISTEN on PostgreSQL: {self._listener.exception()}")
-
-    def _start_listener(self) -> None:
-        self._listening = asyncio.Event()
-        self._listener = asyncio.create_task(self._listen_loop(), name="rp-pg-listener")
 
     def _watch_changed(self) -> None:
         """The broker's sessions with subscribers changed: the watch locks follow (pg_watchers.py),
@@ -758,19 +751,12 @@ async def _store_parts(conn: Any, externals: list[Externalised], known: Mapping[
     # the same order instead of deadlocking.
     order = sorted(texts)
     keys = [bytes.fromhex(h) for h in order]
-
-    def encoded() -> tuple[list[int], list[bytes]]:
-        return [len(texts[h].encode("utf-8")) for h in order], [compress(texts[h]) for h in order]
-
-    # Megabytes of new parts (a fresh process's first snapshot of a long story: 130 ms) are
-    # compressed on a thread, not on the event loop (issue 16); a turn's few are not worth a hop.
-    sizes, data = await asyncio.to_thread(encoded) if sum(map(len, texts.values())) >= 1 << 18 else encoded()
     cur = await conn.execute(
         "WITH input AS (SELECT * FROM unnest(%b::bytea[], %b::bigint[], %b::bytea[]) AS u(sha256, size, data)), "
         "made AS (INSERT INTO text_parts(sha256, size, data) SELECT sha256, size, data FROM input ORDER BY sha256 "
         "ON CONFLICT (sha256) DO NOTHING RETURNING sha256, id) "
         "SELECT sha256, id FROM made UNION ALL SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%b)",
-        (keys, sizes, data, keys),
+        (keys, [len(texts[h].encode("utf-8")) for h in order], [compress(texts[h]) for h in order], keys),
     )
     ids = {bytes(digest).hex(): pid for digest, pid in await cur.fetchall()}
     missing = [bytes.fromhex(h) for h in order if h not in ids]
