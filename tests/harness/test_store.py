@@ -687,3 +687,29 @@ def test_a_damaged_compressed_payload_is_a_store_fault() -> None:
     assert exc.value.code == "store.corrupt"
     with pytest.raises(RpError):
         decompress_payload(b"\x09" + packed[1:], where="s#1")
+
+
+async def test_a_postgres_append_compresses_each_new_part_once(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes of the new parts an append sent are the ones kept for this store's reads: not
+    compressed a second time, and read back the same from memory as from the table."""
+    from roleplay.harness.store import postgres
+
+    store, other = open_store(pg_url), open_store(pg_url)
+    await store.migrate()
+    try:
+        rec = await store.create_session(preset="p")
+        compressed: list[str] = []
+        original = postgres.compress
+
+        def counting(text: str) -> bytes:
+            compressed.append(text)
+            return original(text)
+
+        monkeypatch.setattr(postgres, "compress", counting)
+        await store.append(rec.id, 0, [user("u1", story_prompt(30))])
+        assert len(compressed) > 5 and len(compressed) == len(set(compressed))
+        for s in (store, other):  # kept bytes, then the table's
+            assert [e.payload["content"][0]["text"] for e in await s.read(rec.id)] == [story_prompt(30)]
+    finally:
+        await other.close()
+        await store.close()

@@ -438,11 +438,12 @@ class PostgresStore(EventStore):
                     piece_lit.append(lit)
                     piece_ref.append(None if ref is None else bytes.fromhex(ref))
         n = len(events)
+        data = [compress(new[h]) for h in order]
         await self._ensure_open()  # the channel name is learnt on opening
         args = (
             keys,
             [len(new[h].encode("utf-8")) for h in order],
-            [compress(new[h]) for h in order],
+            data,
             keys,
             *head_args,
             len(order),
@@ -475,7 +476,7 @@ class PostgresStore(EventStore):
                 raise
             row = await cur.fetchone()
         ids = {**found, **{bytes(h).hex(): pid for h, pid in zip(row[3], row[4], strict=True)}}
-        self._remember_parts(events, ids)
+        self._remember_parts(events, ids, dict(zip(order, data, strict=True)))
         # The shape ``APPEND`` returns: the head, then (unused once appended) the row's head.
         return (row[0], row[0], row[1], row[2], row[6])
 
@@ -557,8 +558,11 @@ class PostgresStore(EventStore):
                 ids[digest] = pid
         return ids
 
-    def _remember_parts(self, events: list[PreparedEvent], ids: dict[str, int] | None = None) -> None:
-        """After a commit: the parts' ids (and the new parts' bytes) for the next append or read."""
+    def _remember_parts(
+        self, events: list[PreparedEvent], ids: dict[str, int] | None = None, compressed: Mapping[str, bytes] | None = None
+    ) -> None:
+        """After a commit: the parts' ids (and the new parts' bytes) for the next append or read.
+        ``compressed``: the bytes of the parts the append sent, not compressed a second time."""
         if ids is None:
             return
         if len(self._part_ids) + len(ids) > PART_IDS_KEPT:
@@ -569,7 +573,8 @@ class PostgresStore(EventStore):
                 for digest, text in e.external.parts.items():
                     pid = ids.get(digest)
                     if pid is not None and pid not in self._part_data:
-                        self._keep_part(pid, compress(text))
+                        known = compressed.get(digest) if compressed is not None else None
+                        self._keep_part(pid, known if known is not None else compress(text))
 
     def _keep_part(self, pid: int, data: bytes) -> None:
         if self._part_data_bytes + len(data) > PART_BYTES_KEPT:
