@@ -247,3 +247,15 @@ async def test_a_watch_lost_with_the_lease_connection_is_taken_again(two: tuple[
             pass
         await _until(lambda: b.leases._watched == {sid})  # type: ignore[attr-defined]
         assert b.leases.backend_pid != pid and await _watch_locks(a, b) == 1  # type: ignore[attr-defined]
+
+
+async def test_a_watch_whose_statement_finds_the_connection_dead_is_taken_on_a_new_one(two: tuple[EventStore, EventStore]) -> None:
+    a, b = two
+    first, second = (await a.create_session(preset="p")).id, (await a.create_session(preset="p")).id
+    async with b.subscribe(first):
+        await _until(lambda: b.leases._watched == {first})  # type: ignore[attr-defined]
+        pid = b.leases.backend_pid  # type: ignore[attr-defined]
+        await a._fetchone("SELECT pg_terminate_backend(%s)", (pid,))  # type: ignore[attr-defined]
+        async with b.subscribe(second):  # its watch statement is the first to meet the dead connection
+            await _until(lambda: b.leases._watched == {first, second})  # type: ignore[attr-defined]
+            assert b.leases.backend_pid != pid and await _watch_locks(a, b) == len({bucket(first), bucket(second)})  # type: ignore[attr-defined]

@@ -265,9 +265,10 @@ class LeaseConnection:
             generation = self._generation
             try:
                 await (await conn.execute(WATCH_SQL, (unlock, lock, [note(sid) for sid in new], channel))).fetchall()
-            except Exception:  # noqa: BLE001 - see watch(); a broken connection is replaced by the next statement
+            except Exception:  # noqa: BLE001 - see watch()
                 if conn.closed or conn.broken:
-                    self._lost()
+                    self._lost()  # once more, on a new connection (a failure to connect ends it)
+                    self.watch(sessions, channel, note)
                 return
             if generation == self._generation:
                 self._watching, self._watched = counts, want
