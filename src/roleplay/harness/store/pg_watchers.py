@@ -44,7 +44,8 @@ WATCHED_SQL = (
 )
 # Unlock the buckets left, lock the new ones, announce the newly watched sessions, in one statement.
 # ``pg_try_advisory_lock_shared`` never waits (no one takes these locks exclusively). The
-# notifications go out at the statement's commit, after the locks are taken.
+# notifications go out at the statement's commit, after the locks are taken; ``pg_notify``
+# returns void, so its WHERE only runs it, once a row.
 WATCH_SQL = (
     "SELECT (SELECT count(*) FROM unnest(%b::int[]) AS u(b) WHERE pg_advisory_unlock_shared("
     + _KEY.format(bucket="u.b::text")
