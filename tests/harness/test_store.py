@@ -713,3 +713,31 @@ async def test_a_postgres_append_compresses_each_new_part_once(pg_url: str, monk
     finally:
         await other.close()
         await store.close()
+
+
+async def test_a_postgres_append_compresses_megabytes_of_new_parts_off_the_event_loop(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh process's first Writer prompt of a long story is all new parts to it: they are
+    compressed on a thread (the event loop is not held), and read back the same."""
+    import threading
+
+    from roleplay.harness.store import postgres
+
+    store = open_store(pg_url)
+    await store.migrate()
+    try:
+        rec = await store.create_session(preset="p")
+        threads: set[bool] = set()
+        original = postgres.compress
+
+        def recording(text: str) -> bytes:
+            threads.add(threading.current_thread() is threading.main_thread())
+            return original(text)
+
+        monkeypatch.setattr(postgres, "compress", recording)
+        big = story_prompt(3500)
+        assert len(big) >= 1 << 18
+        await store.append(rec.id, 0, [user("u1", big)])
+        assert threads == {False}
+        assert [e.payload["content"][0]["text"] for e in await store.read(rec.id)] == [big]
+    finally:
+        await store.close()

@@ -438,11 +438,11 @@ class PostgresStore(EventStore):
                     piece_lit.append(lit)
                     piece_ref.append(None if ref is None else bytes.fromhex(ref))
         n = len(events)
-        data = [compress(new[h]) for h in order]
+        sizes, data = await _encoded_parts(new, order)
         await self._ensure_open()  # the channel name is learnt on opening
         args = (
             keys,
-            [len(new[h].encode("utf-8")) for h in order],
+            sizes,
             data,
             keys,
             *head_args,
@@ -756,13 +756,7 @@ async def _store_parts(conn: Any, externals: list[Externalised], known: Mapping[
     # the same order instead of deadlocking.
     order = sorted(texts)
     keys = [bytes.fromhex(h) for h in order]
-
-    def encoded() -> tuple[list[int], list[bytes]]:
-        return [len(texts[h].encode("utf-8")) for h in order], [compress(texts[h]) for h in order]
-
-    # Megabytes of new parts (a fresh process's first snapshot of a long story: 130 ms) are
-    # compressed on a thread, not on the event loop (issue 16); a turn's few are not worth a hop.
-    sizes, data = await asyncio.to_thread(encoded) if sum(map(len, texts.values())) >= 1 << 18 else encoded()
+    sizes, data = await _encoded_parts(texts, order)
     cur = await conn.execute(
         "WITH input AS (SELECT * FROM unnest(%b::bytea[], %b::bigint[], %b::bytea[]) AS u(sha256, size, data)), "
         "made AS (INSERT INTO text_parts(sha256, size, data) SELECT sha256, size, data FROM input ORDER BY sha256 "
@@ -776,6 +770,18 @@ async def _store_parts(conn: Any, externals: list[Externalised], known: Mapping[
         cur = await conn.execute("SELECT sha256, id FROM text_parts WHERE sha256 = ANY(%b)", (missing,))
         ids.update((bytes(digest).hex(), pid) for digest, pid in await cur.fetchall())
     return {**found, **ids}
+
+
+async def _encoded_parts(texts: Mapping[str, str], order: list[str]) -> tuple[list[int], list[bytes]]:
+    """The UTF-8 sizes and compressed bytes of these new parts, in this order."""
+
+    def encoded() -> tuple[list[int], list[bytes]]:
+        return [len(texts[h].encode("utf-8")) for h in order], [compress(texts[h]) for h in order]
+
+    # Megabytes of new parts (a fresh process's first snapshot of a long story: 130 ms; its first
+    # Writer prompt) are compressed on a thread, not on the event loop (issue 16); a turn's few
+    # are not worth a hop.
+    return await asyncio.to_thread(encoded) if sum(map(len, texts.values())) >= 1 << 18 else encoded()
 
 
 class _PooledConnection:
