@@ -285,3 +285,38 @@ def test_the_surface_copy_is_unchanged_by_later_events() -> None:
     for i, (t, p) in enumerate(later):
         moved = surface_projection.apply(moved, Event("s", 7 + i, t, p, "", 1))
     assert roundtrip(state) == before and moved["ignoredOps"] == 1
+
+
+# -- reading: the root text parsed an element at a time ----------------------------------------------
+
+
+def loads_outcome(parse: Callable[[str], Any], text: str) -> tuple[bool, str]:
+    """What ``parse`` makes of ``text``: its value (by repr: 1, 1.0 and True differ) or that it fails."""
+    try:
+        return True, repr(parse(text))
+    except ValueError:
+        return False, ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(state=json_values | surfaces)
+def test_a_snapshot_text_parses_as_json_loads_parses_it(state: Any) -> None:
+    text = texts.snapshot_text(state)
+    assert repr(texts.parse_snapshot_text(text)) == repr(json.loads(text))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    state=json_values | surfaces,
+    edits=st.lists(
+        st.tuples(st.integers(min_value=0), st.integers(0, 3), st.sampled_from(["\n", ",", ":", "{", "}", "[", "]", '"', "1", " "])),
+        max_size=3,
+    ),
+)
+def test_any_other_text_parses_or_fails_as_json_loads(state: Any, edits: list[tuple[int, int, str]]) -> None:
+    """A damaged or differently shaped text: the same value, or a failure, as ``json.loads``."""
+    text = texts.snapshot_text(state)
+    for at, cut, insert in edits:
+        at %= len(text) + 1
+        text = text[:at] + insert + text[at + cut :]
+    assert loads_outcome(texts.parse_snapshot_text, text) == loads_outcome(json.loads, text)

@@ -616,7 +616,15 @@ class PostgresStore(EventStore):
             parts = {
                 pid: bytes(data) for pid, data in await self._fetchall("SELECT id, data FROM text_parts WHERE id = ANY(%b)", (wanted,))
             }
-        return Snapshot(session_id, name, version, row[0], snapshot_state(row[1], row[2], parts, where=f"snapshot {name} of {session_id}"))
+        where = f"snapshot {name} of {session_id}"
+        # A large one is decoded on a thread: a long story's surface is a tenth of a second of
+        # decompressing, verifying and parsing (issue 16).
+        state = (
+            await asyncio.to_thread(snapshot_state, row[1], row[2], parts, where=where)
+            if row[2]
+            else snapshot_state(row[1], row[2], parts, where=where)
+        )
+        return Snapshot(session_id, name, version, row[0], state)
 
     async def delete_snapshots(self, session_id: str | None = None) -> int:
         async with self._connection() as conn:
