@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from openai._streaming import SSEDecoder
 
 from roleplay.harness.models.openai_compat import OpenAICompatModel
-from roleplay.harness.models.sse_frames import iter_frames
+from roleplay.harness.models.sse_frames import SSEFrames, iter_frames
 from roleplay.harness.models.types import (
     ChatMessage,
     Completed,
@@ -101,8 +101,16 @@ async def test_frames_read_together_come_as_one_batch_with_the_same_events(fake_
     assert "".join(e.text for e in flat if isinstance(e, TextDelta)) == text
     assert isinstance(flat[-1], Completed) and flat[-1].response.text == text
     assert [e for e in flat if isinstance(e, Completed)] == [flat[-1]]
-    # The fake server writes the whole reply before the client reads it: far fewer batches than deltas.
-    assert len(batches) < len(flat) // 2
+    assert all(batches)  # no empty batch is handed on
+
+
+def test_every_frame_a_read_completes_comes_out_of_that_read() -> None:
+    decoder = SSEFrames()
+    out: list[tuple[str | None, str]] = []
+    assert decoder.feed(b": keep-alive\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4", out)
+    assert out == [(None, "1"), (None, "2"), (None, "3")]
+    out.clear()
+    assert decoder.feed(b"\n\n", out) and out == [(None, "4")]
 
 
 class _Stream:
