@@ -9,6 +9,7 @@ live ones.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from typing import Any
@@ -108,6 +109,29 @@ async def test_a_turn_text_with_a_lone_surrogate_is_refused_before_anything_is_w
     assert caught.value.code == "run.lone_surrogate" and caught.value.pointer == "/text"
     assert caught.value.details == {"char": "U+DCFF", "offset": 8}
     assert await store.head(sid) == head
+    await rt.aclose()
+
+
+async def test_a_finished_turn_leaves_no_reference_cycle_behind(store: EventStore) -> None:
+    # A run referenced back by its own parts (a callback bound to it) is a cycle: everything it
+    # holds (the frozen build, each section and source, the commit session) would then wait for a
+    # full collection instead of going with the turn, and a loaded server's full collections,
+    # which hold its event loop, grew several times longer with that garbage (issue 16).
+    rt, sid = await sample_story(store)
+    await play_turn(rt, sid, INPUTS[0], parent_route=DEMO)
+    gc.collect()
+    flags = gc.get_debug()
+    gc.disable()
+    try:
+        gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection would free is kept in gc.garbage instead
+        await play_turn(rt, sid, INPUTS[1], parent_route=DEMO)
+        gc.collect()
+        kinds = {type(o).__name__ for o in gc.garbage}
+    finally:
+        gc.set_debug(flags)
+        gc.garbage.clear()
+        gc.enable()
+    assert not kinds & {"RpRun", "PreparedRun", "FrozenBuild", "WriterSlot", "CommitSession", "BuiltSection", "ContextSource"}
     await rt.aclose()
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from dataclasses import dataclass, field, replace
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from roleplay.assets.lorebook import TimedState
@@ -316,19 +316,11 @@ class RpRun(LoopHooks):
     def __init__(self, rt: RoleplayRuntime, prepared: PreparedRun) -> None:
         self.rt = rt
         self.p = prepared
-        self._frozen_surface_key = prepared.surface_key
-        self.writer = WriterSlot(
-            build=prepared.build,
-            system_prompt=prepared.writer_system,
-            model=rt.model_for(prepared.writer_route),
-            route=prepared.writer_route.to_dict(),
-            images=prepared.images,
-            on_artifact=self._on_artifact,
-            transform_text=lambda t: expand(t, prepared.macros),
-            macros=prepared.macros,
-            sampling={k: v for k, v in prepared.sources.sampling.items() if k in SAMPLING_PARAMS},
-            max_tokens=writer_max_tokens(prepared.writer_route, prepared.sources.sampling.get("max_tokens")),
-        )
+        # The callbacks below hold the commit session, the runtime and the prepared run, never
+        # this object: a run referenced back by its own parts is a reference cycle, and all it
+        # holds (the frozen build, every section and source) would wait for a full collection
+        # instead of going when the turn does (issue 16: that garbage made a loaded server's
+        # full collections, which hold the event loop, several times longer).
         self.commit = CommitSession(
             CommitContext(
                 run_id=prepared.run_id,
@@ -341,8 +333,20 @@ class RpRun(LoopHooks):
                 live_revisions=dict(prepared.sources.live_revisions),
             ),
             secret=rt.ids("sec_").encode("utf-8"),
-            live_revisions_check=self._changed_revisions,
-            live_context_check=self._stale_context,
+            live_revisions_check=_changed_revisions(rt),
+            live_context_check=_stale_context(rt, prepared),
+        )
+        self.writer = WriterSlot(
+            build=prepared.build,
+            system_prompt=prepared.writer_system,
+            model=rt.model_for(prepared.writer_route),
+            route=prepared.writer_route.to_dict(),
+            images=prepared.images,
+            on_artifact=self.commit.set_writer,
+            transform_text=lambda t: expand(t, prepared.macros),
+            macros=prepared.macros,
+            sampling={k: v for k, v in prepared.sources.sampling.items() if k in SAMPLING_PARAMS},
+            max_tokens=writer_max_tokens(prepared.writer_route, prepared.sources.sampling.get("max_tokens")),
         )
         self.diagnostics: list[Diagnostic] = []  # the run's own notes (e.g. a commit it made for the parent)
         # Notes on the next model response, carried into the commit it makes (a tool-free turn's
@@ -427,50 +431,9 @@ class RpRun(LoopHooks):
         return [COMMIT_TURN_TOOL]
 
     # -- internals -------------------------------------------------------------------------------
-    def _on_artifact(self, artifact: WriterArtifact) -> None:
-        self.commit.set_writer(artifact)
-
     async def _stream(self, session_id: str, turn_id: str, text: str) -> None:
         for i in range(0, len(text), CHUNK):
             await self.rt.store.publish_chunk(session_id, {"type": ASSISTANT_CHUNK, "turnId": turn_id, "text": text[i : i + CHUNK]})
-
-    async def _stale_context(self) -> list[Problem]:
-        """The state document and the conversation must be exactly what prepare froze (the lease
-        guarantees it; this catches any writer that bypassed it)."""
-        problems: list[Problem] = []
-        sid = self.p.session_id
-        # One fresh read of the log: the surface reads the newest events, the state is taken at
-        # that same head (a writer that bypassed the lease shows in either).
-        surface = await self.rt.service.projection(sid, SURFACE)
-        live_state = await self.rt.story_state(sid, at=surface.upto_seq)
-        if sha256_hex(live_state) != self.p.state_digest:
-            problems.append(Problem(
-                "commit.stale_state",
-                f"the story state changed since this turn was prepared (revision {self.p.state_revision} → {live_state.get('revision')})",
-                "", {"component": "state", "expectedRevision": self.p.state_revision, "currentRevision": live_state.get("revision")},
-            ))  # fmt: skip
-        nodes = surface.state["nodes"]
-        frozen = self.p.surface_key
-        # Nothing rewrote the surface since prepare (the projection cache saw every event since):
-        # its first nodes are still the frozen ones, without comparing them one by one.
-        appended_only = (
-            frozen is self._frozen_surface_key
-            and surface.appends_since is not None
-            and surface.appends_since <= self.p.surface_seq
-            and len(nodes) >= len(frozen)
-        )
-        if not appended_only and surface_key(nodes[: len(frozen)]) != frozen:
-            problems.append(Problem(
-                "commit.stale_context", "the conversation this turn was written from was edited or deleted since it was prepared",
-                "", {"component": "context"},
-            ))  # fmt: skip
-        return problems
-
-    async def _changed_revisions(self, live: Mapping[str, Any]) -> dict[str, Any]:
-        """Assets whose revision moved since prepare (a commit must not land on stale sources).
-        A deleted asset reads as ``None``."""
-        current = await self.rt.assets.revisions(live)
-        return {a: current.get(a) for a in sorted(live) if current.get(a) != live[a]}
 
     def spec(self) -> AgentSpec:
         if self.agent is not None:
@@ -486,6 +449,55 @@ class RpRun(LoopHooks):
             deps=RpRunDeps(mode="chat", writer=self.writer, commit=self.commit, run=self),
             hooks=self,
         )
+
+
+def _stale_context(rt: RoleplayRuntime, p: PreparedRun) -> Callable[[], Awaitable[list[Problem]]]:
+    """The commit's check that the state document and the conversation are exactly what prepare
+    froze (the lease guarantees it; this catches any writer that bypassed it)."""
+    frozen_key = p.surface_key  # a summary landing mid-turn replaces ``p.surface_key``
+
+    async def check() -> list[Problem]:
+        problems: list[Problem] = []
+        sid = p.session_id
+        # One fresh read of the log: the surface reads the newest events, the state is taken at
+        # that same head (a writer that bypassed the lease shows in either).
+        surface = await rt.service.projection(sid, SURFACE)
+        live_state = await rt.story_state(sid, at=surface.upto_seq)
+        if sha256_hex(live_state) != p.state_digest:
+            problems.append(Problem(
+                "commit.stale_state",
+                f"the story state changed since this turn was prepared (revision {p.state_revision} → {live_state.get('revision')})",
+                "", {"component": "state", "expectedRevision": p.state_revision, "currentRevision": live_state.get("revision")},
+            ))  # fmt: skip
+        nodes = surface.state["nodes"]
+        frozen = p.surface_key
+        # Nothing rewrote the surface since prepare (the projection cache saw every event since):
+        # its first nodes are still the frozen ones, without comparing them one by one.
+        appended_only = (
+            frozen is frozen_key
+            and surface.appends_since is not None
+            and surface.appends_since <= p.surface_seq
+            and len(nodes) >= len(frozen)
+        )
+        if not appended_only and surface_key(nodes[: len(frozen)]) != frozen:
+            problems.append(Problem(
+                "commit.stale_context", "the conversation this turn was written from was edited or deleted since it was prepared",
+                "", {"component": "context"},
+            ))  # fmt: skip
+        return problems
+
+    return check
+
+
+def _changed_revisions(rt: RoleplayRuntime) -> Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]:
+    """The commit's check of the assets whose revision moved since prepare (a commit must not
+    land on stale sources). A deleted asset reads as ``None``."""
+
+    async def check(live: Mapping[str, Any]) -> dict[str, Any]:
+        current = await rt.assets.revisions(live)
+        return {a: current.get(a) for a in sorted(live) if current.get(a) != live[a]}
+
+    return check
 
 
 async def play_turn(
