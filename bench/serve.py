@@ -159,10 +159,25 @@ def child(url: str, port: int, stats_path: str) -> None:
             import collections
             import gc
 
+            t0, c0 = time.perf_counter(), time.thread_time()
+            gc.collect()
+            full_ms = (time.perf_counter() - t0) * 1000
+            full_cpu_ms = (time.thread_time() - c0) * 1000
             tracked = gc.get_objects()
             kinds = collections.Counter(type(o).__name__ for o in tracked)
-            heap.update(tracked=len(tracked), frozen=gc.get_freeze_count(), top=kinds.most_common(8))
-            del tracked
+            # The biggest containers: a full collection visits every reference each one holds.
+            big = sorted(
+                ((len(o), type(o).__name__, repr(o)[:100]) for o in tracked if isinstance(o, (dict, list, set, tuple))), reverse=True
+            )
+            heap.update(
+                tracked=len(tracked),
+                frozen=gc.get_freeze_count(),
+                top=kinds.most_common(8),
+                full_collection_ms=round(full_ms, 1),
+                full_collection_cpu_ms=round(full_cpu_ms, 1),
+                biggest=big[:6],
+            )
+            del tracked, big
             monitor.cancel()
             await rt.aclose()
             await store.close()
