@@ -155,6 +155,23 @@ async def test_importing_the_same_bytes_twice_returns_the_existing_asset(assets:
     assert other.duplicate is False and other.asset_id != first.asset_id
 
 
+async def test_a_card_imported_before_is_known_by_its_bytes_without_parsing_it_again(
+    assets: AssetStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each new story on the bundled sample imports it again: one read, not a whole card's parse
+    # and validation, finds it.
+    first = await import_file(assets, card_json(), "a.json")
+
+    def parse_again(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a known card was parsed again")
+
+    monkeypatch.setattr(importing, "import_card_object", parse_again)
+    monkeypatch.setattr(importing, "import_card_bytes", parse_again)
+    second = await import_file(assets, card_json(), "b.json")
+    assert second.duplicate is True and second.asset_id == first.asset_id
+    assert [w.code for w in second.warnings] == ["asset.import.duplicate"]
+
+
 async def test_reimport_after_delete_creates_a_new_asset(assets: AssetStore) -> None:
     first = await import_file(assets, WORLD_INFO, "w.json")
     await assets.delete(first.asset_id)

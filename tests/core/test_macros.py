@@ -55,3 +55,23 @@ def test_context_from_card_and_persona_data() -> None:
     assert macro_context_from({"name": "Irene", "nickname": "艾琳"}, {"name": "旅人"}) == CTX
     assert macro_context_from({"name": "Irene", "nickname": None}, None) == MacroContext("Irene", None)
     assert macro_context_from(None, {"name": ""}) == MacroContext(None, None)
+
+
+def _reference_partial_suffix(text: str) -> int:
+    # The scan over the macros that the prefix set replaced (per streamed chunk).
+    from roleplay.core.macros import _MACROS, _MAX_LEN
+
+    lowered = text[-(_MAX_LEN - 1) :].lower()
+    for n in range(len(lowered), 0, -1):
+        tail = lowered[-n:]
+        if any(len(tail) < len(m) and m.startswith(tail) for m in _MACROS):
+            return n
+    return 0
+
+
+@given(st.text(alphabet=st.sampled_from(list("{}<>/charbotuseCHARBOTUSEİı x")), max_size=12) | st.text(max_size=12))
+@settings(max_examples=500)
+def test_the_held_back_tail_is_the_reference_scans(text: str) -> None:
+    from roleplay.core.macros import _partial_suffix
+
+    assert _partial_suffix(text) == _reference_partial_suffix(text)

@@ -174,6 +174,18 @@ async def import_card(
     parsed: tuple[Any, list[Problem]] | None = None,
 ) -> ImportResult:
     """``parsed``: the file's JSON and parse warnings when the caller has parsed it already."""
+    digest = import_hash(data)
+
+    async def imported_before(tx: AssetTx) -> ImportResult | None:
+        existing = await tx.by_import_hash(CARD, digest)
+        return None if existing is None else await _duplicate(tx, existing, filename)
+
+    # The same file again (the bundled sample for each new story, a card uploaded twice) is known
+    # by its hash: one read, not a parse and validation of the whole card to find that out. The
+    # write below checks again, in its transaction.
+    again = await store.read(imported_before)
+    if again is not None:
+        return again
     card_import = (
         import_card_object(*parsed, filename) if parsed is not None else import_card_bytes(data, filename, allow_repair=allow_repair)
     )
@@ -204,7 +216,6 @@ async def import_card(
             )
         )
     isolated = card_import.isolated_prompts.model_copy(update={"trusted": False})
-    digest = import_hash(data)
     card_id, book_id = store.new_id(), store.new_id()
 
     async def body(tx: AssetTx) -> ImportResult:

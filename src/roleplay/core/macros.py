@@ -58,12 +58,16 @@ def expand(text: str, ctx: MacroContext) -> str:
     return _PATTERN.sub(sub, text)
 
 
+# Every proper prefix of a macro: a streamed tail that is one may still grow into it.
+_PREFIXES = frozenset(m[:k] for m in _MACROS for k in range(1, len(m)))
+
+
 def _partial_suffix(text: str) -> int:
-    """Length of the longest suffix of ``text`` that could still grow into a macro."""
+    """Length of the longest suffix of ``text`` that could still grow into a macro (called for
+    every streamed chunk: a set lookup per length, not a scan of the macros)."""
     lowered = text[-(_MAX_LEN - 1) :].lower()
     for n in range(len(lowered), 0, -1):
-        tail = lowered[-n:]
-        if any(len(tail) < len(m) and m.startswith(tail) for m in _MACROS):
+        if lowered[-n:] in _PREFIXES:
             return n
     return 0
 
