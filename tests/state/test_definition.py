@@ -110,3 +110,29 @@ def test_plain_copy_is_independent():
     copy = plain_copy(source)
     copy["a"].append(2)
     assert source == {"a": [1]}
+
+
+def test_a_definition_found_valid_is_known_by_its_content_not_its_object(definition):
+    # Valid definitions are remembered by their canonical text: the same content is not walked
+    # again, and any change to it (in place included) is checked afresh.
+    assert validate_definition(definition) == []
+    assert validate_definition(dict(definition)) == []
+    definition["updateMode"] = "sometimes"
+    assert [p.code for p in validate_definition(definition)] == ["state.definition.update_mode_invalid"]
+    definition["updateMode"] = UPDATE_MODES[0]
+    del definition["schema"]
+    assert validate_definition(definition) != []
+
+
+def test_a_definition_that_is_not_plain_json_is_never_taken_for_a_known_one(definition, monkeypatch):
+    # A tuple prints as the list a valid definition holds: it must not pass on that text.
+    from roleplay.state import definition as module
+
+    assert validate_definition(definition) == []
+    checked = []
+    real = module._definition_problems
+    monkeypatch.setattr(module, "_definition_problems", lambda d, base: checked.append(d) or real(d, base))
+    assert validate_definition(dict(definition)) == [] and checked == []  # known: not walked again
+    odd = {**definition, "rules": tuple(definition["rules"])}
+    validate_definition(odd)
+    assert checked == [odd]  # walked: its text is the known one's, its types are not

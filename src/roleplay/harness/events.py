@@ -343,6 +343,12 @@ def _plain_json(value: Any, depth: int) -> bool:
     return kind in _ATOMS or (kind is float and value - value == 0.0)
 
 
+def is_plain_json(value: Any) -> bool:
+    """True when ``value`` is surely plain JSON of exact types (dict, list, str, int, bool, None,
+    finite float), within the depth limit; False when unsure."""
+    return _plain_json(value, 0)
+
+
 def _check_json(value: Any, pointer: str, depth: int) -> None:
     """Reject what JSON cannot hold faithfully. Pydantic's JSON mode would turn NaN into null and
     accept tuples or non-string keys silently; a stored event must be exactly what was meant."""

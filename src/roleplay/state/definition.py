@@ -13,6 +13,7 @@ from typing import Any
 
 from roleplay.canonical import canonical_json
 from roleplay.errors import Problem
+from roleplay.harness.events import is_plain_json
 from roleplay.state import limits
 from roleplay.state.pointers import closed_object_problems
 from roleplay.state.rules import validate_rules
@@ -39,8 +40,28 @@ def namespace_name_problems(name: Any, pointer: str = "/namespace") -> list[Prob
     return []
 
 
+# Canonical texts of definitions found valid. A story folds the same few definitions again and
+# again (each bootstrap, each story-state read that folds from the log), and checking one walks its
+# whole schema and rules; its canonical text is a fraction of that. Bounded: it starts again.
+_VALID: dict[str, None] = {}
+_VALID_MAX = 512
+
+
 def validate_definition(definition: Any, base: str = "") -> list[Problem]:
     """Every problem of a definition; pointers are ``base`` + the field path."""
+    # Only plain JSON of exact types is known by its text: a tuple would read as the list it prints as.
+    key = canonical_json(definition) if type(definition) is dict and is_plain_json(definition) else None
+    if key is not None and key in _VALID:
+        return []
+    problems = _definition_problems(definition, base)
+    if key is not None and not problems:
+        if len(_VALID) >= _VALID_MAX:
+            _VALID.clear()
+        _VALID[key] = None
+    return problems
+
+
+def _definition_problems(definition: Any, base: str) -> list[Problem]:
     if not isinstance(definition, dict):
         return [Problem("state.definition.not_object", "a definition must be an object", base)]
     problems = closed_object_problems(
