@@ -190,7 +190,7 @@ def child(url: str, port: int, stats_path: str) -> None:
     if profile:
         import cProfile
 
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.thread_time)  # the loop thread's CPU: waits on epoll are not work
         profiler.enable()
     try:
         server.run()
