@@ -38,7 +38,6 @@ turn with the runtime in the parent's place (``core.toolfree``).
 from __future__ import annotations
 
 import asyncio
-import copy
 from dataclasses import dataclass, field, replace
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -53,6 +52,7 @@ from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, Tur
 from roleplay.harness.models.routes import Route, route_context_window
 from roleplay.harness.models.types import SAMPLING_PARAMS, ChatModel, ModelResponse
 from roleplay.harness.projections import Loaded
+from roleplay.harness.sessions import json_copy
 from roleplay.harness.prompts import (
     ORDER_IDENTITY,
     PromptAssembly,
@@ -192,7 +192,7 @@ async def prepare_run(
     profile = profile_of((await rt.service.projection_at(session_id, SESSION_PROJECTION, head_seq)).state)
     state_view = await rt.story_state(session_id, at=head_seq)  # {} with rp-state off: prepare works without State
     # Cached projection states are shared: the run keeps its own copy of the state it commits against.
-    state = copy.deepcopy(state_view) if state_view.get("namespaces") else None
+    state = json_copy(state_view) if state_view.get("namespaces") else None
     reader = StoreAssetReader(rt.assets, cache=rt.asset_cache)
     await reader.prefetch(bound_assets(profile))  # one read for all, not one per asset
     macros = await rt.macro_context(profile, reader)  # none while rp-macro is off
