@@ -186,17 +186,39 @@ class ProjectionCache:
     process loads fast.
     """
 
-    # Bounded: a long session's surface is megabytes, and a server holds many sessions.
-    def __init__(self, max_entries: int = 128, snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY) -> None:
+    # Bounded twice: a long session's surface is megabytes, so the events the states are folded
+    # over (their seqs, a proxy for their size) are bounded; and a server holds many sessions, a
+    # young story's six states are small, and when they do not all fit, every turn of a server
+    # with more stories than fit reloads each of them (issue 16: a snapshot read and a full event
+    # read per projection per turn), so their number is bounded far above a story's share.
+    def __init__(self, max_entries: int = 4096, snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY, max_folded: int = 1_000_000) -> None:
         self._entries: dict[tuple[str, str, int], _Entry] = {}
         self._max = max_entries
+        self._max_folded = max_folded
+        self._folded = 0  # the entries' upto_seq, summed
         self._snapshot_every = snapshot_every
 
-    async def load(self, store: "EventStore", session_id: str, projection: Projection) -> Loaded:
+    def _keep(self, key: tuple[str, str, int], entry: _Entry) -> None:
+        """(Re)insert ``entry`` as the most recently used, then evict from the least recently used
+        end (retired sessions' entries first: they were moved there) until within bounds; the
+        entry just kept stays whatever its size."""
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._folded -= old.upto_seq
+        self._entries[key] = entry
+        self._folded += entry.upto_seq
+        self._trim()
+
+    def _trim(self) -> None:
+        entries = self._entries
+        while len(entries) > 1 and (len(entries) > self._max or self._folded > self._max_folded):
+            self._folded -= entries.pop(next(iter(entries))).upto_seq
+
+    async def load(self, store: "EventStore", session_id: str, projection: Projection, *, use_snapshot: bool = True) -> Loaded:
         key = (session_id, projection.name, projection.version)
-        entry = self._entries.pop(key, None)
+        entry = self._entries.pop(key, None)  # (a concurrent load of it meanwhile starts its own)
         if entry is None:
-            loaded = await load(store, session_id, projection, snapshot_every=None)
+            loaded = await load(store, session_id, projection, use_snapshot=use_snapshot, snapshot_every=None)
             entry = _Entry(
                 loaded.state,
                 loaded.upto_seq,
@@ -206,6 +228,7 @@ class ProjectionCache:
             )
             folded = loaded.folded
         else:
+            self._folded -= entry.upto_seq
             folded = 0
             state = entry.state
             rewrites = projection.rewrites
@@ -218,9 +241,7 @@ class ProjectionCache:
                     entry.appends_since = event.seq
                 folded += 1
             entry.state = state
-        self._entries[key] = entry  # most recently used last
-        while len(self._entries) > self._max:
-            self._entries.pop(next(iter(self._entries)))
+        self._keep(key, entry)  # most recently used last
         result = Loaded(
             state=entry.state,
             upto_seq=entry.upto_seq,
@@ -233,15 +254,14 @@ class ProjectionCache:
         return result
 
     def seed_empty(self, session_id: str, projections: Sequence[Projection]) -> None:
-        """Keep the initial states of a session this process has just created with no events: what
-        a load would fold (no snapshot, no event), so a first ``load_at(…, 0)`` needs no read. A
-        plain ``load`` still reads whatever another process appended since."""
+        """Keep the initial states of a session this process has just created: what a load would
+        fold (no snapshot, no event), to be ``advance``d over the events it was created with, so a
+        first ``load_at`` at its head needs no read. A plain ``load`` still reads whatever another
+        process appended since."""
         for projection in projections:
             key = (session_id, projection.name, projection.version)
             if key not in self._entries:
-                self._entries[key] = _Entry(projection.initial(), 0, 0, 0, projection)
-        while len(self._entries) > self._max:
-            self._entries.pop(next(iter(self._entries)))
+                self._keep(key, _Entry(projection.initial(), 0, 0, 0, projection))
 
     async def load_at(self, store: "EventStore", session_id: str, projection: Projection, seq: int) -> Loaded:
         """``load`` for a caller that knows the session's head is ``seq`` (it holds the run lease
@@ -250,7 +270,12 @@ class ProjectionCache:
         key = (session_id, projection.name, projection.version)
         entry = self._entries.get(key)
         if entry is None or entry.upto_seq != seq:
-            return await self.load(store, session_id, projection)
+            # A young session has no snapshot to find (the first is due ``snapshot_every`` events
+            # in), and folding its few events from the start is one read either way: the snapshot
+            # read, a round trip on PostgreSQL, is skipped. Same state: a fold from scratch is
+            # what snapshot + tail equals (the property test).
+            young = seq < (self._snapshot_every if self._snapshot_every is not None else DEFAULT_SNAPSHOT_EVERY)
+            return await self.load(store, session_id, projection, use_snapshot=not young)
         self._entries[key] = self._entries.pop(key)  # most recently used last
         return Loaded(
             state=entry.state,
@@ -273,7 +298,18 @@ class ProjectionCache:
                 state = projection.apply(state, event)
                 if projection.rewrites is not None and projection.rewrites(event):
                     entry.appends_since = event.seq
+            self._folded += events[-1].seq - entry.upto_seq
             entry.state, entry.upto_seq = state, events[-1].seq
+        self._trim()
+
+    def retire(self, session_id: str) -> None:
+        """A session whose run is over and that nothing is expected to read again soon (a
+        sub-agent's child after its one turn): its states go first when the cache is full, instead
+        of pushing out the states of the stories still being played. They stay usable meanwhile."""
+        retired = {key: entry for key, entry in self._entries.items() if key[0] == session_id}
+        for key in retired:
+            del self._entries[key]
+        self._entries = {**retired, **self._entries}
 
 
 async def _write_kept(store: "EventStore", session_id: str, projection: Projection, entry: _Entry) -> None:

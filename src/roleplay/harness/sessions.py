@@ -123,13 +123,18 @@ class SessionService:
         record, events = await self.store.create_session_with_events(
             preset=preset, session_id=session_id, parent_id=parent_id, workspace=workspace, title=title, events=stamped, leased=leased
         )
-        if not stamped or leased:
-            # A child session starts empty or with its run's first events, and its first step
-            # reads these two at that seq (a snapshot read and an event read each on PostgreSQL,
-            # saved). Fresh copies, as ``append`` keeps.
-            self.cache.seed_empty(record.id, (surface_projection, turns_projection))
-            copies = fresh_copies(events)
-            self.cache.advance(record.id, 0, copies)
+        # The session's first states, folded over the events it was created with, are what a load
+        # would fold: its first step reads them at that seq (an event read each, and a snapshot
+        # read where the session is not young, saved). A child session's run reads these two; a
+        # story's first turn reads most of the registered ones (issue 16: five reads on
+        # PostgreSQL). Fresh copies, as ``append`` keeps.
+        if parent_id is None:
+            seeded = [*(self.projections.get(name) for name in self.projections.names()), turns_projection]
+        else:
+            seeded = [surface_projection, turns_projection]
+        self.cache.seed_empty(record.id, seeded)
+        if events:
+            self.cache.advance(record.id, 0, fresh_copies(events))
         return record, events
 
     # -- appends ---------------------------------------------------------------------------------

@@ -146,6 +146,7 @@ async def run_subagent(
     finally:
         if relay is not None:
             relay.cancel()
+        service.cache.retire(child_id)  # its one turn is over: its states go first, not the parent's
     details = {"childSessionId": child_id, "outcome": turn.outcome}
     if timed_out:
         raise RpError("subagent.timeout", f"sub-agent did not finish within {request.timeout:g}s", details=details)

@@ -1,0 +1,178 @@
+"""The projection cache as the reads at a known head see it (issue 16): what it keeps, what it
+evicts, which reads it saves, and that a read through it always equals a fresh fold."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from roleplay.clock import CountingIds, FixedClock
+from roleplay.harness.commands import commands_projection
+from roleplay.harness.events import EventDraft
+from roleplay.harness.projections import ProjectionCache, fold, roundtrip
+from roleplay.harness.sessions import SessionService
+from roleplay.harness.store import EventStore, open_store
+from roleplay.harness.surface import surface_projection
+from roleplay.harness.turns import turns_projection
+
+from .test_projections import counter_projection, event_logs, user
+
+READS = ("read", "iter_events", "load_snapshot", "head", "get_session")
+
+
+def count_reads(store: EventStore) -> Counter[str]:
+    """Counts the store's reads from now on (instance attributes shadow the methods)."""
+    calls: Counter[str] = Counter()
+
+    def counting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    for name in READS:
+        setattr(store, name, counting(name, getattr(store, name)))
+    return calls
+
+
+@pytest.mark.anyio
+async def test_a_read_at_the_cached_head_does_not_touch_the_store(store: EventStore) -> None:
+    counter = counter_projection()
+    service = SessionService(store)
+    service.projections.register(counter)
+    rec = await service.create("p", seed=[user("u1"), user("u2")])
+    calls = count_reads(store)
+    # Created by this process: every registered projection (and the turns) is kept at its head.
+    for projection in (surface_projection, commands_projection, counter, turns_projection):
+        loaded = await service.projection_at(rec.id, projection, 2)
+        assert loaded.upto_seq == 2 and loaded.folded == 0
+    assert (await service.projection_at(rec.id, counter, 2)).state == {"n": 2, "last": 2}
+    # Its own appends are folded in as made: the next read at the new head reads nothing either.
+    await service.append(rec.id, [user("u3")], expected_seq=2)
+    assert (await service.projection_at(rec.id, counter, 3)).state == {"n": 3, "last": 3}
+    surface = await service.projection_at(rec.id, surface_projection, 3)
+    assert [n["id"] for n in surface.state["nodes"]] == ["u1", "u2", "u3"]
+    assert surface.state == roundtrip(fold(surface_projection, await store.read(rec.id)))
+    assert calls == Counter({"read": 1})  # (the comparison's own read just above)
+
+
+@pytest.mark.anyio
+async def test_a_young_session_missing_from_the_cache_is_folded_without_a_snapshot_read(make_store) -> None:  # type: ignore[no-untyped-def]
+    store = make_store()
+    await store.migrate()
+    try:
+        rec = await store.create_session(preset="p", events=[user(f"m{i}") for i in range(4)])
+        calls = count_reads(store)
+        cache = ProjectionCache(snapshot_every=10)
+        loaded = await cache.load_at(store, rec.id, surface_projection, 4)
+        assert calls["load_snapshot"] == 0 and loaded.upto_seq == 4
+        assert loaded.state == roundtrip(fold(surface_projection, await store.read(rec.id)))
+        # Past the first snapshot's due point a snapshot may exist: it is looked for.
+        await store.append(rec.id, 4, [user(f"n{i}") for i in range(8)])
+        older = ProjectionCache(snapshot_every=10)
+        again = await older.load_at(store, rec.id, surface_projection, 12)
+        assert calls["load_snapshot"] == 1
+        assert again.state == roundtrip(fold(surface_projection, await store.read(rec.id)))
+    finally:
+        await store.close()
+
+
+@pytest.mark.anyio
+async def test_retired_sessions_go_first_and_the_folded_events_are_bounded(store: EventStore) -> None:
+    counter = counter_projection()
+    story = await store.create_session(preset="p", events=[user(f"s{i}") for i in range(6)])
+    child = await store.create_session(preset="c", events=[user("c1"), user("c2")])
+    cache = ProjectionCache(max_entries=3, max_folded=100)
+    await cache.load(store, child.id, surface_projection)
+    await cache.load(store, child.id, counter)
+    await cache.load(store, story.id, surface_projection)
+    cache.retire(child.id)
+    await cache.load(store, story.id, counter)  # one over: a retired entry goes, not the story's
+    assert {(k[0], k[1]) for k in cache._entries} == {
+        (child.id, counter.name),
+        (story.id, surface_projection.name),
+        (story.id, counter.name),
+    }
+    assert cache._folded == sum(e.upto_seq for e in cache._entries.values()) == 14
+    # The events folded are bounded too; the entry just loaded stays, whatever its size.
+    tight = ProjectionCache(max_folded=7)
+    await tight.load(store, child.id, surface_projection)
+    await tight.load(store, story.id, surface_projection)
+    assert [k[0] for k in tight._entries] == [story.id] and tight._folded == 6
+    await tight.load(store, child.id, surface_projection)
+    assert [k[0] for k in tight._entries] == [child.id] and tight._folded == 2
+
+
+# -- reads at the head always equal a fresh fold --------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    log=event_logs(),
+    cuts=st.lists(st.integers(min_value=1, max_value=60), max_size=6),
+    outside=st.lists(st.booleans(), min_size=8, max_size=8),
+    max_entries=st.integers(min_value=1, max_value=6),
+    max_folded=st.integers(min_value=1, max_value=80),
+    snapshot_every=st.sampled_from([2, 5, 500]),
+    fork_at=st.integers(min_value=0, max_value=80),
+)
+def test_reads_at_the_head_through_the_cache_equal_a_fresh_fold(
+    log: list[EventDraft], cuts: list[int], outside: list[bool], max_entries: int, max_folded: int, snapshot_every: int, fork_at: int
+) -> None:
+    """A story with edits and forks, appended in batches by this process or another (whose appends
+    this cache never sees), through a cache small enough to evict, retire and snapshot: every
+    ``projection_at`` at the head, every plain load, equals a fold of the log from scratch."""
+    counter = counter_projection()
+    projections = (surface_projection, commands_projection, counter, turns_projection)
+
+    async def check(service: SessionService, store: EventStore, sid: str) -> None:
+        events = await store.read(sid)
+        head = events[-1].seq if events else 0
+        for projection in projections:
+            at = await service.projection_at(sid, projection, head)
+            assert at.upto_seq == head
+            assert roundtrip(at.state) == roundtrip(fold(projection, events))
+        plain = await service.projection(sid, surface_projection)
+        assert roundtrip(plain.state) == roundtrip(fold(surface_projection, events))
+
+    async def run(path: Path) -> None:
+        store = open_store(f"sqlite:///{path}", clock=FixedClock(), ids=CountingIds())
+        await store.migrate()
+        other = open_store(f"sqlite:///{path}", clock=FixedClock())
+        service = SessionService(store)
+        service.projections.register(counter)
+        service.cache = ProjectionCache(max_entries=max_entries, snapshot_every=snapshot_every, max_folded=max_folded)
+        try:
+            rec = await service.create("p", seed=log[:1])
+            await check(service, store, rec.id)
+            done = min(1, len(log))
+            bounds = sorted({min(c, len(log)) for c in cuts} | {len(log)})
+            for i, cut in enumerate(bounds):
+                if cut <= done:
+                    continue
+                if outside[i % len(outside)]:
+                    await other.append(rec.id, done, log[done:cut])
+                else:
+                    await service.append(rec.id, log[done:cut], expected_seq=done)
+                done = cut
+                await check(service, store, rec.id)
+                if i % 3 == 2:
+                    service.cache.retire(rec.id)
+            fork = await service.fork(rec.id, min(fork_at, done))
+            await check(service, store, fork.id)
+            await check(service, store, rec.id)
+            assert service.cache._folded == sum(e.upto_seq for e in service.cache._entries.values())
+        finally:
+            await other.close()
+            await store.close()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(run(Path(tmp) / "rp.db"))
