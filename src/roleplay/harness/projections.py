@@ -186,12 +186,13 @@ class ProjectionCache:
     process loads fast.
     """
 
-    # Bounded twice: a long session's surface is megabytes, so the events the states are folded
-    # over (their seqs, a proxy for their size) are bounded; and a server holds many sessions, a
-    # young story's six states are small, and when they do not all fit, every turn of a server
-    # with more stories than fit reloads each of them (issue 16: a snapshot read and a full event
-    # read per projection per turn), so their number is bounded far above a story's share.
-    def __init__(self, max_entries: int = 4096, snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY, max_folded: int = 1_000_000) -> None:
+    # Bounded twice. A long session's surface is megabytes, so the events the states are folded
+    # over (their seqs, a proxy for their size) are: 3M is the 128 entries once kept, at a
+    # 1,000-turn demo story's ~23,000 events. A server holds many sessions, and when their states
+    # do not all fit, every turn of each story reloads each of them (issue 16: a snapshot read
+    # and a full event read per projection, with 30 young stories and 128 entries), so the count
+    # is bounded far above a story's share (~9 states): young stories' states are small.
+    def __init__(self, max_entries: int = 4096, snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY, max_folded: int = 3_000_000) -> None:
         self._entries: dict[tuple[str, str, int], _Entry] = {}
         self._max = max_entries
         self._max_folded = max_folded
