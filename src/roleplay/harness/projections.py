@@ -194,6 +194,10 @@ class ProjectionCache:
     # is bounded far above a story's share (~9 states): young stories' states are small.
     def __init__(self, max_entries: int = 4096, snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY, max_folded: int = 3_000_000) -> None:
         self._entries: dict[tuple[str, str, int], _Entry] = {}
+        # Each session's keys: an append advances only its own session's states, and a scan of
+        # thousands of entries for them would cost every append (issue 16).
+        self._sessions: dict[str, dict[tuple[str, str, int], None]] = {}  # least recently used first
+        self._retired: dict[tuple[str, str, int], None] = {}  # evicted first, oldest first
         self._max = max_entries
         self._max_folded = max_folded
         self._folded = 0  # the entries' upto_seq, summed
@@ -207,17 +211,44 @@ class ProjectionCache:
         if old is not None:
             self._folded -= old.upto_seq
         self._entries[key] = entry
+        self._touch(key)
         self._folded += entry.upto_seq
-        self._trim()
+        self._trim(keep=key)
 
-    def _trim(self) -> None:
+    def _touch(self, key: tuple[str, str, int]) -> None:
+        """``key``'s entry was just kept or used: the most recent of its session, not retired."""
+        keys = self._sessions.setdefault(key[0], {})
+        keys.pop(key, None)
+        keys[key] = None
+        self._retired.pop(key, None)
+
+    def _take(self, key: tuple[str, str, int]) -> _Entry | None:
+        """Remove ``key``'s entry (to be kept again or dropped); its folded count is the caller's."""
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            keys = self._sessions.get(key[0])
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._sessions[key[0]]
+            self._retired.pop(key, None)
+        return entry
+
+    def _trim(self, keep: tuple[str, str, int] | None = None) -> None:
         entries = self._entries
         while len(entries) > 1 and (len(entries) > self._max or self._folded > self._max_folded):
-            self._folded -= entries.pop(next(iter(entries))).upto_seq
+            # Retired sessions' entries first, then the least recently used; never the entry
+            # just kept, whatever its size.
+            victim = next((k for k in self._retired if k != keep), None) or next((k for k in entries if k != keep), None)
+            if victim is None:
+                return
+            taken = self._take(victim)
+            assert taken is not None
+            self._folded -= taken.upto_seq
 
     async def load(self, store: "EventStore", session_id: str, projection: Projection, *, use_snapshot: bool = True) -> Loaded:
         key = (session_id, projection.name, projection.version)
-        entry = self._entries.pop(key, None)  # (a concurrent load of it meanwhile starts its own)
+        entry = self._take(key)  # (a concurrent load of it meanwhile starts its own)
         if entry is None:
             loaded = await load(store, session_id, projection, use_snapshot=use_snapshot, snapshot_every=None)
             entry = _Entry(
@@ -278,6 +309,7 @@ class ProjectionCache:
             young = seq < (self._snapshot_every if self._snapshot_every is not None else DEFAULT_SNAPSHOT_EVERY)
             return await self.load(store, session_id, projection, use_snapshot=not young)
         self._entries[key] = self._entries.pop(key)  # most recently used last
+        self._touch(key)
         return Loaded(
             state=entry.state,
             upto_seq=entry.upto_seq,
@@ -290,9 +322,10 @@ class ProjectionCache:
         """Fold events this process has just appended after ``after_seq`` into the session's states
         kept at exactly that seq, as a load would after reading them back (``events`` must be fresh
         copies: the states keep parts of them)."""
-        for (sid, _, _), entry in self._entries.items():
+        for key in self._sessions.get(session_id, ()):
+            entry = self._entries[key]
             projection = entry.projection
-            if sid != session_id or projection is None or entry.upto_seq != after_seq or not events:
+            if projection is None or entry.upto_seq != after_seq or not events:
                 continue
             state = _unshared(entry, projection)
             for event in events:
@@ -307,10 +340,8 @@ class ProjectionCache:
         """A session whose run is over and that nothing is expected to read again soon (a
         sub-agent's child after its one turn): its states go first when the cache is full, instead
         of pushing out the states of the stories still being played. They stay usable meanwhile."""
-        retired = {key: entry for key, entry in self._entries.items() if key[0] == session_id}
-        for key in retired:
-            del self._entries[key]
-        self._entries = {**retired, **self._entries}
+        for key in self._sessions.get(session_id, ()):
+            self._retired[key] = None
 
 
 async def _write_kept(store: "EventStore", session_id: str, projection: Projection, entry: _Entry) -> None:
