@@ -176,3 +176,20 @@ def test_reads_at_the_head_through_the_cache_equal_a_fresh_fold(
 
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(run(Path(tmp) / "rp.db"))
+
+
+@pytest.mark.anyio
+async def test_only_a_few_retired_sessions_stay_kept(store: EventStore) -> None:
+    # A server retires a Writer child every turn: kept until the cache is full, they would be a
+    # large share of the heap every full collection walks. The newest few stay usable.
+    from roleplay.harness import projections
+
+    cache = ProjectionCache()
+    children = [await store.create_session(preset="c", events=[user("c")]) for _ in range(projections._MAX_RETIRED + 3)]
+    for child in children:
+        await cache.load(store, child.id, surface_projection)
+        cache.retire(child.id)
+    kept = {k[0] for k in cache._entries}
+    assert kept == {c.id for c in children[3:]}
+    assert cache._folded == sum(e.upto_seq for e in cache._entries.values())
+    assert set(cache._sessions) == kept

@@ -174,6 +174,9 @@ def _unshared(entry: _Entry, projection: Projection) -> Any:
     return entry.state
 
 
+_MAX_RETIRED = 64  # retired entries kept at most (``ProjectionCache.retire``)
+
+
 class ProjectionCache:
     """The latest state of each (session, projection) kept in memory and advanced by folding only
     the events appended since: a long session costs one indexed read of its new events per load
@@ -342,6 +345,15 @@ class ProjectionCache:
         of pushing out the states of the stories still being played. They stay usable meanwhile."""
         for key in self._sessions.get(session_id, ()):
             self._retired[key] = None
+        # Not many of them stay, full or not: a server plays a Writer child per turn, and every
+        # object kept is one more that each full collection walks while the event loop waits
+        # (issue 16: 800 children's states were a fifth of a loaded server's heap).
+        while len(self._retired) > _MAX_RETIRED:
+            oldest = next(iter(self._retired))
+            del self._retired[oldest]
+            taken = self._take(oldest)
+            if taken is not None:
+                self._folded -= taken.upto_seq
 
 
 async def _write_kept(store: "EventStore", session_id: str, projection: Projection, entry: _Entry) -> None:
