@@ -215,7 +215,10 @@ async def watch_loop(lags: list[float], ready: list[bool], period: float = 0.005
     while True:
         t0 = loop.time()
         await asyncio.sleep(period)
-        lags.append((loop.time() - t0 - period) * 1000)
+        lag = (loop.time() - t0 - period) * 1000
+        lags.append(lag)
+        if lag > 40 and os.environ.get("RP_BENCH_GC_LOG"):  # when: set against the driver's phases
+            print(f"loop held {lag:.1f} ms, ending at {time.time():.3f}", file=sys.stderr)
 
 
 # -- the driver -----------------------------------------------------------------------------------------
@@ -331,7 +334,11 @@ async def drive(url: str, delay: float, sessions: int, turns: int, think: float 
             t0 = time.perf_counter()
             await asyncio.gather(*(play_session(client, n, turns, think, stats) for n in range(sessions)))
             elapsed = time.perf_counter() - t0
+            if os.environ.get("RP_BENCH_GC_LOG"):
+                print(f"driver: every session played at {time.time():.3f}", file=sys.stderr)
     finally:
+        if os.environ.get("RP_BENCH_GC_LOG"):
+            print(f"driver: streams closed, stopping the server at {time.time():.3f}", file=sys.stderr)
         server.send_signal(signal.SIGINT)
         server.wait(60)
         provider_cpu = cpu_seconds(fake.pid)
