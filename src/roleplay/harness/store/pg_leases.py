@@ -178,6 +178,13 @@ class LeaseConnection:
         task.add_done_callback(self._pending.discard)
         return task
 
+    async def settled(self) -> None:
+        """Wait until the statements left running in the background are done: a cancelled
+        acquisition's (shielded, it may still take its lock) and the release that undoes it."""
+        while self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+            await asyncio.sleep(0)  # an acquisition's done-callback adds its undo
+
     async def close(self) -> None:
         for task in list(self._pending):
             try:
