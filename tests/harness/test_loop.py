@@ -4,6 +4,7 @@ and the real provider path through the fake OpenAI-compatible server."""
 from __future__ import annotations
 
 import asyncio
+import select
 from typing import Any
 
 import pytest
@@ -355,6 +356,14 @@ async def test_a_run_whose_lease_connection_dies_stops_before_its_next_write(ser
                 if not await (await conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,))).fetchall():
                     break
                 await asyncio.sleep(0.02)
+        # The server's goodbye must have reached this end's socket too: the lease check reads what
+        # has arrived without a round trip, and a check made before it arrives sees a live lease.
+        sock = store.leases._conn.pgconn.socket  # type: ignore[attr-defined]
+        for _ in range(100):
+            if select.select([sock], [], [], 0)[0]:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)  # its FATAL message comes first, the close a moment later
         return "killed"
 
     killer = Tool("kill", "Ends the lease connection.", {"type": "object", "properties": {}}, kill_the_lease_connection)
