@@ -123,12 +123,20 @@ async def test_retired_sessions_go_first_and_the_folded_events_are_bounded(store
     max_folded=st.integers(min_value=1, max_value=80),
     snapshot_every=st.sampled_from([2, 5, 500]),
     fork_at=st.integers(min_value=0, max_value=80),
+    max_live=st.integers(min_value=1, max_value=5),
 )
 def test_reads_at_the_head_through_the_cache_equal_a_fresh_fold(
-    log: list[EventDraft], cuts: list[int], outside: list[bool], max_entries: int, max_folded: int, snapshot_every: int, fork_at: int
+    log: list[EventDraft],
+    cuts: list[int],
+    outside: list[bool],
+    max_entries: int,
+    max_folded: int,
+    snapshot_every: int,
+    fork_at: int,
+    max_live: int,
 ) -> None:
     """A story with edits and forks, appended in batches by this process or another (whose appends
-    this cache never sees), through a cache small enough to evict, retire and snapshot: every
+    this cache never sees), through a cache small enough to evict, retire, pack and snapshot: every
     ``projection_at`` at the head, every plain load, equals a fold of the log from scratch."""
     counter = counter_projection()
     projections = (surface_projection, commands_projection, counter, turns_projection)
@@ -149,7 +157,7 @@ def test_reads_at_the_head_through_the_cache_equal_a_fresh_fold(
         other = open_store(f"sqlite:///{path}", clock=FixedClock())
         service = SessionService(store)
         service.projections.register(counter)
-        service.cache = ProjectionCache(max_entries=max_entries, snapshot_every=snapshot_every, max_folded=max_folded)
+        service.cache = ProjectionCache(max_entries=max_entries, snapshot_every=snapshot_every, max_folded=max_folded, max_live=max_live)
         try:
             rec = await service.create("p", seed=log[:1])
             await check(service, store, rec.id)
@@ -193,3 +201,42 @@ async def test_only_a_few_retired_sessions_stay_kept(store: EventStore) -> None:
     assert kept == {c.id for c in children[3:]}
     assert cache._folded == sum(e.upto_seq for e in cache._entries.values())
     assert set(cache._sessions) == kept
+
+
+@pytest.mark.anyio
+async def test_resting_states_are_packed_and_read_back_equal(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A server keeps hundreds of stories' states: beyond the most recently used few they rest as
+    # one bytes object each, which a full collection does not walk (issue 16).
+    import gc
+
+    from roleplay.harness import projections
+
+    counter = counter_projection()
+    stories = [await store.create_session(preset="p", events=[user(f"s{i}-{j}") for j in range(3)]) for i in range(4)]
+    cache = ProjectionCache(max_live=2)
+    handed = {}
+    for rec in stories:
+        for projection in (surface_projection, counter):
+            handed[rec.id, projection.name] = (await cache.load(store, rec.id, projection)).state
+    entries = cache._entries
+    packed = [k for k, e in entries.items() if e.packed is not None]
+    assert len(entries) == 8 and len(packed) == 6  # all but the two most recently used
+    assert all(entries[k].state is None for k in packed) and not gc.is_tracked(entries[packed[0]].packed)
+    # Read again (at the head, or after an append folded in by the cache): equal to a fresh fold.
+    first = stories[0]
+    again = await cache.load_at(store, first.id, surface_projection, 3)
+    assert again.state == fold(surface_projection, await store.read(first.id)) == handed[first.id, surface_projection.name]
+    await store.append(first.id, 3, [user("more")])
+    grown = await cache.load(store, first.id, counter)
+    assert grown.state == fold(counter, await store.read(first.id)) == {"n": 4, "last": 4}
+    # It rested packed meanwhile: the fold went into the unpacked state, not the one handed out.
+    assert handed[first.id, counter.name] == {"n": 3, "last": 3}
+    assert cache._folded == sum(e.upto_seq for e in entries.values())
+    # A large state stays an object: packing it would hold the loop for milliseconds.
+    monkeypatch.setattr(projections, "PACK_MAX_SEQ", 3)
+    big = ProjectionCache(max_live=1)
+    await big.load(store, first.id, surface_projection)  # 4 events
+    await big.load(store, stories[1].id, surface_projection)  # 3 events
+    await big.load(store, stories[2].id, surface_projection)
+    kinds = {k[0]: e.packed is not None for k, e in big._entries.items()}
+    assert kinds == {first.id: False, stories[1].id: True, stories[2].id: False}

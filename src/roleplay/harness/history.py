@@ -22,7 +22,6 @@ Token counts are the harness estimator's (``models.tokens``): on the safe side o
 from __future__ import annotations
 
 import json
-import weakref
 from bisect import bisect_left
 from itertools import accumulate
 from dataclasses import dataclass
@@ -48,24 +47,17 @@ def reply_reserve(window: int, max_tokens: int | None) -> int:
     return max_tokens or min(DEFAULT_REPLY_RESERVE, window // 4)
 
 
-# Counts of messages that are never changed after they are made (the loop's converted history,
-# shared by every step and turn): by object, so that a caller summing a long request (the summary
-# threshold) does not count or even hash each text again. Weak: a message that is gone is not kept.
-_KNOWN: dict[int, tuple["weakref.ref[ChatMessage]", int]] = {}
-_KNOWN_MAX = 200_000
-
-
 def remember_tokens(message: ChatMessage, tokens: int) -> None:
-    """Record ``message_tokens(message)`` for a message its maker never changes."""
-    if len(_KNOWN) >= _KNOWN_MAX:
-        _KNOWN.clear()
-    _KNOWN[id(message)] = (weakref.ref(message), tokens)
+    """Record ``message_tokens(message)`` for a message its maker never changes (the loop's
+    converted history, shared by every step and turn), so that a caller summing a long request
+    (the summary threshold) does not count or even hash each text again."""
+    message.known_tokens = tokens
 
 
 def message_tokens(message: ChatMessage) -> int:
-    known = _KNOWN.get(id(message))
-    if known is not None and known[0]() is message:
-        return known[1]
+    known = message.known_tokens
+    if known is not None:
+        return known
     content = message.content
     total = FRAMING_PER_MESSAGE + _tokens(message.text())
     if not isinstance(content, str):

@@ -22,6 +22,15 @@ prepare_snapshot``), which reads the state while the loop goes on. ``ProjectionC
 state it is writing as it is until the write ends: it stays cached meanwhile, and a fold of later
 events into it folds into a copy instead (``Projection.copy``), so the snapshot holds exactly the
 events up to its seq.
+
+Packed at rest (issue 16): a server keeps the states of every story it serves, and each state is
+dozens of dicts and lists that every full garbage collection walks while the event loop waits
+(200 young stories' states were half of a loaded server's tracked objects). Only the most recently
+used ``max_live`` entries stay as objects; the others are kept marshalled (one bytes object, which
+the collector does not walk) and unmarshalled when next used: a few microseconds for a young
+story's state, once per turn. States folded over more than ``PACK_MAX_SEQ`` events stay objects:
+a long story's surface is megabytes, which would take milliseconds each way on the loop, and a
+server has few of them.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import copy as copying
 import json
+import marshal
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -165,6 +175,8 @@ class _Entry:
     projection: Projection | None = None
     # The state a snapshot write in flight reads (None: no write): not to be folded into.
     writing: Any = None
+    # The state marshalled while the entry rests (``state`` is None then): module docstring.
+    packed: bytes | None = None
 
 
 def _unshared(entry: _Entry, projection: Projection) -> Any:
@@ -175,6 +187,25 @@ def _unshared(entry: _Entry, projection: Projection) -> Any:
 
 
 _MAX_RETIRED = 64  # retired entries kept at most (``ProjectionCache.retire``)
+# Entries folded over more events than this are never packed (module docstring).
+PACK_MAX_SEQ = 2_000
+
+
+def _unpack(entry: _Entry) -> None:
+    if entry.packed is not None:
+        entry.state, entry.packed = marshal.loads(entry.packed), None
+
+
+def _pack(entry: _Entry) -> None:
+    """Marshal ``entry``'s state unless it is large, being written to a snapshot, or not plain
+    JSON after all (marshal refuses other types and subclasses: such a state stays an object)."""
+    if entry.packed is not None or entry.writing is not None or entry.upto_seq > PACK_MAX_SEQ:
+        return
+    try:
+        packed = marshal.dumps(entry.state)
+    except ValueError:
+        return
+    entry.state, entry.packed = None, packed
 
 
 class ProjectionCache:
@@ -195,8 +226,18 @@ class ProjectionCache:
     # do not all fit, every turn of each story reloads each of them (issue 16: a snapshot read
     # and a full event read per projection, with 30 young stories and 128 entries), so the count
     # is bounded far above a story's share (~9 states): young stories' states are small.
-    def __init__(self, max_entries: int = 4096, snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY, max_folded: int = 3_000_000) -> None:
+    # ``max_live``: entries kept as objects, the most recently used; the others are packed (module
+    # docstring). A loaded server plays a few stories at any moment, about ten entries each.
+    def __init__(
+        self,
+        max_entries: int = 4096,
+        snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY,
+        max_folded: int = 3_000_000,
+        max_live: int = 128,
+    ) -> None:
         self._entries: dict[tuple[str, str, int], _Entry] = {}
+        self._live: dict[tuple[str, str, int], None] = {}  # unpacked entries, least recently used first
+        self._max_live = max(1, max_live)
         # Each session's keys: an append advances only its own session's states, and a scan of
         # thousands of entries for them would cost every append (issue 16).
         self._sessions: dict[str, dict[tuple[str, str, int], None]] = {}  # least recently used first
@@ -215,6 +256,7 @@ class ProjectionCache:
             self._folded -= old.upto_seq
         self._entries[key] = entry
         self._touch(key)
+        self._use(key, entry)
         self._folded += entry.upto_seq
         self._trim(keep=key)
 
@@ -224,6 +266,20 @@ class ProjectionCache:
         keys.pop(key, None)
         keys[key] = None
         self._retired.pop(key, None)
+
+    def _use(self, key: tuple[str, str, int], entry: _Entry) -> None:
+        """``entry``'s state as an object, and the most recently used of the live ones; the least
+        recently used beyond ``max_live`` are packed."""
+        _unpack(entry)
+        live = self._live
+        live.pop(key, None)
+        live[key] = None
+        while len(live) > self._max_live:
+            oldest = next(iter(live))
+            del live[oldest]
+            resting = self._entries.get(oldest)
+            if resting is not None:
+                _pack(resting)
 
     def _take(self, key: tuple[str, str, int]) -> _Entry | None:
         """Remove ``key``'s entry (to be kept again or dropped); its folded count is the caller's."""
@@ -235,6 +291,7 @@ class ProjectionCache:
                 if not keys:
                     del self._sessions[key[0]]
             self._retired.pop(key, None)
+            self._live.pop(key, None)
         return entry
 
     def _trim(self, keep: tuple[str, str, int] | None = None) -> None:
@@ -265,6 +322,7 @@ class ProjectionCache:
         else:
             self._folded -= entry.upto_seq
             folded = 0
+            _unpack(entry)
             state = entry.state
             rewrites = projection.rewrites
             async for event in store.iter_events(session_id, after_seq=entry.upto_seq):
@@ -313,6 +371,7 @@ class ProjectionCache:
             return await self.load(store, session_id, projection, use_snapshot=not young)
         self._entries[key] = self._entries.pop(key)  # most recently used last
         self._touch(key)
+        self._use(key, entry)
         return Loaded(
             state=entry.state,
             upto_seq=entry.upto_seq,
@@ -330,6 +389,7 @@ class ProjectionCache:
             projection = entry.projection
             if projection is None or entry.upto_seq != after_seq or not events:
                 continue
+            self._use(key, entry)
             state = _unshared(entry, projection)
             for event in events:
                 state = projection.apply(state, event)

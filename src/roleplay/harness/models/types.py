@@ -7,7 +7,8 @@ hold provider state or depend on the ``openai`` SDK. Each provider translates at
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Literal, Protocol, Sequence, Union, cast, runtime_checkable
 
 from roleplay.errors import RpError
@@ -45,6 +46,18 @@ class ChatMessage:
     tool_call_id: str | None = None
     reasoning: str | None = None
     name: str | None = None
+    # ``history.message_tokens``, recorded by a maker that never changes the message
+    # (``history.remember_tokens``). On the message, not in a side table: a table entry was two
+    # more tracked objects per message, which every full collection walks (issue 16). Not an
+    # __init__ argument, so ``dataclasses.replace`` gives a changed copy none.
+    known_tokens: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    # A copy may be changed: it starts without the original's recorded count.
+    def __copy__(self) -> "ChatMessage":
+        return replace(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "ChatMessage":
+        return replace(self, content=copy.deepcopy(self.content, memo), tool_calls=copy.deepcopy(self.tool_calls, memo))
 
     def text(self) -> str:
         """The text blocks joined; images are skipped."""
