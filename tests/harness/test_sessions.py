@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 from typing import Any, Callable
 
@@ -15,7 +16,7 @@ from roleplay.harness.commands import CommandContext, CommandRegistry, CommandSp
 from roleplay.harness.events import Event, EventDraft
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.store import EventStore
-from roleplay.harness.surface import apply_surface, find_node
+from roleplay.harness.surface import SURFACE, apply_surface, find_node
 
 pytestmark = pytest.mark.anyio
 
@@ -177,6 +178,52 @@ async def test_duplicate_ids_are_found_by_the_kept_index_as_by_a_scan(service: S
             ok = False
         assert ok == expect_ok
         used.append(mid)
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_stamping_a_batch_from_the_batchs_own_nodes_equals_stamping_on_a_copy(service: SessionService, seed: int) -> None:
+    """``append`` stamps a batch on a surface that starts with only the batch's nodes, the cached
+    ones joined in front (``before``) just before a draft that rewrites it: the drafts it gives,
+    or the error it raises, are those of stamping on a whole copy of the surface (the reference),
+    and the cached node list is left as it was."""
+    rng = random.Random(seed)
+    rec = await service.create("p", seed=[text_msg("user", "u0", "a")])
+    used = ["u0"]
+    for n in range(1, 50):
+        loaded = await service.projection(rec.id, SURFACE)
+        nodes = loaded.state["nodes"]
+        ids = {node["id"] for node in nodes}
+        drafts = []
+        for k in range(rng.randint(1, 4)):
+            roll = rng.random()
+            mid = rng.choice(used) if rng.random() < 0.2 else f"m{n}_{k}"
+            if roll < 0.15 and nodes:
+                target = rng.choice(nodes)["id"] if rng.random() < 0.8 else "ghost"
+                op = {"op": "replace", "range": rng.choice(["node", "suffix"]), "targetMessageId": target}
+                drafts.append(text_msg(rng.choice(["user", "assistant"]), f"r{n}_{k}", rng.choice(["edit", ""]), op))
+            elif roll < 0.2:
+                seqs = rng.sample([node["seq"] for node in nodes], min(2, len(nodes)))
+                drafts.append(EventDraft("compaction/checkpoint", {"checkpointId": f"c{n}_{k}", "summary": "s", "sourceEventSeqs": seqs}))
+            else:
+                drafts.append(text_msg(rng.choice(["user", "assistant"]), mid, f"t{n}"))
+            used.append(mid)
+        head = loaded.upto_seq
+        kept = list(nodes)
+
+        def stamp(surface: dict[str, Any], **kw: Any) -> Any:
+            try:
+                out = service._stamp_surface_ops(
+                    surface, head, [EventDraft(d.type, copy.deepcopy(d.payload)) for d in drafts], set(ids), **kw
+                )
+            except ValidationError as exc:
+                return (exc.code, exc.pointer)
+            return [(d.type, d.payload) for d in out]
+
+        reference = stamp({**loaded.state, "nodes": list(nodes)})
+        assert stamp({**loaded.state, "nodes": []}, before=nodes) == reference
+        assert nodes == kept and all(a is b for a, b in zip(nodes, kept))
+        if isinstance(reference, list):
+            await service.append(rec.id, drafts, expected_seq=head)
 
 
 async def test_replacement_may_target_a_message_earlier_in_the_same_batch(service: SessionService) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from roleplay.canonical import sha256_hex
+from roleplay.harness.store.texts import sha256_text
 from roleplay.errors import RpError
 from roleplay.harness.models.types import ChatModel
 from roleplay.harness.sessions import SessionService
@@ -246,7 +246,10 @@ def write_turn_tool(service: SessionService, *, agent_mode: bool = False, guidan
             call_id=ctx.call_id,
             child_session_id=result.session_id,
             route=slot.route,
-            prompt_hash=sha256_hex(prompt),
+            # The frozen build's own string (no brief): its digest was taken when the build was
+            # frozen and when the Writer's message was stored (``sha256_text`` keeps the last few
+            # long texts' by identity), so a long story's prompt is not hashed a third time.
+            prompt_hash=sha256_text(prompt),
             section_ids=tuple(s.slot_id for s in slot.build.sections),
             text=text,
         )

@@ -148,13 +148,17 @@ class SessionService:
                 from .store.base import conflict
 
                 raise conflict(session_id, expected_seq, loaded.upto_seq)
-            # The cached surface is shared: validate against a copy of the node list (the fold
-            # only rebinds list slots, so a shallow copy keeps the cache untouched).
-            surface = {**loaded.state, "nodes": list(loaded.state["nodes"])}
+            # The cached surface is shared: validate against a surface of its own that starts
+            # with only the batch's new nodes, the cached nodes joined in front (a shallow copy,
+            # which keeps the cache untouched: the fold only rebinds list slots) only if a draft
+            # rewrites the surface. A batch that only adds messages reads nothing else of it, and
+            # copying a long story's node list (thousands of nodes, every one's reference count
+            # touched) at every append was a cost growing with the story (issue 12).
+            surface = {**loaded.state, "nodes": []}
             # Which ids are on it, kept across appends: a new message's duplicate check would
             # otherwise scan every node of a long story (issue 12).
             ids = self.folds.fold(SURFACE_IDS, session_id, loaded, _SurfaceIds).ids
-            drafts = self._stamp_surface_ops(surface, expected_seq, drafts, ids)
+            drafts = self._stamp_surface_ops(surface, expected_seq, drafts, ids, before=loaded.state["nodes"])
         events = await self.store.append(session_id, expected_seq, drafts)
         # What the cache would read back next: the same rows, as fresh copies of the payloads.
         copies = fresh_copies(events)
@@ -189,13 +193,22 @@ class SessionService:
         raise RpError("event.contended", f"could not append to {session_id} after {MAX_CAS_RETRIES} conflicts")
 
     def _stamp_surface_ops(
-        self, surface: dict[str, Any], head: int, drafts: list[EventDraft], ids: set[str] | None = None
+        self,
+        surface: dict[str, Any],
+        head: int,
+        drafts: list[EventDraft],
+        ids: set[str] | None = None,
+        *,
+        before: list[dict[str, Any]] | None = None,
     ) -> list[EventDraft]:
         """Validate message drafts against the surface they would apply to, in batch order, and
         record which event seqs each replacement replaces. Batch members will get seqs
         ``head + 1 …`` (the append is a CAS at ``head``), so a replacement may target a message
         earlier in the same batch. Raises before anything is written. ``ids``: the node ids on
-        ``surface`` when the caller knows them (read only; the batch's own are kept aside)."""
+        ``surface`` when the caller knows them (read only; the batch's own are kept aside).
+        ``before``: the nodes that come before ``surface``'s own when its list holds only what
+        the batch adds (read only); they are joined in front of them (a new list) before the
+        first draft that rewrites the surface, the only kind that reads the nodes themselves."""
         added: set[str] = set()
         out: list[EventDraft] = []
         for i, draft in enumerate(drafts):
@@ -205,6 +218,9 @@ class SessionService:
             prefix = f"/{i}" if len(drafts) > 1 else ""
             payload = validate_payload(draft.type, draft.payload, index=i if len(drafts) > 1 else None)
             op = payload.get("surfaceOp") if draft.type in MESSAGE_TYPES else None
+            if before is not None and (op or draft.type == COMPACTION_CHECKPOINT or ids is None):
+                surface["nodes"] = [*before, *surface["nodes"]]
+                before = None
             if op:
                 at = find_node(surface["nodes"], op["targetMessageId"])
                 if at >= 0 and surface["nodes"][at].get("kind") == SUMMARY_NODE_KIND:
