@@ -4,6 +4,7 @@ and its invariants (current input exactly once, never-idle sources, stable epoch
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 import subprocess
@@ -849,10 +850,16 @@ def test_the_epoch_hashes_every_text_as_it_is(raw, filler: str, depth: int | Non
     whole = count_tokens(cb.freeze(slots, sources, history=entries).writer_prompt)
     from roleplay.core import context_epoch
 
-    shared_from = context_epoch._SHARED_DIGEST_FROM
-    context_epoch._SHARED_DIGEST_FROM = 0  # short texts here: take the shared path whenever it applies
+    from roleplay.harness.store import texts
+
+    shared_from, kept_from = context_epoch._SHARED_DIGEST_FROM, texts._DIGEST_KEPT_FROM
+    # Short texts here: take the shared path whenever it applies, and keep the prompt's digest.
+    context_epoch._SHARED_DIGEST_FROM = texts._DIGEST_KEPT_FROM = 0
     try:
         build = cb.freeze(slots, sources, history=entries, budget=cb.WindowBudget(int(whole * share) + 400, 300, 100))
+        # The prompt's digest, as its storage finds it (recorded by the epoch's shared encoding).
+        stored = texts.sha256_text(build.writer_prompt)
     finally:
-        context_epoch._SHARED_DIGEST_FROM = shared_from
+        context_epoch._SHARED_DIGEST_FROM, texts._DIGEST_KEPT_FROM = shared_from, kept_from
     assert build.epoch == _epoch_reference(slots, build)
+    assert stored == hashlib.sha256(build.writer_prompt.encode("utf-8")).hexdigest()

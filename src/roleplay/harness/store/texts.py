@@ -285,6 +285,15 @@ def sha256_text(text: str) -> str:
     return digest
 
 
+def remember_digest(text: str, digest: str) -> None:
+    """Record ``digest`` as ``sha256_text(text)`` for a caller that hashed ``text``'s UTF-8 bytes
+    itself (``context_epoch`` hashes a Writer prompt from the encoding it slices the prompt's
+    conversation from): the prompt's storage then finds it."""
+    global _recent_digests
+    if len(text) >= _DIGEST_KEPT_FROM and not any(known is text for known, _ in _recent_digests):
+        _recent_digests = [*_recent_digests[-(_DIGESTS_KEPT - 1) :], (text, digest)]
+
+
 _DIGEST_KEPT_FROM = 64 * 1024
 _DIGESTS_KEPT = 4
 _recent_digests: list[tuple[str, str]] = []
