@@ -129,3 +129,38 @@ async def test_on_shutdown_calls_at_once_when_already_set_and_not_after_withdraw
     withdraw()
     later.set()
     assert calls == ["late", "kept"]
+
+
+async def test_a_request_body_part_is_skipped_and_the_disconnect_still_ends_the_stream(store: Any) -> None:
+    class WithBody(Client):
+        def __init__(self) -> None:
+            super().__init__()
+            self.parts = [
+                {"type": "http.request", "body": b"x", "more_body": True},
+                {"type": "http.request", "body": b"", "more_body": False},
+            ]
+
+        async def receive(self) -> dict[str, Any]:
+            if self.parts:
+                return self.parts.pop(0)
+            return await super().receive()
+
+    client = WithBody()
+    task = asyncio.ensure_future(EventStream(store, await session(store), 0, ping_seconds=60)({}, client.receive, client.send))
+    await started(client, task)
+    await asyncio.sleep(0.05)
+    assert not client.parts and not task.done()  # both parts read, still streaming
+    client.gone.set()
+    await asyncio.wait_for(task, 5)
+    assert task.result() is None and client.bodies() == [b": connected\n\n"]
+
+
+async def test_a_failing_receive_ends_the_stream(store: Any) -> None:
+    client = Client()
+
+    async def broken() -> dict[str, Any]:
+        raise OSError("the connection broke")
+
+    task = asyncio.ensure_future(EventStream(store, await session(store), 0, ping_seconds=60)({}, broken, client.send))
+    await asyncio.wait_for(task, 5)
+    assert task.result() is None

@@ -21,7 +21,8 @@ import hmac
 import json
 import re
 from http.cookies import SimpleCookie
-from typing import Any, Iterable
+from functools import partial
+from typing import Any, Awaitable, Callable, Iterable
 from urllib.parse import quote, urlsplit
 
 from starlette.exceptions import HTTPException
@@ -70,7 +71,7 @@ def login_location(scope: Scope) -> str:
     return "/login?next=" + quote(safe_next(target), safe="")
 
 
-def _headers(scope: Scope) -> dict[str, str]:
+def request_headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
@@ -97,49 +98,48 @@ def own_origin(scope: Scope, headers: dict[str, str]) -> str | None:
     return f"{scope.get('scheme', 'http')}://{host}"
 
 
-class SecurityMiddleware:
+class Guard:
+    """The checks, apart from the middleware that applies them: a path served before the middleware
+    stack (the event stream, ``app.py``) asks ``refusal`` and leaves every refusal to the stack."""
+
     def __init__(
         self,
-        app: ASGIApp,
         *,
         token: str | None,
         allowed_origins: Iterable[str] = (),
         max_body: int = 4 * 1024 * 1024,
         max_upload: int = 64 * 1024 * 1024,
     ) -> None:
-        self.app = app
         self.token = token
         self.allowed = frozenset(o.rstrip("/") for o in allowed_origins)
         self.max_body = max_body
         self.max_upload = max_upload
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = _headers(scope)
+    def refusal(self, scope: Scope, headers: dict[str, str]) -> Callable[[Send], Awaitable[None]] | None:
+        """What answers an HTTP request refused here (403, 401, the login redirect, 413); None when it passes."""
         if scope["method"] in UNSAFE_METHODS:
             refused = self._cross_origin(scope, headers)
             if refused is not None:
-                await _reply(send, 403, envelope("http.cross_origin", refused))
-                return
+                return partial(_reply, status=403, body=envelope("http.cross_origin", refused))
         if self.token is not None and scope["path"] not in OPEN_PATHS and not token_matches(self.token, request_token(headers)):
             if wants_page(scope, headers):
-                await _redirect(send, login_location(scope))
-                return
-            await _reply(
-                send,
-                401,
-                envelope("http.auth_required", "this server needs its token: Authorization: Bearer TOKEN, or log in at /login"),
+                return partial(_redirect, location=login_location(scope))
+            return partial(
+                _reply,
+                status=401,
+                body=envelope("http.auth_required", "this server needs its token: Authorization: Bearer TOKEN, or log in at /login"),
                 extra=[(b"www-authenticate", b"Bearer")],
             )
-            return
-        limit = self.max_upload + UPLOAD_FRAMING if UPLOAD_PATHS.search(scope["path"]) else self.max_body
+        limit = self.limit(scope)
         declared = headers.get("content-length", "")
         if declared.isdecimal() and int(declared) > limit:
-            await _reply(send, 413, envelope("http.too_large", f"the request body is over the server's limit of {limit} bytes"))
-            return
-        await self.app(scope, _capped(receive, limit), send)
+            return partial(
+                _reply, status=413, body=envelope("http.too_large", f"the request body is over the server's limit of {limit} bytes")
+            )
+        return None
+
+    def limit(self, scope: Scope) -> int:
+        return self.max_upload + UPLOAD_FRAMING if UPLOAD_PATHS.search(scope["path"]) else self.max_body
 
     def _cross_origin(self, scope: Scope, headers: dict[str, str]) -> str | None:
         origin = headers.get("origin")
@@ -151,6 +151,22 @@ class SecurityMiddleware:
         if headers.get("sec-fetch-site") == "cross-site":
             return f"cross-site {scope['method']} refused"
         return None
+
+
+class SecurityMiddleware:
+    def __init__(self, app: ASGIApp, *, guard: Guard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self.guard.refusal(scope, request_headers(scope))
+        if refusal is not None:
+            await refusal(send)
+            return
+        await self.app(scope, _capped(receive, self.guard.limit(scope)), send)
 
 
 def _capped(receive: Receive, limit: int) -> Receive:
@@ -169,17 +185,17 @@ def _capped(receive: Receive, limit: int) -> Receive:
     return wrapped
 
 
-async def _reply(send: Send, status: int, body: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _reply(send: Send, *, status: int, body: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None) -> None:
     data = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
 
 
-async def _redirect(send: Send, location: str) -> None:
+async def _redirect(send: Send, *, location: str) -> None:
     headers = [(b"location", location.encode("latin-1")), (b"content-length", b"0"), (b"cache-control", b"no-store")]
     await send({"type": "http.response.start", "status": 303, "headers": headers})
     await send({"type": "http.response.body", "body": b""})
 
 
-__all__ = ["SecurityMiddleware", "TOKEN_COOKIE", "request_token", "safe_next", "token_matches"]
+__all__ = ["Guard", "SecurityMiddleware", "TOKEN_COOKIE", "request_headers", "request_token", "safe_next", "token_matches"]

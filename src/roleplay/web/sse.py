@@ -10,14 +10,20 @@ log and drops duplicates, so a resumed stream has neither.
 Each stream is its own ASGI task. A client that does not take a write within ``send_timeout`` is
 dropped (it can resume), so one slow reader never holds memory or anyone else. A disconnect or the
 server's shutdown ends the stream at once.
+
+The app serves a plain request of this route before FastAPI's middleware and router
+(``serve_direct``, called by ``app.App``); the route declared in ``routes_turns`` answers the rest
+(refusals, errors) and documents it. Both stream with ``stream_events``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qsl
 
 import anyio
 from starlette.responses import Response
@@ -26,6 +32,8 @@ from starlette.types import Receive, Scope, Send
 from roleplay.harness.names import ASSISTANT_CHUNK
 from roleplay.harness.notify import Notification
 from roleplay.harness.store.base import EventStore
+
+from .security import Guard, request_headers
 
 log = logging.getLogger("roleplay.web")
 
@@ -77,75 +85,146 @@ class EventStream(Response):
         self.shutdown = shutdown
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-        # One helper task per stream (the disconnect watcher) and no task group: every open
-        # stream's objects are traversed by each full collection, which holds the event loop.
-        stop = _Stop(asyncio.current_task())
-        watcher = asyncio.ensure_future(_watch_disconnect(receive, stop))
-        unwatch = _on_shutdown(self.shutdown, stop) if self.shutdown is not None else None
-        ended_cleanly = False
-        try:
-            await self._stream(send)
-            ended_cleanly = True
-        except SlowClient:
-            log.info("dropped a slow event-stream client of %s", self.session_id)
-            return  # the connection is closed under it; it may resume with Last-Event-ID
-        except asyncio.CancelledError:
-            if not stop.ours():
-                raise  # the server's own cancellation (or another's on top of ours)
-        finally:
-            stop.streaming = False
-            watcher.cancel()
-            if unwatch is not None:
-                unwatch()
-        if ended_cleanly or (self.shutdown is not None and self.shutdown.is_set()):
-            try:
-                with anyio.fail_after(1):
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-            except Exception:  # noqa: BLE001 - the client may already be gone
-                pass
+        await stream_events(
+            receive,
+            send,
+            self.store,
+            self.session_id,
+            self.after_seq,
+            follow=self.follow,
+            ping_seconds=self.ping_seconds,
+            send_timeout=self.send_timeout,
+            shutdown=self.shutdown,
+        )
 
-    async def _write(self, send: Send, body: bytes) -> None:
-        try:
-            async with asyncio.timeout(self.send_timeout):
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-        except TimeoutError:
-            raise SlowClient from None
 
-    async def _stream(self, send: Send) -> None:
-        async with self.store.subscribe(self.session_id, after_seq=self.after_seq) as sub:
-            await self._write(send, b": connected\n\n")
-            if not self.follow:
-                head = await self.store.head(self.session_id)
+# An open stream keeps everything its coroutines hold alive until its client leaves, and every
+# full collection walks it all while the event loop waits (issue 16): the streams below hold no
+# response object, no closures, and one helper task; the last notification written is dropped
+# before the next wait.
+
+
+async def stream_events(
+    receive: Receive,
+    send: Send,
+    store: EventStore,
+    session_id: str,
+    after_seq: int | None,
+    *,
+    follow: bool = True,
+    ping_seconds: float = 15.0,
+    send_timeout: float = 10.0,
+    shutdown: asyncio.Event | None = None,
+) -> None:
+    """``EventStream``'s body: the response on ``send`` until the log ends (``follow=False``), the
+    client leaves, the server shuts down or the client is too slow."""
+    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+    stop = _Stop(asyncio.current_task())
+    stop.watch(receive)
+    signal = shutdown if isinstance(shutdown, ShutdownSignal) else None
+    unwatch = None
+    if signal is not None:
+        signal.watch(stop)
+    elif shutdown is not None:
+        unwatch = _on_shutdown(shutdown, stop)
+    ended_cleanly = False
+    try:
+        async with store.subscribe(session_id, after_seq=after_seq) as sub:
+            await _write(send, b": connected\n\n", send_timeout)
+            if not follow:
+                head = await store.head(session_id)
                 while sub.last_seq < head:
                     note = await sub.next()
                     if note.kind == "event":
-                        await self._write(send, frame(note))
-                return
-            while True:
+                        await _write(send, frame(note), send_timeout)
+            while follow:
                 try:
-                    note = await sub.next(timeout=self.ping_seconds)
+                    note = await sub.next(timeout=ping_seconds)
                 except asyncio.TimeoutError:
-                    await self._write(send, b": ping\n\n")
+                    await _write(send, b": ping\n\n", send_timeout)
                     continue
                 # What else has arrived goes in the same write: under load, one send per reply
                 # delta per stream was the server's largest cost.
-                await self._write(send, b"".join(frame(n) for n in (note, *sub.take_ready())))
+                body = b"".join(frame(n) for n in (note, *sub.take_ready()))
+                del note  # not held (with its event) while the stream waits for the next
+                await _write(send, body, send_timeout)
+                del body
+        ended_cleanly = True
+    except SlowClient:
+        log.info("dropped a slow event-stream client of %s", session_id)
+        return  # the connection is closed under it; it may resume with Last-Event-ID
+    except asyncio.CancelledError:
+        if not stop.ours():
+            raise  # the server's own cancellation (or another's on top of ours)
+    finally:
+        stop.end()
+        if signal is not None:
+            signal.unwatch(stop)
+        elif unwatch is not None:
+            unwatch()
+    if ended_cleanly or (shutdown is not None and shutdown.is_set()):
+        try:
+            with anyio.fail_after(1):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except Exception:  # noqa: BLE001 - the client may already be gone
+            pass
+
+
+async def _write(send: Send, body: bytes, timeout: float) -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+    except TimeoutError:
+        raise SlowClient from None
+
+
+# The context the disconnect watchers run in: they read no context variables, and each task and
+# each callback given none gets its own copy, one more object an open stream keeps alive. Task steps
+# never nest (an eager task would, and none is started here), so sharing it is safe.
+_WATCHER_CONTEXT = contextvars.Context()
 
 
 class _Stop:
     """Ends a stream's task from outside (its client left, the server shuts down) by cancelling
-    it while it streams, and tells that cancellation apart from anyone else's."""
+    it while it streams, and tells that cancellation apart from anyone else's.
+
+    It also watches for the disconnect: one task awaits the client's next message (``receive``)
+    and calls this back when it comes; a part of the request body is skipped and the next awaited.
+    The callback is this object itself, not a closure or bound method: fewer objects per stream."""
 
     def __init__(self, task: asyncio.Task[Any] | None) -> None:
         self.task = task
         self.streaming = True
         self.fired = False
+        self.receive: Receive | None = None
+        self.watcher: asyncio.Task[Any] | None = None
 
-    def __call__(self) -> None:
+    def watch(self, receive: Receive) -> None:
+        self.receive = receive
+        message = receive()  # a coroutine from uvicorn; any other awaitable is awaited by one
+        coroutine = message if asyncio.iscoroutine(message) else _received(message)
+        self.watcher = asyncio.get_running_loop().create_task(coroutine, context=_WATCHER_CONTEXT)
+        self.watcher.add_done_callback(self, context=_WATCHER_CONTEXT)
+
+    def __call__(self, watcher: object = None) -> None:
+        if watcher is not None and watcher is self.watcher:
+            assert isinstance(watcher, asyncio.Task)
+            if watcher.cancelled():
+                return
+            # A failed receive ends the stream too: nothing would tell of the disconnect any more.
+            if watcher.exception() is None and watcher.result()["type"] != "http.disconnect" and self.streaming:
+                assert self.receive is not None
+                self.watch(self.receive)
+                return
         if self.streaming and not self.fired and self.task is not None:
             self.fired = True
             self.task.cancel()
+
+    def end(self) -> None:
+        self.streaming = False
+        if self.watcher is not None:
+            self.watcher.cancel()
+            self.watcher = None
 
     def ours(self) -> bool:
         """True when the stream was cancelled by this alone; its cancellation is then withdrawn."""
@@ -156,12 +235,8 @@ class _Stop:
         return True
 
 
-async def _watch_disconnect(receive: Receive, stop: _Stop) -> None:
-    try:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-    finally:
-        stop()  # a no-op once the stream has ended (this task is cancelled then)
+async def _received(message: Awaitable[Any]) -> Any:
+    return await message
 
 
 class ShutdownSignal(asyncio.Event):
@@ -177,6 +252,16 @@ class ShutdownSignal(asyncio.Event):
         callbacks, self._callbacks = self._callbacks, set()
         for callback in callbacks:
             callback()
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when set (at once when it already is); ``unwatch`` withdraws it."""
+        if self.is_set():
+            callback()
+        else:
+            self._callbacks.add(callback)
+
+    def unwatch(self, callback: Callable[[], None]) -> None:
+        self._callbacks.discard(callback)
 
 
 def _on_shutdown(event: asyncio.Event, callback: Callable[[], None]) -> Callable[[], None]:
@@ -201,6 +286,86 @@ def _nothing() -> None:
     return None
 
 
+async def serve_direct(
+    store: EventStore,
+    guard: Guard,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    session_id: str,
+    config: Any,
+    shutdown: asyncio.Event,
+    endpoint: Callable[..., Any] | None = None,
+) -> bool:
+    """Serve a request of ``GET /sessions/{id}/events`` outside the router (``app.App`` says why),
+    or return False, having neither received nor sent, when the router's route must answer it: the
+    guard refuses it, a parameter is not plain, or the route would answer with an error. Nothing
+    here answers in its own words, so every refusal and error is the route's, in the envelope."""
+    admitted = await _admitted(store, guard, scope, session_id)
+    if admitted is None:
+        return False
+    cursor, follow = admitted
+    scope["endpoint"], scope["path_params"] = endpoint, {"session_id": session_id}  # as the router sets them
+    await stream_events(
+        receive,
+        send,
+        store,
+        session_id,
+        cursor,
+        follow=follow,
+        ping_seconds=config.ping_seconds,
+        send_timeout=config.send_timeout,
+        shutdown=shutdown,
+    )
+    return True
+
+
+async def _admitted(store: EventStore, guard: Guard, scope: Scope, session_id: str) -> tuple[int | None, bool] | None:
+    """The cursor and ``follow`` of a request the route would stream as is; None otherwise."""
+    headers = request_headers(scope)
+    if guard.refusal(scope, headers) is not None or "transfer-encoding" in headers:
+        return None  # (a body of unknown length: the stack's cap on it applies)
+    params = _plain_params(scope)
+    if params is None:
+        return None
+    after, follow = params
+    try:
+        cursor = parse_cursor(headers.get("last-event-id"), after)
+        await store.get_session(session_id)
+        if cursor is not None and cursor > await store.head(session_id):
+            return None
+    except Exception:  # noqa: BLE001 - the route reads it again and answers the error
+        return None
+    return cursor, follow
+
+
+_FOLLOW = {"true": True, "false": False, "1": True, "0": False}
+
+
+def _plain_params(scope: Scope) -> tuple[int | None, bool] | None:
+    """``after`` and ``follow`` as the route reads them, or None when either is anything but
+    plain (repeated, not digits, another spelling of a bool), or ``Last-Event-ID`` is repeated:
+    what FastAPI makes of those is its own to say."""
+    if sum(1 for name, _ in scope["headers"] if name.lower() == b"last-event-id") > 1:
+        return None
+    after: int | None = None
+    follow = True
+    seen: set[str] = set()
+    for key, value in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True):
+        if key in seen and key in ("after", "follow"):
+            return None
+        seen.add(key)
+        if key == "after":
+            if not (value.isascii() and value.isdigit()):
+                return None
+            after = int(value)
+        elif key == "follow":
+            if value not in _FOLLOW:
+                return None
+            follow = _FOLLOW[value]
+    return after, follow
+
+
 def parse_cursor(last_event_id: str | None, after: int | None) -> int | None:
     """The seq to resume after: ``Last-Event-ID`` wins over ``?after``; None starts at the head."""
     from roleplay.errors import ValidationError
@@ -213,4 +378,4 @@ def parse_cursor(last_event_id: str | None, after: int | None) -> int | None:
     return after
 
 
-__all__ = ["EventStream", "ShutdownSignal", "frame", "parse_cursor"]
+__all__ = ["EventStream", "ShutdownSignal", "serve_direct", "stream_events", "frame", "parse_cursor"]
