@@ -164,3 +164,59 @@ async def test_a_failing_receive_ends_the_stream(store: Any) -> None:
     task = asyncio.ensure_future(EventStream(store, await session(store), 0, ping_seconds=60)({}, broken, client.send))
     await asyncio.wait_for(task, 5)
     assert task.result() is None
+
+
+async def test_an_idle_stream_pings_on_its_own_timer_and_keeps_going(store: Any) -> None:
+    client = Client()
+    task = asyncio.ensure_future(EventStream(store, await session(store), 0, ping_seconds=0.02)({}, client.receive, client.send))
+    await started(client, task)
+    while client.bodies().count(b": ping\n\n") < 3:
+        assert not task.done()
+        await asyncio.sleep(0.01)
+    assert task.cancelling() == 0  # each ping's cancellation was withdrawn
+    client.gone.set()
+    await asyncio.wait_for(task, 5)
+    assert task.result() is None
+
+
+async def test_a_ping_due_as_the_client_leaves_ends_the_stream_quietly(store: Any) -> None:
+    for _ in range(20):  # the timer and the disconnect land together, in either order
+        client = Client()
+        task = asyncio.ensure_future(EventStream(store, await session(store), 0, ping_seconds=0.01)({}, client.receive, client.send))
+        await started(client, task)
+        await asyncio.sleep(0.01)
+        client.gone.set()
+        await asyncio.wait_for(task, 5)
+        assert task.result() is None
+
+
+async def test_another_cancellation_with_a_ping_due_still_goes_through(store: Any) -> None:
+    client = Client()
+    task = asyncio.ensure_future(EventStream(store, await session(store), 0, ping_seconds=0.05)({}, client.receive, client.send))
+    await started(client, task)
+    await asyncio.sleep(0.049)  # the ping's timer about to run
+    task.cancel()
+    await asyncio.sleep(0.01)
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+
+
+async def test_a_stream_keeps_no_timer_or_watcher_once_ended(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from roleplay.web import sse
+
+    stops: list[Any] = []
+    made = sse._Stop
+
+    def tracked(task: Any) -> Any:
+        stops.append(made(task))
+        return stops[-1]
+
+    monkeypatch.setattr(sse, "_Stop", tracked)
+    client = Client()
+    task = asyncio.ensure_future(EventStream(store, await session(store), 0, ping_seconds=60)({}, client.receive, client.send))
+    await started(client, task)
+    (stop,) = stops
+    assert stop.timer is not None and stop.watcher is not None
+    client.gone.set()
+    await asyncio.wait_for(task, 5)
+    assert stop.timer is None and stop.watcher is None and stop.cancels == 0

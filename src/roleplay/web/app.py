@@ -44,7 +44,7 @@ from . import errors
 from .models import ErrorOut
 from .runs import StartCall, TurnRunner
 from .security import TOKEN_COOKIE, Guard, SecurityMiddleware, safe_next, token_matches
-from .sse import ShutdownSignal, serve_direct
+from .sse import ShutdownSignal, admit, stream_events
 
 API = "/api/v1"
 MiB = 1024 * 1024
@@ -210,18 +210,37 @@ class App(FastAPI):
     events_endpoint: Callable[..., Any] | None = None  # the declared route's, for scope["endpoint"]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and await self._served_directly(scope, receive, send):
-            return
+        # The stream runs in this frame: no further coroutine (one more object) held for its life.
+        if scope["type"] == "http" and scope["method"] == "GET":
+            admitted = await self._admitted_stream(scope)
+            if admitted is not None:
+                w, session_id, cursor, follow = admitted
+                del admitted
+                await stream_events(
+                    receive,
+                    send,
+                    w.rt.store,
+                    session_id,
+                    cursor,
+                    follow=follow,
+                    ping_seconds=w.config.ping_seconds,
+                    send_timeout=w.config.send_timeout,
+                    shutdown=w.shutdown,
+                )
+                return
         await super().__call__(scope, receive, send)
 
-    async def _served_directly(self, scope: Scope, receive: Receive, send: Send) -> bool:
+    async def _admitted_stream(self, scope: Scope) -> tuple[WebState, str, int | None, bool] | None:
         match = EVENTS_PATH.fullmatch(scope["path"])
         w: WebState | None = getattr(self.state, "web", None)
         if match is None or w is None or self.guard is None or scope.get("root_path") or self._native_telemetry.enabled():
-            return False  # (with telemetry on, the stack's spans cover every request)
+            return None  # (with telemetry on, the stack's spans cover every request)
         session_id = match[1]
-        del match
-        return await serve_direct(w.rt.store, self.guard, scope, receive, send, session_id, w.config, w.shutdown, self.events_endpoint)
+        admitted = await admit(w.rt.store, self.guard, scope, session_id)
+        if admitted is None:
+            return None
+        scope["endpoint"], scope["path_params"] = self.events_endpoint, {"session_id": session_id}  # as the router sets them
+        return w, session_id, *admitted
 
 
 Opener = Callable[[], AbstractAsyncContextManager[RoleplayRuntime]]

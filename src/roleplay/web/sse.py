@@ -12,7 +12,7 @@ dropped (it can resume), so one slow reader never holds memory or anyone else. A
 server's shutdown ends the stream at once.
 
 The app serves a plain request of this route before FastAPI's middleware and router
-(``serve_direct``, called by ``app.App``); the route declared in ``routes_turns`` answers the rest
+(``app.App``, after ``admit``); the route declared in ``routes_turns`` answers the rest
 (refusals, errors) and documents it. Both stream with ``stream_events``.
 """
 
@@ -129,26 +129,38 @@ async def stream_events(
         unwatch = _on_shutdown(shutdown, stop)
     ended_cleanly = False
     try:
-        async with store.subscribe(session_id, after_seq=after_seq) as sub:
-            await _write(send, b": connected\n\n", send_timeout)
+        # Not ``async with``: that holds the bound ``__aexit__`` for the stream's whole life.
+        sub = store.subscribe(session_id, after_seq=after_seq)
+        await sub.__aenter__()
+        try:
+            await _write(send, b": connected\n\n", stop, send_timeout)
             if not follow:
                 head = await store.head(session_id)
                 while sub.last_seq < head:
                     note = await sub.next()
                     if note.kind == "event":
-                        await _write(send, frame(note), send_timeout)
+                        await _write(send, frame(note), stop, send_timeout)
             while follow:
+                # The ping timer is this stream's own (``_Stop``), not ``sub.next(timeout=…)``,
+                # whose ``asyncio.timeout`` keeps four more objects per idle stream.
+                stop.arm(ping_seconds)
                 try:
-                    note = await sub.next(timeout=ping_seconds)
-                except asyncio.TimeoutError:
-                    await _write(send, b": ping\n\n", send_timeout)
+                    note = await sub.__anext__()
+                except asyncio.CancelledError:
+                    if not stop.expired():
+                        raise
+                    await _write(send, b": ping\n\n", stop, send_timeout)
                     continue
+                finally:
+                    stop.disarm()
                 # What else has arrived goes in the same write: under load, one send per reply
                 # delta per stream was the server's largest cost.
                 body = b"".join(frame(n) for n in (note, *sub.take_ready()))
                 del note  # not held (with its event) while the stream waits for the next
-                await _write(send, body, send_timeout)
+                await _write(send, body, stop, send_timeout)
                 del body
+        finally:
+            await sub.__aexit__(None, None, None)
         ended_cleanly = True
     except SlowClient:
         log.info("dropped a slow event-stream client of %s", session_id)
@@ -170,68 +182,112 @@ async def stream_events(
             pass
 
 
-async def _write(send: Send, body: bytes, timeout: float) -> None:
+async def _write(send: Send, body: bytes, stop: _Stop, timeout: float) -> None:
+    stop.arm(timeout)
     try:
-        async with asyncio.timeout(timeout):
-            await send({"type": "http.response.body", "body": body, "more_body": True})
-    except TimeoutError:
-        raise SlowClient from None
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+    except asyncio.CancelledError:
+        if stop.expired():
+            raise SlowClient from None
+        raise
+    finally:
+        stop.disarm()
 
 
-# The context the disconnect watchers run in: they read no context variables, and each task and
-# each callback given none gets its own copy, one more object an open stream keeps alive. Task steps
-# never nest (an eager task would, and none is started here), so sharing it is safe.
-_WATCHER_CONTEXT = contextvars.Context()
+# The context the disconnect watchers and the timers run in: they read no context variables, and
+# each task and each callback given none gets its own copy, one more object an open stream keeps
+# alive. Task steps never nest (an eager task would, and none is started here), so sharing it is safe.
+_QUIET_CONTEXT = contextvars.Context()
+_TIMER = "timer"  # what the timer calls its _Stop with
 
 
 class _Stop:
-    """Ends a stream's task from outside (its client left, the server shuts down) by cancelling
-    it while it streams, and tells that cancellation apart from anyone else's.
+    """Ends a stream's task from outside by cancelling it while it streams (its client left, the
+    server shuts down: ``ours``; its timer ran out: ``expired``), and tells those cancellations
+    apart from anyone else's.
 
     It also watches for the disconnect: one task awaits the client's next message (``receive``)
     and calls this back when it comes; a part of the request body is skipped and the next awaited.
-    The callback is this object itself, not a closure or bound method: fewer objects per stream."""
+    The timer is the stream's one deadline at a time (the next ping, a write's): a ``TimerHandle``
+    and nothing else, where ``asyncio.timeout`` adds its own object, a bound method and a context
+    per wait. Every callback is this object itself, not a closure or bound method: fewer objects
+    per stream."""
 
     def __init__(self, task: asyncio.Task[Any] | None) -> None:
         self.task = task
         self.streaming = True
-        self.fired = False
+        self.fired = False  # cancelled because the client left or the server stops
+        self.timed_out = False  # cancelled by the timer
+        self.cancels = 0  # this object's cancellations of the task not yet withdrawn
         self.receive: Receive | None = None
         self.watcher: asyncio.Task[Any] | None = None
+        self.timer: asyncio.TimerHandle | None = None
 
     def watch(self, receive: Receive) -> None:
         self.receive = receive
         message = receive()  # a coroutine from uvicorn; any other awaitable is awaited by one
         coroutine = message if asyncio.iscoroutine(message) else _received(message)
-        self.watcher = asyncio.get_running_loop().create_task(coroutine, context=_WATCHER_CONTEXT)
-        self.watcher.add_done_callback(self, context=_WATCHER_CONTEXT)
+        self.watcher = asyncio.get_running_loop().create_task(coroutine, context=_QUIET_CONTEXT)
+        self.watcher.add_done_callback(self, context=_QUIET_CONTEXT)
 
-    def __call__(self, watcher: object = None) -> None:
-        if watcher is not None and watcher is self.watcher:
-            assert isinstance(watcher, asyncio.Task)
-            if watcher.cancelled():
+    def arm(self, seconds: float) -> None:
+        self.timer = asyncio.get_running_loop().call_later(seconds, self, _TIMER, context=_QUIET_CONTEXT)
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def __call__(self, cause: object = None) -> None:
+        if cause is _TIMER:
+            if self.timer is not None and self.streaming and not self.fired and self.task is not None:
+                self.timer = None
+                self.timed_out = True
+                self._cancel()
+            return
+        if cause is not None and cause is self.watcher:
+            assert isinstance(cause, asyncio.Task)
+            if cause.cancelled():
                 return
             # A failed receive ends the stream too: nothing would tell of the disconnect any more.
-            if watcher.exception() is None and watcher.result()["type"] != "http.disconnect" and self.streaming:
+            if cause.exception() is None and cause.result()["type"] != "http.disconnect" and self.streaming:
                 assert self.receive is not None
                 self.watch(self.receive)
                 return
         if self.streaming and not self.fired and self.task is not None:
             self.fired = True
-            self.task.cancel()
+            self._cancel()
+
+    def _cancel(self) -> None:
+        assert self.task is not None
+        self.cancels += 1
+        self.task.cancel()
 
     def end(self) -> None:
         self.streaming = False
+        self.disarm()
         if self.watcher is not None:
             self.watcher.cancel()
             self.watcher = None
 
+    def expired(self) -> bool:
+        """True when the timer alone cancelled the stream; its cancellation is then withdrawn."""
+        if not self.timed_out or self.fired or not self._withdraw():
+            return False
+        self.timed_out = False
+        return True
+
     def ours(self) -> bool:
         """True when the stream was cancelled by this alone; its cancellation is then withdrawn."""
+        return self.fired and self._withdraw()
+
+    def _withdraw(self) -> bool:
         task = self.task
-        if not self.fired or task is None or task.cancelling() != 1:
-            return False
-        task.uncancel()
+        if task is None or task.cancelling() != self.cancels:
+            return False  # someone else cancelled it too: theirs goes through
+        while self.cancels:
+            task.uncancel()
+            self.cancels -= 1
         return True
 
 
@@ -286,42 +342,12 @@ def _nothing() -> None:
     return None
 
 
-async def serve_direct(
-    store: EventStore,
-    guard: Guard,
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-    session_id: str,
-    config: Any,
-    shutdown: asyncio.Event,
-    endpoint: Callable[..., Any] | None = None,
-) -> bool:
-    """Serve a request of ``GET /sessions/{id}/events`` outside the router (``app.App`` says why),
-    or return False, having neither received nor sent, when the router's route must answer it: the
-    guard refuses it, a parameter is not plain, or the route would answer with an error. Nothing
-    here answers in its own words, so every refusal and error is the route's, in the envelope."""
-    admitted = await _admitted(store, guard, scope, session_id)
-    if admitted is None:
-        return False
-    cursor, follow = admitted
-    scope["endpoint"], scope["path_params"] = endpoint, {"session_id": session_id}  # as the router sets them
-    await stream_events(
-        receive,
-        send,
-        store,
-        session_id,
-        cursor,
-        follow=follow,
-        ping_seconds=config.ping_seconds,
-        send_timeout=config.send_timeout,
-        shutdown=shutdown,
-    )
-    return True
-
-
-async def _admitted(store: EventStore, guard: Guard, scope: Scope, session_id: str) -> tuple[int | None, bool] | None:
-    """The cursor and ``follow`` of a request the route would stream as is; None otherwise."""
+async def admit(store: EventStore, guard: Guard, scope: Scope, session_id: str) -> tuple[int | None, bool] | None:
+    """For a request of ``GET /sessions/{id}/events`` served outside the router (``app.App`` says
+    why): its cursor and ``follow`` when the declared route would stream it as is, else None, having
+    neither received nor sent, and the router's route answers it: the guard refuses it, a parameter
+    is not plain, or the route would answer with an error. Nothing here answers in its own words,
+    so every refusal and error is the route's, in the error envelope."""
     headers = request_headers(scope)
     if guard.refusal(scope, headers) is not None or "transfer-encoding" in headers:
         return None  # (a body of unknown length: the stack's cap on it applies)
@@ -378,4 +404,4 @@ def parse_cursor(last_event_id: str | None, after: int | None) -> int | None:
     return after
 
 
-__all__ = ["EventStream", "ShutdownSignal", "serve_direct", "stream_events", "frame", "parse_cursor"]
+__all__ = ["EventStream", "ShutdownSignal", "admit", "stream_events", "frame", "parse_cursor"]
