@@ -185,3 +185,22 @@ async def test_the_route_is_documented_and_the_router_sees_it_served(db_url: str
         assert scope["endpoint"] is app.events_endpoint and scope["path_params"] == {"session_id": sid}
         assert client.sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
         await app.state.web.runs.shutdown(5)
+
+
+def test_on_a_real_server_the_token_guards_the_stream_which_pings_and_ends_at_shutdown(db_url: str) -> None:
+    from web.web_support import start_live_server
+
+    with start_live_server(db_url, token=TOKEN) as server, httpx.Client(base_url=server.base, timeout=30) as client:
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        sid = client.post(f"{API}/sessions", json={"sample": True}, headers=bearer).json()["sessionId"]
+        refused = client.get(f"{API}/sessions/{sid}/events")
+        assert refused.status_code == 401 and refused.json()["code"] == "http.auth_required"
+        with client.stream("GET", f"{API}/sessions/{sid}/events", headers={"Cookie": f"rp_token={TOKEN}"}) as r:
+            assert r.status_code == 200
+            lines = r.iter_lines()
+            assert next(lines) == ": connected" and next(lines) == "" and next(lines) == ": ping"  # ping_seconds is 0.5
+        with client.stream("GET", f"{API}/sessions/{sid}/events", params={"after": 0}, headers=bearer) as r:
+            lines = r.iter_lines()
+            assert next(lines) == ": connected" and next(lines) == "" and next(lines) == "id: 1"
+            server.state.begin_shutdown()
+            assert all(line.startswith(("id:", "event:", "data:", ":")) or line == "" for line in lines)  # it ends
