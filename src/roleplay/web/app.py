@@ -148,12 +148,22 @@ class WebState:
 
 # Imported by the first turn on a real provider otherwise: the openai SDK alone holds the event
 # loop for about a second (bench/serve.py saw every stream stall behind it). Done before serving.
-WARM_MODULES = ("roleplay.harness.models.openai_compat",)
+# anyio's asyncio backend is imported by the first request that uses anyio; imported after the
+# heap is frozen (settle_heap), its ~1,500 tracked objects would be walked by every full collection.
+WARM_MODULES = ("roleplay.harness.models.openai_compat", "anyio._backends._asyncio")
+# Likewise what the openai SDK's HTTP transport imports when its first client is built (~2,200
+# tracked objects); another SDK version may use others, so these are imported when present.
+OPTIONAL_WARM_MODULES = ("httpcore2", "truststore")
 
 
 def warm_up() -> None:
     for name in WARM_MODULES:
         importlib.import_module(name)
+    for name in OPTIONAL_WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 RunCall = Callable[[RoleplayRuntime, asyncio.Event], Awaitable[Any]]  # a run on a given runtime
