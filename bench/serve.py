@@ -169,6 +169,8 @@ def child(url: str, port: int, stats_path: str) -> None:
             big = sorted(
                 ((len(o), type(o).__name__, repr(o)[:100]) for o in tracked if isinstance(o, (dict, list, set, tuple))), reverse=True
             )
+            if os.environ.get("RP_BENCH_HEAP_ROOTS"):  # which of the server's holders the tracked objects hang off
+                heap["roots"] = _root_shares(rt, tracked)
             heap.update(
                 tracked=len(tracked),
                 frozen=gc.get_freeze_count(),
@@ -204,6 +206,59 @@ def child(url: str, port: int, stats_path: str) -> None:
     if garbage:
         print("cyclic garbage freed, by kind:", *(f"  {n:8d} {k}" for k, n in garbage.most_common(40)), sep="\n", file=sys.stderr)
     Path(stats_path).write_text(json.dumps({"lags": lags, "cpu_s": time.process_time(), "gc_max_ms": gc_max, "heap": heap}))
+
+
+def _root_shares(rt: Any, tracked: list[Any]) -> dict[str, int]:
+    """How many of the collector's tracked objects each holder reaches first (in this order: an
+    object reached from two counts for the first)."""
+    import gc
+
+    from roleplay.harness.models import tokens
+
+    import types
+
+    alive = {id(o) for o in tracked}
+    # Not walked through: from a module, a class or a function the whole program is reachable.
+    opaque = (types.ModuleType, type, types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.CodeType)
+    seen: set[int] = set()
+    roots = {
+        "projection cache": rt.service.cache,
+        "surface folds": rt.service.folds,
+        "token line memo": tokens._memo,
+        "lore cache": rt.lore_cache,
+        "asset cache": rt.asset_cache,
+        "store": rt.store,
+        "runtime": rt,
+    }
+    shares: dict[str, int] = {}
+    for name, root in roots.items():
+        count, todo = 0, [root]
+        while todo:
+            o = todo.pop()
+            if id(o) in seen or isinstance(o, opaque):
+                continue
+            seen.add(id(o))
+            count += id(o) in alive  # frozen objects are walked through (held by start-up's), not counted
+            todo.extend(gc.get_referents(o))
+        shares[name] = count
+    shares["elsewhere"] = len(alive) - len(seen & alive)
+    import collections
+
+    rest = collections.Counter(type(o).__name__ for o in tracked if id(o) not in seen)
+    shares |= {f"elsewhere {k}": n for k, n in rest.most_common(12)}
+    by_projection: dict[str, int] = {}
+    for (_sid, name, _v), entry in rt.service.cache._entries.items():
+        count, todo, once = 0, [entry.state], set()
+        while todo:
+            o = todo.pop()
+            if id(o) in once or id(o) not in alive:
+                continue
+            once.add(id(o))
+            count += 1
+            todo.extend(gc.get_referents(o))
+        by_projection[name] = by_projection.get(name, 0) + count
+    shares |= {f"cache {n}": c for n, c in by_projection.items()}
+    return shares
 
 
 async def watch_loop(lags: list[float], ready: list[bool], period: float = 0.005) -> None:
