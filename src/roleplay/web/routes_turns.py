@@ -25,7 +25,7 @@ from roleplay.harness.models.routes import Route, resolve_route
 
 from .app import API, RunCall, Web, WebState, on_runtime
 from .models import AbortBody, ContinueBody, RegenerateBody, TurnAccepted, TurnBody
-from .sse import EventStream, parse_cursor
+from .sse import EventStream, stream_cursor
 
 router = APIRouter(tags=["turns"])
 
@@ -116,14 +116,7 @@ async def events(
 ) -> EventStream:
     """Server-Sent Events: every durable event (``id: seq``, ``event: type``) and the transient
     ``assistant/chunk`` reply deltas (no id); ``: ping`` comments keep the connection open."""
-    cursor = parse_cursor(last_event_id, after)
-    await w.rt.store.get_session(session_id)
-    if cursor is not None:
-        head = await w.rt.store.head(session_id)
-        if cursor > head:
-            from roleplay.errors import ValidationError
-
-            raise ValidationError("events.cursor_ahead", f"seq {cursor} is past the log's head {head}", pointer="/after")
+    cursor = await stream_cursor(w.rt.store, session_id, last_event_id, after)
     return EventStream(
         w.rt.store,
         session_id,

@@ -356,13 +356,24 @@ async def admit(store: EventStore, guard: Guard, scope: Scope, session_id: str) 
         return None
     after, follow = params
     try:
-        cursor = parse_cursor(headers.get("last-event-id"), after)
-        await store.get_session(session_id)
-        if cursor is not None and cursor > await store.head(session_id):
-            return None
+        cursor = await stream_cursor(store, session_id, headers.get("last-event-id"), after)
     except Exception:  # noqa: BLE001 - the route reads it again and answers the error
         return None
     return cursor, follow
+
+
+async def stream_cursor(store: EventStore, session_id: str, last_event_id: str | None, after: int | None) -> int | None:
+    """The seq a stream of ``session_id`` resumes after (``parse_cursor``), once the session is
+    known to exist and the cursor not to be past its head (``events.cursor_ahead``)."""
+    cursor = parse_cursor(last_event_id, after)
+    await store.get_session(session_id)
+    if cursor is not None:
+        head = await store.head(session_id)
+        if cursor > head:
+            from roleplay.errors import ValidationError
+
+            raise ValidationError("events.cursor_ahead", f"seq {cursor} is past the log's head {head}", pointer="/after")
+    return cursor
 
 
 _FOLLOW = {"true": True, "false": False, "1": True, "0": False}
