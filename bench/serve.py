@@ -27,10 +27,19 @@ time, as users arriving do. Measured per turn: time to first token (POST → fir
 ``assistant/chunk``), the gaps between chunks, and every durable event id, which is checked
 against the log afterwards (lost = in the log but never streamed; duplicated = streamed twice).
 
-The provider's own time to first token is calibrated first: one session alone (nine turns, the
-first left out), once with the given chunk delay and once with none; the difference is what the
-provider spends before the first Writer token (the frames of the parent's call and the Writer's first frame). Engine overhead =
-loaded time to first token − that.
+Engine overhead = time to first token − the provider's own time on that turn's path, which is its
+whole answer to the parent's first call plus the Writer's call up to its first output. The fake
+provider times each answer on its own side (from taking the request up to writing the first output
+frame and the last; ``GET /_fake/timings``) and the turn's two requests are found by the turn's text
+("Session n, turn t"). What remains is the engine's: building and sending the requests, reading the
+answers, the run itself, the SSE relay, and the queueing behind other sessions on the server's loop.
+
+The provider must be measured on the turn itself: it shares this machine's two cores with the
+server and this driver, so under load its frames run late by milliseconds each (a thread of the
+fake waits for its GIL and for a core), time a real provider on its own machines would not add and
+that is not the engine's. The figure earlier runs used is still printed (``calibrated``): one
+session alone (nine turns, the first left out), once with the chunk delay and once with none, the
+difference taken as the provider's time to first token for every loaded turn.
 
 Targets (issue 16): 0 errors, 0 lost, 0 duplicated; overhead p50 ≤ 30 ms, p99 ≤ 150 ms; the
 server's event loop never blocked more than 50 ms.
@@ -58,6 +67,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 HERE = Path(__file__).resolve()
 API = "/api/v1"
 TARGETS = {"overhead_p50_ms": 30.0, "overhead_p99_ms": 150.0, "loop_block_ms": 50.0}
+# The turn a provider request belongs to: the last "Session n, turn t" in its messages (the text
+# play_session posts); the fake's timings are keyed "n,t" by it.
+TURN_KEY = r"Session (\d+), turn (\d+):"
 
 
 def free_port() -> int:
@@ -282,6 +294,7 @@ async def watch_loop(lags: list[float], ready: list[bool], period: float = 0.005
 class Stats:
     def __init__(self) -> None:
         self.ttft_ms: list[float] = []
+        self.ttft_turns: list[str] = []  # "n,t" of each ttft_ms entry, as the provider's timings key it
         self.gaps_ms: list[float] = []
         self.turns = 0
         self.errors: list[str] = []
@@ -334,6 +347,7 @@ async def play_session(client: Any, n: int, turns: int, think: float, stats: Sta
                         if first is None:
                             first = now
                             stats.ttft_ms.append((now - t0) * 1000)
+                            stats.ttft_turns.append(f"{n},{t}")
                         elif last is not None:
                             stats.gaps_ms.append((now - last) * 1000)
                         last = now
@@ -391,6 +405,7 @@ async def drive(url: str, delay: float, sessions: int, turns: int, think: float 
             elapsed = time.perf_counter() - t0
             if os.environ.get("RP_BENCH_GC_LOG"):
                 print(f"driver: every session played at {time.time():.3f}", file=sys.stderr)
+            timings = (await client.get(f"{fake_url}/_fake/timings", params={"key": TURN_KEY})).json()
     finally:
         if os.environ.get("RP_BENCH_GC_LOG"):
             print(f"driver: streams closed, stopping the server at {time.time():.3f}", file=sys.stderr)
@@ -401,8 +416,29 @@ async def drive(url: str, delay: float, sessions: int, turns: int, think: float 
         fake.wait(10)
     server = json.loads(Path(stats_file).read_text()) if Path(stats_file).stat().st_size else {"lags": [], "cpu_s": None}
     server["provider_cpu_s"] = provider_cpu
+    server["provider_timings"] = timings
     server["driver_cpu_s"] = time.process_time()  # this process, all runs so far
     return stats, server, elapsed
+
+
+def provider_own_ms(timings: list[dict[str, Any]]) -> dict[str, float]:
+    """Per turn ("n,t"), the provider's own time on the way to the first token: its whole answer
+    to the turn's first request (the parent's first step) and the next one's (the Writer's) up to
+    its first output. A turn whose requests do not line up so is left out."""
+    by_turn: dict[str, list[dict[str, Any]]] = {}
+    for row in timings:
+        if row["key"] is not None:
+            by_turn.setdefault(row["key"], []).append(row)
+    own = {}
+    for key, rows in by_turn.items():
+        rows.sort(key=lambda r: r["received"])
+        if len(rows) < 2:
+            continue
+        parent, writer = rows[0], rows[1]
+        if parent["done"] is None or writer["firstOutput"] is None or writer["received"] < parent["done"]:
+            continue
+        own[key] = ((parent["done"] - parent["received"]) + (writer["firstOutput"] - writer["received"])) * 1000
+    return own
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -433,7 +469,9 @@ async def bench(label: str, make_url: Any, args: argparse.Namespace) -> list[dic
             continue
         stats, server, elapsed = await drive(make_url(), args.chunk_delay, args.sessions, args.turns, think)
         lags = server["lags"]
-        overhead = [t - provider_ms for t in stats.ttft_ms]
+        own = provider_own_ms(server["provider_timings"])
+        overhead = [t - own[k] for t, k in zip(stats.ttft_ms, stats.ttft_turns) if k in own]
+        calibrated = [t - provider_ms for t in stats.ttft_ms]
         row = {
             "backend": label,
             "load": load,
@@ -450,10 +488,18 @@ async def bench(label: str, make_url: Any, args: argparse.Namespace) -> list[dic
             "provider_cpu_ms_per_turn": round(server["provider_cpu_s"] * 1000 / stats.turns, 1)
             if server.get("provider_cpu_s") and stats.turns
             else None,
-            "provider_ttft_ms": round(provider_ms, 1),
+            "provider_ttft_p50_ms": round(pct(list(own.values()), 0.5), 1) if own else None,
+            "provider_ttft_p99_ms": round(pct(list(own.values()), 0.99), 1) if own else None,
             "ttft_p50_ms": round(pct(stats.ttft_ms, 0.5), 1),
-            "overhead_p50_ms": round(pct(overhead, 0.5), 1),
-            "overhead_p99_ms": round(pct(overhead, 0.99), 1),
+            "overhead_p50_ms": round(pct(overhead, 0.5), 1) if overhead else None,
+            "overhead_p99_ms": round(pct(overhead, 0.99), 1) if overhead else None,
+            "turns_without_provider_timings": len(stats.ttft_ms) - len(overhead),
+            # As earlier runs measured it: the idle provider's time, taken for every loaded turn.
+            "calibrated": {
+                "provider_ttft_ms": round(provider_ms, 1),
+                "overhead_p50_ms": round(pct(calibrated, 0.5), 1),
+                "overhead_p99_ms": round(pct(calibrated, 0.99), 1),
+            },
             "chunk_gap_p50_ms": round(pct(stats.gaps_ms, 0.5), 1),
             "chunk_gap_p99_ms": round(pct(stats.gaps_ms, 0.99), 1),
             "loop_block_max_ms": round(max(lags), 1) if lags else None,
@@ -485,11 +531,14 @@ def verdicts(row: dict[str, Any]) -> dict[str, str]:
         "0 errors/lost/duplicated": v(
             row["errors"] == row["lost"] == row["duplicated"] == 0, f"{row['errors']}/{row['lost']}/{row['duplicated']}"
         ),
+        # Judged only when the provider's own time is known for every turn (else the figures
+        # would leave out the turns where something went wrong).
+        "provider timed on every turn": v(row["turns_without_provider_timings"] == 0, row["turns_without_provider_timings"]),
         f"overhead p50 <= {TARGETS['overhead_p50_ms']:.0f} ms": v(
-            row["overhead_p50_ms"] <= TARGETS["overhead_p50_ms"], row["overhead_p50_ms"]
+            row["overhead_p50_ms"] is not None and row["overhead_p50_ms"] <= TARGETS["overhead_p50_ms"], row["overhead_p50_ms"]
         ),
         f"overhead p99 <= {TARGETS['overhead_p99_ms']:.0f} ms": v(
-            row["overhead_p99_ms"] <= TARGETS["overhead_p99_ms"], row["overhead_p99_ms"]
+            row["overhead_p99_ms"] is not None and row["overhead_p99_ms"] <= TARGETS["overhead_p99_ms"], row["overhead_p99_ms"]
         ),
         f"loop never blocked > {TARGETS['loop_block_ms']:.0f} ms": v(block is not None and block <= TARGETS["loop_block_ms"], block),
     }

@@ -15,6 +15,10 @@ script, as the real API would: API key, known models, DeepSeek's "reasoning_cont
 passed back" rule, forced tool_choice in thinking mode, the function-declaration rules (see
 ``declaration_error``), and a context limit. Every request is recorded.
 
+Every request is also timed on the server's side (``RecordedRequest.received``/``first_output``/
+``done``; ``GET /_fake/timings?key=REGEX`` over HTTP), so a benchmark can subtract what the
+provider itself spent from what its client saw.
+
 Standalone, for demos: ``python -m roleplay.testing.fake_openai --port 8765``.
 Stdlib only (``http.server`` in a background thread) so it needs no extra dependency.
 """
@@ -32,10 +36,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator, Literal
+from urllib.parse import parse_qs, urlsplit
 
 from roleplay.testing.fake_roleplay import roleplay_reply
 
 Flavor = Literal["openai", "deepseek"]
+# Not an OpenAI route: the fake's own timeline of its answers (``FakeOpenAI.timings``), for the
+# benchmarks, which must tell the provider's time from the engine's.
+TIMINGS_PATH = "/_fake/timings"
 
 
 @dataclass
@@ -124,6 +132,13 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    # The server's own timeline of its answer (wall clock, ``time.time()``): when the handler took
+    # the request up, when it wrote the first frame with output in it (text, reasoning or a tool
+    # call; not the role frame or a keep-alive), and when the response was complete. What the
+    # provider itself spent, as opposed to its client: bench/serve.py subtracts it per turn.
+    received: float = 0.0
+    first_output: float | None = None
+    done: float | None = None
 
     @property
     def api_key(self) -> str | None:
@@ -218,6 +233,28 @@ class FakeOpenAI:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def timings(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Each chat request's timeline (``RecordedRequest.received`` and the rest), in arrival
+        order. ``key``: a regular expression; each entry gets its last match in the request's
+        message texts (the turn a benchmark's request belongs to, say), or None."""
+        pattern = re.compile(key) if key else None
+        out = []
+        for number, record in enumerate(self.requests, 1):
+            if record.method != "POST" or not isinstance(record.body, dict):
+                continue
+            found = None
+            if pattern is not None:
+                for message in reversed(record.messages):
+                    matches = pattern.findall(_text_of(message))
+                    if matches:
+                        last = matches[-1]
+                        found = ",".join(last) if isinstance(last, tuple) else last
+                        break
+            out.append(
+                {"number": number, "key": found, "received": record.received, "firstOutput": record.first_output, "done": record.done}
+            )
+        return out
 
     def _record(self, record: RecordedRequest) -> int:
         with self._lock:
@@ -393,20 +430,38 @@ def _estimate(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+def _text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return content or ""
+
+
 def _default_text(body: dict[str, Any]) -> str:
     last = ""
     for m in body.get("messages", []):
         if m.get("role") == "user":
-            content = m.get("content")
-            if isinstance(content, list):
-                content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
-            last = content or ""
+            last = _text_of(m)
     said = " ".join(str(last).split())
     if len(said) > 120:
         said = said[:119] + "…"
     if not said:
         return "[fake server: not a real model] Hello from the fake OpenAI-compatible server."
     return f"[fake server: not a real model] You said: “{said}”. The story goes on."
+
+
+def _has_output(frame: str) -> bool:
+    """Whether a streamed frame carries output: a delta with text, reasoning or a tool call."""
+    if not frame.startswith("data: {"):
+        return False
+    choices = json.loads(frame[len("data: ") :]).get("choices") or [{}]
+    delta = choices[0].get("delta") or {}
+    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"))
+
+
+def _query_value(path: str, name: str) -> str | None:
+    values = parse_qs(urlsplit(path).query).get(name)
+    return values[0] if values else None
 
 
 class _Server(ThreadingHTTPServer):
@@ -443,6 +498,8 @@ class _Handler(BaseHTTPRequestHandler):
         return path
 
     def do_GET(self) -> None:
+        if self._route() == TIMINGS_PATH:
+            return self._send_json(200, self.fake.timings(_query_value(self.path, "key")))
         record = RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None)
         self.fake._record(record)
         auth = self.fake._auth_error(record)
@@ -455,6 +512,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, {"object": "list", "data": data})
 
     def do_POST(self) -> None:
+        received = time.time()
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -463,7 +521,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self.fake._record(RecordedRequest("POST", self.path, headers, raw.decode("utf-8", "replace")))
             return self._send_error(FakeError(400, "We could not parse the JSON body of your request."))
-        record = RecordedRequest("POST", self.path, headers, body)
+        record = RecordedRequest("POST", self.path, headers, body, received=received)
         number = self.fake._record(record)
         auth = self.fake._auth_error(record)
         if auth is not None:
@@ -480,7 +538,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(item, FakeError):
             return self._send_error(item)
-        self._send_reply(item, body, number)
+        self._send_reply(item, body, number, record)
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode("utf-8")
@@ -496,7 +554,7 @@ class _Handler(BaseHTTPRequestHandler):
         payload = {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
         self._send_json(error.status, payload, error.headers)
 
-    def _send_reply(self, reply: FakeReply, body: dict[str, Any], number: int) -> None:
+    def _send_reply(self, reply: FakeReply, body: dict[str, Any], number: int, record: RecordedRequest) -> None:
         if reply.delay:
             time.sleep(reply.delay)
         calls = [_wire_call(c, f"call_{number}_{i}") for i, c in enumerate(reply.tool_calls)]
@@ -516,7 +574,9 @@ class _Handler(BaseHTTPRequestHandler):
             if calls:
                 message["tool_calls"] = calls
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-            return self._send_json(200, {**meta, "object": "chat.completion", "choices": [choice], "usage": usage})
+            self._send_json(200, {**meta, "object": "chat.completion", "choices": [choice], "usage": usage})
+            record.first_output = record.done = time.time()
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -525,9 +585,12 @@ class _Handler(BaseHTTPRequestHandler):
         pause = self.fake.chunk_delay if reply.chunk_delay is None else reply.chunk_delay
         for frame in _sse_frames(reply, calls, finish, meta, usage, bool((body.get("stream_options") or {}).get("include_usage"))):
             self._write_chunk(frame.encode("utf-8"))
+            if record.first_output is None and _has_output(frame):
+                record.first_output = time.time()
             if pause:
                 time.sleep(pause)
         self._write_chunk(b"")
+        record.done = time.time()
 
     def _write_chunk(self, data: bytes) -> None:
         # Chunked transfer encoding keeps the connection reusable, as a real API's does.

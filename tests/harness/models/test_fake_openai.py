@@ -261,3 +261,37 @@ def test_declaration_checks_can_be_switched_off_for_lenient_local_servers():
     with serve_fake_openai(check_declarations=False) as fake:
         fake.enqueue("llama.cpp takes anything")
         assert post(fake, "/v1/chat/completions", with_tool({"oneOf": [POINT]}))[0] == 200
+
+
+def get_json(fake, path):
+    url = urlsplit(fake.root_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
+    conn.request("GET", path)
+    response = conn.getresponse()
+    data = json.loads(response.read())
+    conn.close()
+    return response.status, data
+
+
+def test_each_answer_is_timed_on_the_servers_side_and_keyed_by_its_last_match():
+    with serve_fake_openai(chunk_delay=0.01) as fake:
+        # Three frames before any output (keep-alive, role, keep-alive), then "ab", "cd".
+        fake.enqueue(FakeReply(text="abcd", chunk_size=2), FakeReply(text="x"))
+        messages = [
+            {"role": "user", "content": "turn 1"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "turn 2 and turn 3"},
+        ]
+        post(fake, "/v1/chat/completions", {"model": "m", "stream": True, "messages": messages})
+        post(fake, "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "turn 7"}]}]})
+        status, rows = get_json(fake, "/v1/_fake/timings?key=turn%20(%5Cd)")
+        _, unkeyed = get_json(fake, "/_fake/timings")
+    assert status == 200 and [r["key"] for r in rows] == ["3", "7"] and [r["number"] for r in rows] == [1, 2]
+    streamed, plain = rows
+    # The first output comes after the frames without any (each followed by the 10 ms pause).
+    assert streamed["received"] + 0.025 <= streamed["firstOutput"] < streamed["done"]
+    assert streamed["done"] - streamed["received"] >= 0.07  # seven frames, each then a pause
+    assert plain["received"] <= plain["firstOutput"] == plain["done"]
+    assert [r["key"] for r in unkeyed] == [None, None]
+    assert fake.requests[0].done == streamed["done"]  # the timings endpoint itself is not recorded
+    assert len(fake.requests) == 2
