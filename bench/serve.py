@@ -198,7 +198,17 @@ def child(url: str, port: int, stats_path: str) -> None:
 
     app = create_app(None, WebConfig(default_route=resolve_route("openai/fake")), opener=opener)
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", backlog=2048, timeout_keep_alive=KEEP_ALIVE)
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            backlog=2048,
+            timeout_keep_alive=KEEP_ALIVE,
+            # Experiments: RP_BENCH_UVICORN="asyncio,h11" serves on the pure-Python loop and parser.
+            **dict(zip(("loop", "http"), os.environ["RP_BENCH_UVICORN"].split(","))) if os.environ.get("RP_BENCH_UVICORN") else {},
+        )
     )
     profile = os.environ.get("RP_BENCH_PROFILE")  # a file: cProfile of the whole server run
     if profile:
