@@ -320,3 +320,41 @@ async def test_a_connection_error_never_shows_credentials_from_the_base_url(slee
     assert err.value.code == "model.connection"
     assert not any(s in shown for s in ("alice", "s3cret", "tok123")), shown
     assert "http://***@" in err.value.message and "token=***" in err.value.message
+
+
+async def test_the_kept_url_and_headers_build_the_requests_the_sdk_builds():
+    """The client keeps a path's URL and the default headers; what it sends stays the SDK's own
+    request, byte for byte, also after the base URL, the key or the transport's headers change."""
+    import openai
+    from openai._models import FinalRequestOptions
+
+    from roleplay.harness.models.openai_compat import AsyncOpenAI, _HttpClient
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "鉄門 " * 50}], "stream": True}
+    ours = AsyncOpenAI(api_key=KEY, base_url="http://127.0.0.1:9/v1", max_retries=0, http_client=_HttpClient())
+    sdk = openai.AsyncOpenAI(api_key=KEY, base_url="http://127.0.0.1:9/v1", max_retries=0, http_client=openai.DefaultAioHttpClient())
+
+    def same() -> None:
+        for _ in range(3):
+            mine, theirs = (
+                c._build_request(FinalRequestOptions.construct(method="post", url="/chat/completions", json_data=body)) for c in (ours, sdk)
+            )
+            assert (mine.method, str(mine.url), mine.headers.multi_items(), mine.read(), mine.extensions) == (
+                theirs.method,
+                str(theirs.url),
+                theirs.headers.multi_items(),
+                theirs.read(),
+                theirs.extensions,
+            )
+            mine.headers["x-edited"] = "1"  # a built request's headers are its own
+
+    same()
+    for client in (ours, sdk):
+        client.base_url = "http://127.0.0.1:10/beta"
+        client.api_key = "sk-other"
+        client._client.headers["x-extra"] = "1"
+    same()
+    with_own = FinalRequestOptions.construct(method="post", url="/chat/completions", json_data=body, headers={"x-own": "2"})
+    assert ours._build_request(with_own).headers["x-own"] == "2"
+    await ours.close()
+    await sdk.close()
