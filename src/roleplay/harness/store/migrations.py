@@ -170,6 +170,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         sqlite=("ALTER TABLE events ADD COLUMN payload_z BLOB",),
         postgres=("ALTER TABLE events ADD COLUMN payload_z bytea",),
     ),
+    # A session's head as committed when the function runs, not as of its calling statement's
+    # snapshot (a VOLATILE function takes a fresh snapshot for each query it runs; PL/pgSQL is
+    # never inlined into the caller). The run lease's statement calls it once the lock is held
+    # (``pg_leases.LOCK_SQL``): nothing that commits before the previous holder's unlock is missed,
+    # so the store knows the head of a leased session without reading it again (issue 16).
+    Migration(
+        7,
+        "session head after a lease lock",
+        sqlite=(),
+        postgres=(
+            """CREATE OR REPLACE FUNCTION rp_session_head(sid text) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+               BEGIN RETURN (SELECT head_seq FROM sessions WHERE id = sid); END $$""",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].number

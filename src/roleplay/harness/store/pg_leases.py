@@ -19,6 +19,12 @@ Two consequences of sharing:
   own (``leases.run_lease``).
 - The watch locks that tell other processes which sessions this one streams live here too
   (pg_watchers.py): :meth:`LeaseConnection.watch`.
+- While a lease is held here, the session's head is known (:attr:`LeaseConnection.heads`): the
+  lock statement reads it once the lock is taken, and this store's appends move it. Everything
+  that writes a session's log takes its lease (``harness/leases.py``), so no other writer moves it
+  meanwhile, and a read past that head is answered without a round trip (a run's read of what is
+  new at its start and at each commit attempt). A conflict on the session, another process's
+  notification of an append to it, the release and a lost connection forget it.
 - When the connection ends, every lease on it is gone at once (that is also what frees a crashed
   process's sessions). Each lease remembers the connection's *generation*; a dead connection bumps
   it, so the affected leases report themselves lost (:meth:`LeaseConnection.alive`), their
@@ -30,6 +36,7 @@ Two consequences of sharing:
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Iterable
 
 from roleplay.errors import ConflictError, RpError
@@ -41,8 +48,14 @@ from .pg_watchers import WATCH_SQL, WATCHED_SQL, Watchers, bucket
 _KEY = "hashtextextended(current_schema() || ':run:' || %s, 0)"
 # The session's row comes with the lock, read by the same statement (so as of just before the
 # lock was taken, like a read before it): a run that needs the record reads it no second time.
-# So does whether another process streams the session (pg_watchers.py).
-LOCK_SQL = f"SELECT pg_try_advisory_lock({_KEY}), {WATCHED_SQL}, {SESSION_COLUMNS} FROM sessions WHERE id = %s"
+# So does whether another process streams the session (pg_watchers.py). The first column is NULL
+# when the lock is refused, else the head as committed once it was taken (``rp_session_head``,
+# migration 7, a fresh snapshot: the statement's own could predate the previous holder's last
+# append, committed just before its unlock); CASE evaluates its condition first.
+LOCK_SQL = (
+    f"SELECT CASE WHEN pg_try_advisory_lock({_KEY}) THEN rp_session_head(id) END, {WATCHED_SQL}, {SESSION_COLUMNS} "
+    "FROM sessions WHERE id = %s"
+)
 UNLOCK_SQL = f"SELECT pg_advisory_unlock({_KEY})"
 # Several at once, in the order given (the function scan yields the array in order).
 UNLOCK_MANY_SQL = "SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':run:' || u.id, 0)) FROM unnest(%b::text[]) AS u(id)"
@@ -95,6 +108,8 @@ class LeaseConnection:
         self._watching: dict[int, int] = {}  # bucket -> how many of the watched sessions are in it
         self._watched: set[str] = set()
         self._watch_args: tuple[Any, ...] | None = None  # the last watch(), redone on a new connection
+        # The head of each session leased here (module docstring): what a read past it would find is nothing.
+        self.heads: dict[str, int] = {}
 
     @property
     def backend_pid(self) -> int | None:
@@ -107,7 +122,18 @@ class LeaseConnection:
         so the connection is never left mid-protocol, and a lock taken for a caller that was
         cancelled meanwhile is undone."""
         generation, row = await self._shielded(session_id, self._acquire(session_id))
-        return generation, SessionRecord.from_row(row)
+        return generation, replace(SessionRecord.from_row(row[1:]), head_seq=row[0])
+
+    def moved(self, session_id: str, head: int) -> None:
+        """This store appended to the session up to ``head`` (committed)."""
+        known = self.heads.get(session_id)
+        if known is not None and head > known:
+            self.heads[session_id] = head
+
+    def forget(self, session_id: str) -> None:
+        """Someone else moved the session's log (a conflict, another process's notification):
+        its reads go to the database again until its next lease."""
+        self.heads.pop(session_id, None)
 
     async def create_locked(self, session_id: str, insert_sql: str, args: tuple[Any, ...]) -> int:
         """Run ``insert_sql`` (an ``INSERT INTO sessions …`` of ``session_id``, without RETURNING)
@@ -121,16 +147,16 @@ class LeaseConnection:
         generation, _ = await self._shielded(session_id, self._acquire(session_id, run=run))
         return generation
 
-    async def create_with(self, session_id: str, statement: Callable[[Any], Awaitable[bool]]) -> int:
-        """Run ``statement`` on this connection: it inserts the session (with its first events) and
-        answers whether it took the session's lock, which it must take only once nothing can fail
-        any more (a session-level lock outlives a failed statement; one taken anyway is given
-        back). The generation, as :meth:`acquire`."""
+    async def create_with(self, session_id: str, statement: Callable[[Any], Awaitable[bool]], head: int = 0) -> int:
+        """Run ``statement`` on this connection: it inserts the session (with its first events, up
+        to ``head``) and answers whether it took the session's lock, which it must take only once
+        nothing can fail any more (a session-level lock outlives a failed statement; one taken
+        anyway is given back). The generation, as :meth:`acquire`."""
 
         async def run(conn: Any) -> tuple[Any, ...]:
             return (await statement(conn),)
 
-        generation, _ = await self._shielded(session_id, self._acquire(session_id, run=run))
+        generation, _ = await self._shielded(session_id, self._acquire(session_id, run=run, head=head))
         return generation
 
     def adopt(self, session_id: str) -> int:
@@ -211,10 +237,11 @@ class LeaseConnection:
             raise
 
     async def _acquire(
-        self, session_id: str, run: Callable[[Any], Awaitable[tuple[Any, ...] | None]] | None = None
+        self, session_id: str, run: Callable[[Any], Awaitable[tuple[Any, ...] | None]] | None = None, head: int = 0
     ) -> tuple[int, tuple[Any, ...]]:
-        """Lock ``session_id`` with LOCK_SQL, or with ``run`` (a creation: its row's first column
-        says whether it took the lock)."""
+        """Lock ``session_id`` with LOCK_SQL (the answer: the head, then the session's row), or
+        with ``run`` (a creation of a session whose head is ``head``: its row's first column says
+        whether it took the lock)."""
         async with self._guard():
             if session_id in self._held:
                 raise lease_busy(session_id)
@@ -237,14 +264,16 @@ class LeaseConnection:
                 raise fault from exc
             if row is None:
                 raise session_not_found(session_id)
-            if not row[0]:
+            if row[0] is None or row[0] is False:
                 raise lease_busy(session_id)
             self._held[session_id] = self._generation
             if run is not None:  # a session just made: no other process has streamed it yet
                 self.watchers.checked(session_id, False, stamp)
+                self.heads[session_id] = head
                 return self._generation, ()
             self.watchers.checked(session_id, bool(row[1]), stamp)
-            return self._generation, tuple(row[2:])
+            self.heads[session_id] = int(row[0])
+            return self._generation, (int(row[0]), *row[2:])
 
     async def _watch(self, sessions: Callable[[], Iterable[str]], channel: str, note: Callable[[str], str]) -> None:
         async with self._guard():
@@ -294,6 +323,7 @@ class LeaseConnection:
                 return
             for sid in held:
                 del self._held[sid]
+                self.heads.pop(sid, None)
             conn = self._conn
             try:
                 if len(held) == 1:
@@ -333,6 +363,7 @@ class LeaseConnection:
         The dead connection itself is closed by the next statement (:meth:`_close_lost`)."""
         self._generation += 1
         self._held.clear()
+        self.heads.clear()
         self._watching.clear()
         self._watched = set()
         self._stale = self._conn is not None

@@ -262,7 +262,7 @@ class PostgresStore(EventStore):
                     got = await self._append_statement(INSERT_HEAD, row, record.id, None, events, now, note, conn=conn, lock=lock)
                     return bool(got[4])
 
-                await self.leases.create_with(record.id, statement)
+                await self.leases.create_with(record.id, statement, head=len(events))
                 return
             async with self._connection() as conn:
                 async with conn.transaction() if events else _no_transaction():
@@ -312,7 +312,10 @@ class PostgresStore(EventStore):
         first, last = expected_seq + 1, expected_seq + len(events)
         args = (len(events), now, session_id, expected_seq)
         row = await self._append_statement(CAS_HEAD, args, session_id, expected_seq, events, now, self._note(session_id, first, last))
-        if row[0] is None:
+        if row[0] is not None:
+            self.leases.moved(session_id, int(row[0]))
+        else:
+            self.leases.forget(session_id)
             if row[1] is None:
                 raise session_not_found(session_id)
             # The row's head as this statement's snapshot saw it may be the expected one that a
@@ -332,6 +335,7 @@ class PostgresStore(EventStore):
         row = await self._append_statement(AT_HEAD, args, session_id, None, events, now, None)
         if row[0] is None:
             raise session_not_found(session_id)
+        self.leases.moved(session_id, int(row[0]))
         return int(row[0]) - len(events)
 
     async def _append_statement(
@@ -514,6 +518,9 @@ class PostgresStore(EventStore):
 
     async def read(self, session_id: str, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         check_page_args(after_seq, until_seq, limit)
+        head = self.leases.heads.get(session_id)
+        if head is not None and after_seq >= head:
+            return []  # leased here: nothing was appended past the head it knows (pg_leases.py)
         # One round trip: no row at all means no session; a row of NULLs, no events in range.
         inner = "SELECT seq, type, v, payload, created_at, texts, payload_z FROM events WHERE session_id = s.id AND seq > %s"
         args: list[Any] = [after_seq]
@@ -734,6 +741,8 @@ class PostgresStore(EventStore):
                 if not isinstance(session_id, str):
                     continue
                 kind = msg.get("k")
+                if kind == "e":  # another process appended: a lease here no longer knows the head
+                    self.leases.forget(session_id)
                 if kind == "w":
                     watchers.heard(session_id)
                 elif not self.broker.has_subscribers(session_id):
