@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
 from roleplay.state import limits
 from roleplay.state.schema import (
@@ -140,6 +143,39 @@ def test_booleans_are_not_numbers_and_enum_is_type_strict():
     assert validate_value({"type": "integer"}, True)
     assert validate_value({"enum": [1]}, True)
     assert validate_value({"enum": [1]}, 1.0) == []
+
+
+def test_a_value_found_valid_is_known_by_its_canonical_text_not_by_equality():
+    # 1, 1.0 and True are equal in Python; a value kept as valid must not vouch for the others.
+    for schema, valid, invalid in (({"type": "integer"}, 1, True), ({"enum": [1]}, 1, True), ({"const": [0]}, [0], [False])):
+        for _ in range(2):
+            assert validate_value(schema, valid) == []
+            assert validate_value(schema, invalid)
+    assert validate_value({"type": "object", "properties": {"a": {"enum": [2]}}}, {"a": 2.0}) == []
+    assert validate_value({"type": "object", "properties": {"a": {"type": "boolean"}}}, {"a": 1})
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.0, 1.0, 1.5, -2.5]), st.sampled_from(["", "a", "abcd"])
+)
+_VALUES = st.recursive(
+    _SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("enslucx"), inner, max_size=4), max_leaves=8
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_VALUES, min_size=1, max_size=4))
+def test_validate_value_matches_a_fresh_jsonschema_validation_every_time(values):
+    # The reference: a new jsonschema validator, nothing remembered between calls.
+    reference = Draft202012Validator(FULL)
+    for value in values * 2:
+        expected = sorted((list(e.absolute_path), e.message) for e in reference.iter_errors(value))
+        assert sorted(([*_tokens(p.pointer)], p.message) for p in validate_value(FULL, value)) == expected
+
+
+def _tokens(pointer: str | None) -> list[object]:
+    parts = (pointer or "").split("/")[1:]
+    return [int(t) if t.isdigit() else t.replace("~1", "/").replace("~0", "~") for t in parts]
 
 
 def test_plain_json_check_rejects_non_json():

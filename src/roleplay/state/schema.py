@@ -222,11 +222,27 @@ def check_plain_json(value: Any, base: str = "") -> list[Problem]:
     return problems
 
 
+# The values a prepared schema found valid, by canonical text, at most this many per schema. A
+# commit's new value is validated three times over (the commit's own check, then the ``rp/state``
+# and ``rp/state/activity`` folds, each running the same updates): two of them are then a lookup.
+# Canonical text, not ``==``, because ``1``, ``1.0`` and ``true`` are equal in Python but not to a
+# schema. Only a clean result is kept, so nothing returned is shared.
+MAX_KNOWN_VALID = 256
+
+
+class _Prepared:
+    __slots__ = ("validator", "valid")
+
+    def __init__(self, schema: dict) -> None:
+        self.validator = Draft202012Validator(schema)
+        self.valid: dict[str, None] = {}
+
+
 @lru_cache(maxsize=256)
-def _validator(schema_text: str) -> Draft202012Validator:
+def _prepared(schema_text: str) -> _Prepared:
     import json
 
-    return Draft202012Validator(json.loads(schema_text))
+    return _Prepared(json.loads(schema_text))
 
 
 def validate_value(schema: dict, value: Any, base: str = "") -> list[Problem]:
@@ -237,15 +253,22 @@ def validate_value(schema: dict, value: Any, base: str = "") -> list[Problem]:
     problems = check_plain_json(value, base)
     if problems:
         return problems
-    validator = _validator(canonical_json(schema))
+    prepared = _prepared(canonical_json(schema))
+    value_text = canonical_json(value)
+    if value_text in prepared.valid:
+        return []
     found = []
-    for error in validator.iter_errors(value):
+    for error in prepared.validator.iter_errors(value):
         details: dict[str, Any] = {"keyword": error.validator, "schemaPointer": format_pointer(list(error.absolute_schema_path))}
         if error.validator == "required" and isinstance(error.instance, dict):
             # Name the absent members: the update validator maps the error to the change that
             # removed one of them rather than to whichever change last touched the object.
             details["missing"] = [name for name in error.validator_value if name not in error.instance]
         found.append(Problem("state.value.schema_violation", error.message, base + format_pointer(list(error.absolute_path)), details))
+    if not found:
+        if len(prepared.valid) >= MAX_KNOWN_VALID:
+            prepared.valid.clear()  # (not evicting one by one: folds may run in other threads)
+        prepared.valid[value_text] = None
     found.sort(key=lambda p: (p.pointer or "", p.details["schemaPointer"], p.message))
     return found
 
