@@ -400,6 +400,7 @@ def wait_port(port: int, timeout: float = 180) -> None:
 async def drive(url: str, delay: float, sessions: int, turns: int, think: float = 0.0) -> tuple[Stats, dict[str, Any], float]:
     import httpx
 
+    driver_cpu = time.process_time()
     fake, fake_url = start_fake(delay)
     port = free_port()
     stats_file = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
@@ -427,7 +428,7 @@ async def drive(url: str, delay: float, sessions: int, turns: int, think: float 
     server = json.loads(Path(stats_file).read_text()) if Path(stats_file).stat().st_size else {"lags": [], "cpu_s": None}
     server["provider_cpu_s"] = provider_cpu
     server["provider_timings"] = timings
-    server["driver_cpu_s"] = time.process_time()  # this process, all runs so far
+    server["driver_cpu_s"] = time.process_time() - driver_cpu  # this process, for this load
     return stats, server, elapsed
 
 
@@ -498,6 +499,7 @@ async def bench(label: str, make_url: Any, args: argparse.Namespace) -> list[dic
             "provider_cpu_ms_per_turn": round(server["provider_cpu_s"] * 1000 / stats.turns, 1)
             if server.get("provider_cpu_s") and stats.turns
             else None,
+            "driver_cpu_ms_per_turn": round(server["driver_cpu_s"] * 1000 / stats.turns, 1) if stats.turns else None,
             "provider_ttft_p50_ms": round(pct(list(own.values()), 0.5), 1) if own else None,
             "provider_ttft_p99_ms": round(pct(list(own.values()), 0.99), 1) if own else None,
             "ttft_p50_ms": round(pct(stats.ttft_ms, 0.5), 1),
