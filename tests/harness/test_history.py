@@ -197,3 +197,27 @@ def test_a_remembered_request_is_summed_from_its_figures_and_equals_the_sum_of_i
     assert messages_tokens(list(messages)) == sum(plain)
     messages.append(ChatMessage("user", "more words"))
     assert messages_tokens(messages) == sum(plain) + message_tokens(messages[-1])
+
+
+def test_a_request_remembered_by_its_runs_is_summed_like_its_messages() -> None:
+    from itertools import accumulate
+
+    from roleplay.harness.history import messages_tokens, remember_request_runs
+
+    earlier = [ChatMessage("user" if i % 3 == 0 else "assistant", "word " * (i + 1)) for i in range(20)]
+    running = list(accumulate((message_tokens(m) for m in earlier), initial=0))
+    current = [ChatMessage("user", "now"), ChatMessage("assistant", "and then " * 4)]
+    system = ChatMessage("system", "rules " * 5)
+    for cut in (0, 1, 7, 19, 20):
+        messages = [system, *earlier[cut:], *current]
+        plain = [message_tokens(m) for m in messages]
+        remember_request_runs(messages, (plain[0],), running, cut, plain[len(plain) - len(current) :])
+        for start in range(len(messages) + 2):
+            for stop in (None, *range(-2, len(messages) + 2)):
+                assert messages_tokens(messages, start, stop) == sum(plain[start:stop])
+    # The running sums may be extended afterwards (the kept history grows): the request is not.
+    messages = [system, *earlier[5:], *current]
+    plain = [message_tokens(m) for m in messages]
+    remember_request_runs(messages, (plain[0],), running, 5, plain[-2:])
+    running.append(running[-1] + 1000)
+    assert messages_tokens(messages) == sum(plain) and messages_tokens(messages, 1, -2) == sum(plain[1:-2])

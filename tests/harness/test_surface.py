@@ -116,3 +116,33 @@ def test_replaced_seqs_names_what_an_op_would_replace() -> None:
 def test_source_metadata_is_kept_on_nodes() -> None:
     m = msg(1, "user", "u", "x", source={"rpMessageAction": {"v": 1, "kind": "edit"}})
     assert fold(surface_projection, [m])["nodes"][0]["source"] == {"rpMessageAction": {"v": 1, "kind": "edit"}}
+
+
+def test_a_surface_key_kept_without_a_copy_says_what_the_surface_held_whatever_is_folded_after() -> None:
+    """``surface_key`` keeps a surface's own node list (no copy): folding appends, edits, deletions,
+    regenerations and checkpoints afterwards leaves the key equal to a copy taken at the time
+    (the reference: a key of the pairs then), and unequal to the surface after any rewrite."""
+    from roleplay.harness.surface import SurfaceKey, surface_key
+
+    node = {"op": "replace", "range": "node"}
+    later = [
+        [msg(5, "user", "u3", "more")],
+        [msg(5, "assistant", "a1e", "HI", op={**node, "targetMessageId": "a1"})],
+        [msg(5, "assistant", "a1e", "", op={**node, "targetMessageId": "a1"})],
+        [msg(5, "assistant", "rg", "again", op={"op": "replace", "range": "suffix", "targetMessageId": "a1"})],
+        [msg(5, "assistant", "del", "", op={"op": "replace", "range": "suffix", "targetMessageId": "u2"})],
+        [ev(5, "compaction/checkpoint", {"checkpointId": "c", "summary": "s", "sourceEventSeqs": [1, 2]})],
+        [msg(5, "user", "u3", "more"), msg(6, "assistant", "a2e", "x", op={**node, "targetMessageId": "a2"}), msg(7, "user", "u4")],
+    ]
+    for events in later:
+        state = fold(surface_projection, BASE)
+        key = surface_key(state["nodes"])
+        copied = SurfaceKey([dict(n) for n in state["nodes"]])
+        pairs = [(n["id"], n["seq"]) for n in state["nodes"]]
+        state = fold(surface_projection, events, state)
+        assert key == copied and list(key.pairs()) == pairs and len(key) == 4
+        assert [(n["id"], n["seq"]) for n in key.nodes()] == pairs
+        now = state["nodes"]
+        rewritten = [(n["id"], n["seq"]) for n in now[: len(pairs)]] != pairs
+        assert (surface_key(now[: len(key)]) == key) is (not rewritten)
+        assert surface_key(now) != key or len(now) == len(pairs)

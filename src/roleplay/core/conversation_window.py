@@ -88,7 +88,9 @@ class HistoryTally:
         if start >= len(self.raw):
             return ""
         if start:
-            return f"{CONVERSATION_NOTE}\n\n" + "\n\n".join(self.raw[start:])
+            # One join (a trimmed window's text is most of a long story's): the note joined on
+            # to the messages' text afterwards copied all of it again.
+            return "\n\n".join([CONVERSATION_NOTE, *self.raw[start:]])
         return self._whole_text()[1]
 
     def digest(self, text: str) -> str | None:
@@ -104,7 +106,7 @@ class HistoryTally:
         if whole is not None and whole[0] == n:
             return whole
         if whole is None:
-            added = f"{CONVERSATION_NOTE}\n\n" + "\n\n".join(self.raw)
+            added = "\n\n".join([CONVERSATION_NOTE, *self.raw])
             text, hasher = added, hashlib.sha256()
         else:  # messages were added: the text and its hash go on from the last ones
             added = "\n\n" + "\n\n".join(self.raw[whole[0] :])

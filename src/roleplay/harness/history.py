@@ -72,25 +72,65 @@ def message_tokens(message: ChatMessage) -> int:
 # The figures of the last few requests' message lists, from their maker (the loop), which has
 # each message's count at hand: a caller that sums a long request (the summary threshold, at every
 # step) reads them instead of looking up every message. By list identity, the list kept with them.
-_REQUESTS: dict[int, tuple[list[ChatMessage], list[int]]] = {}
+_REQUESTS: dict[int, tuple[list[ChatMessage], "_Sums"]] = {}
 _REQUESTS_MAX = 8
+
+
+class _Sums:
+    """The running sums of a request's message costs, kept as the pieces its maker had: the costs
+    of a few leading messages, a run of messages whose running sums the maker keeps anyway (the
+    loop's converted history: ``running[cut:]``, read, never copied), and the costs of a few
+    trailing ones. So recording a long request costs no step per message (issue 12)."""
+
+    __slots__ = ("lead", "running", "cut", "end", "tail")
+
+    def __init__(self, lead: Sequence[int], running: Sequence[int], cut: int, tail: Sequence[int]) -> None:
+        self.lead = list(accumulate(lead, initial=0))
+        self.running, self.cut, self.end = running, cut, len(running) - 1
+        self.tail = list(accumulate(tail, initial=0))
+
+    def __len__(self) -> int:
+        """How many messages the sums cover."""
+        return len(self.lead) - 1 + self.end - self.cut + len(self.tail) - 1
+
+    def at(self, i: int) -> int:
+        """The costs of the first ``i`` messages (0 <= i <= len)."""
+        lead = self.lead
+        if i < len(lead):
+            return lead[i]
+        i -= len(lead) - 1
+        running, cut, middle = self.running, self.cut, self.end - self.cut
+        if i <= middle:
+            return lead[-1] + running[cut + i] - running[cut]
+        return lead[-1] + running[self.end] - running[cut] + self.tail[i - middle]
 
 
 def remember_request(messages: list[ChatMessage], costs: Sequence[int]) -> None:
     """Record ``message_tokens`` of each of ``messages``, a request's list its maker never changes."""
+    _remember(messages, _Sums((), list(accumulate(costs, initial=0)), 0, ()))
+
+
+def remember_request_runs(messages: list[ChatMessage], lead: Sequence[int], running: Sequence[int], cut: int, tail: Sequence[int]) -> None:
+    """``remember_request`` of ``messages`` made of messages costing ``lead``, then those whose
+    costs' running sums (from 0) are ``running`` from index ``cut`` on (a list its maker never
+    changes, but may extend), then messages costing ``tail``."""
+    _remember(messages, _Sums(lead, running, cut, tail))
+
+
+def _remember(messages: list[ChatMessage], sums: _Sums) -> None:
     if len(_REQUESTS) >= _REQUESTS_MAX:
         del _REQUESTS[next(iter(_REQUESTS))]
-    _REQUESTS[id(messages)] = (messages, list(accumulate(costs, initial=0)))
+    _REQUESTS[id(messages)] = (messages, sums)
 
 
 def messages_tokens(messages: Sequence[ChatMessage], start: int = 0, stop: int | None = None) -> int:
     """``sum(message_tokens(m) for m in messages[start:stop])``; no step per message for a
     request list its maker recorded (``remember_request``)."""
     known = _REQUESTS.get(id(messages))
-    if known is not None and known[0] is messages and len(known[1]) == len(messages) + 1:
+    if known is not None and known[0] is messages and len(known[1]) == len(messages):
         first, last, _ = slice(start, stop).indices(len(messages))
-        running = known[1]
-        return running[max(last, first)] - running[first]
+        sums = known[1]
+        return sums.at(max(last, first)) - sums.at(first)
     return sum(map(message_tokens, messages[start:stop]))
 
 

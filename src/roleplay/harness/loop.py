@@ -56,7 +56,7 @@ from .history import (
     HistoryFit,
     fit_history,
     message_tokens,
-    remember_request,
+    remember_request_runs,
     remember_tokens,
     reply_reserve,
     request_fixed_tokens,
@@ -300,12 +300,13 @@ class AgentLoop:
         # The loop made the last append (it holds the lease): the cache at that head needs no read.
         surface = await self.service.projection_at(session_id, surface_projection, self._head)
         tools = [self.spec.tools.get(n).spec() for n in self.visible]
-        history, costs, fit = await self._history(session_id, prompt.text, tools, surface)
+        history, (running, cut, current_costs), fit = await self._history(session_id, prompt.text, tools, surface)
         result.history = fit
         system = ChatMessage("system", prompt.text)
         messages = [system] + history
-        # Its figures, for a caller that sums the request (the summary threshold) at every step.
-        remember_request(messages, [message_tokens(system), *costs])
+        # Its figures, for a caller that sums the request (the summary threshold) at every step:
+        # from the kept running sums of the earlier history, not a list of the request's costs.
+        remember_request_runs(messages, (message_tokens(system),), running, cut, current_costs)
         request = ModelRequest(
             messages=messages,
             tools=tools,
@@ -409,10 +410,11 @@ class AgentLoop:
 
     async def _history(
         self, session_id: str, system: str, tools: list[Any], surface: Loaded
-    ) -> tuple[list[ChatMessage], list[int], HistoryFit | None]:
+    ) -> tuple[list[ChatMessage], tuple[Sequence[int], int, list[int]], HistoryFit | None]:
         """The request's messages after the system prompt: the runtime's view of the earlier
         turns, fitted to the window (newest whole exchanges), then the current turn whole; and
-        their ``message_tokens``."""
+        their ``message_tokens`` as (the earlier messages' running sums, the index the request
+        keeps them from, the current turn's costs): ``history.remember_request_runs``."""
         nodes = surface.state["nodes"]
         split = len(nodes)
         while split > 0 and nodes[split - 1]["seq"] > self._turn_seq:
@@ -422,7 +424,7 @@ class AgentLoop:
         current, current_costs = self._converted.convert(session_id, nodes[split:])
         window = self.spec.context_window
         if window is None:
-            return earlier + current, kept.costs + current_costs, None
+            return earlier + current, (kept.running, 0, current_costs), None
         cut, fit = fit_history(
             earlier,
             window=window,
@@ -434,7 +436,7 @@ class AgentLoop:
             starts=kept.starts,
         )
         self._cut = cut
-        return earlier[cut:] + current, kept.costs[cut:] + current_costs, fit
+        return earlier[cut:] + current, (kept.running, cut, current_costs), fit
 
     async def _stream(self, session_id: str, turn_id: str, step_id: str, request: ModelRequest) -> ModelResponse:
         response: ModelResponse | None = None
@@ -645,8 +647,9 @@ class ConvertedMessages:
             # (compared by identity first, so this costs no conversion), converted once already.
             done = len(last[1])
             if nodes[:done] == last[1]:
-                before = last[2]
-                out = Converted(list(before.messages), list(before.costs), list(before.running), list(before.starts))
+                # Extended in place, not copied (four lists as long as the story, at every turn):
+                # its lists only ever grow at the end, so what a reader took from them stays true.
+                out = last[2]
                 start = done
         messages, costs, running, starts = out
         total = running[-1]
@@ -679,7 +682,9 @@ class ConvertedMessages:
 
 
 class Converted(NamedTuple):
-    """Converted messages (``ConvertedMessages``), shared: read them, don't change them."""
+    """Converted messages (``ConvertedMessages``), shared: read them, don't change them. The
+    converter itself may extend them at the end (the next turn's story goes on from the last), never
+    change what they hold: a reader keeps what it read, not their lengths."""
 
     messages: list[ChatMessage]
     costs: list[int]  # each message's ``history.message_tokens``

@@ -23,7 +23,8 @@ service rejects such appends, so this only matters for hand-made logs) and count
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from itertools import islice
+from typing import Any, Iterable, Sequence
 
 from roleplay.harness.names import ASSISTANT_MESSAGE, COMPACTION_CHECKPOINT, SUMMARY_NODE_KIND, TOOL_RESULT, USER_MESSAGE
 
@@ -104,18 +105,18 @@ def apply_surface(state: dict[str, Any], event: Event) -> dict[str, Any]:
     if at < 0:
         state["ignoredOps"] += 1
         return state
+    # A rewrite puts a new list in place of the old one, which stays as it was: a node list is
+    # only ever appended to, so a holder of one (``SurfaceKey``) keeps its prefix without a copy.
     if op["range"] == "node":
         if new is None:
-            del nodes[at]
+            state["nodes"] = [*nodes[:at], *nodes[at + 1 :]]
         else:
             old = nodes[at]
             new["id"] = old["id"]
             new["replaces"] = old.get("replaces", []) + [old["seq"]]
-            nodes[at] = new
+            state["nodes"] = [*nodes[:at], new, *nodes[at + 1 :]]
     else:
-        del nodes[at:]
-        if new is not None:
-            nodes.append(new)
+        state["nodes"] = nodes[:at] if new is None else [*nodes[:at], new]
     return state
 
 
@@ -157,36 +158,51 @@ def replaced_seqs(state: dict[str, Any], op: dict[str, Any]) -> list[int] | None
 
 class SurfaceKey:
     """Which node versions a surface holds: an edit, delete or regenerate changes it. Kept as the
-    nodes themselves (one copy of the list, not a pair per node: a long story's surface has tens
-    of thousands of nodes, and the key is taken at every turn but compared only after a rewrite).
-    A node is never changed once it is on a surface (a rewrite puts a new node in its place), so
-    the nodes kept say what the surface held. Compared by (id, seq)."""
+    nodes themselves (not a pair per node: a long story's surface has tens of thousands of nodes,
+    and the key is taken at every turn but compared only after a rewrite). A node is never changed
+    once it is on a surface (a rewrite puts a new node in its place), so the nodes kept say what
+    the surface held. Compared by (id, seq).
 
-    __slots__ = ("_nodes",)
+    A surface's own node list is kept as it is with its length, not copied (issue 12: a copy of a
+    long story's list at every turn): ``apply_surface`` only appends to a list (a rewrite makes a
+    new one), so its first nodes stay what they were. ``surface_key`` takes such a list; other
+    nodes are copied (``SurfaceKey(nodes)``)."""
 
-    def __init__(self, nodes: Iterable[dict[str, Any]]) -> None:
-        self._nodes = tuple(nodes)
+    __slots__ = ("_nodes", "_count")
+
+    def __init__(self, nodes: Iterable[dict[str, Any]], *, count: int | None = None) -> None:
+        kept = nodes if count is not None and isinstance(nodes, list) else tuple(nodes)
+        self._nodes: Sequence[dict[str, Any]] = kept
+        self._count = len(kept) if count is None or kept is not nodes else count
 
     def __len__(self) -> int:
-        return len(self._nodes)
+        return self._count
+
+    def nodes(self) -> Sequence[dict[str, Any]]:
+        """The nodes the surface held."""
+        return self._nodes if len(self._nodes) == self._count else self._nodes[: self._count]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SurfaceKey):
             return NotImplemented
+        if self._count != other._count:
+            return False
         a, b = self._nodes, other._nodes
-        return len(a) == len(b) and all(x is y or (x["id"] == y["id"] and x["seq"] == y["seq"]) for x, y in zip(a, b))
+        return all(x is y or (x["id"] == y["id"] and x["seq"] == y["seq"]) for x, y in zip(islice(a, self._count), b))
 
     __hash__ = None  # type: ignore[assignment]
 
     def pairs(self) -> tuple[tuple[str, int], ...]:
-        return tuple((n["id"], n["seq"]) for n in self._nodes)
+        return tuple((n["id"], n["seq"]) for n in islice(self._nodes, self._count))
 
     def __repr__(self) -> str:
         return f"SurfaceKey({self.pairs()!r})"
 
 
 def surface_key(nodes: Iterable[dict[str, Any]]) -> SurfaceKey:
-    return SurfaceKey(nodes)
+    """The key of a surface's node list (``state["nodes"]`` of the surface projection, which
+    ``apply_surface`` only appends to), kept without a copy; any other iterable is copied."""
+    return SurfaceKey(nodes, count=len(nodes)) if isinstance(nodes, list) else SurfaceKey(nodes)
 
 
 def to_model_messages(state: dict[str, Any]) -> list[dict[str, Any]]:
