@@ -45,6 +45,7 @@ from .base import (
 )
 from .faults import postgres_fault
 from .pg_leases import LeaseConnection
+from .pg_pool import KeptConnections
 from .pg_watchers import WATCH_DELAY
 from .pg_statements import (
     APPEND_PARTS,
@@ -115,6 +116,7 @@ class PostgresStore(EventStore):
         # Write-lock waiters park on these, never on the main pool, so a holder always gets a
         # connection for its own reads and append however many writers queue behind it.
         self._lock_pool = AsyncConnectionPool(url, min_size=0, max_size=max(2, max_size // 2), open=False, kwargs={"autocommit": True})
+        self._kept = KeptConnections(self._pool)  # the main pool's idle connections, at hand (pg_pool.py)
         # Run leases (session-level advisory locks) all live on one kept connection of their own,
         # however many turns run at once (pg_leases.py).
         self.leases = LeaseConnection(url)
@@ -163,8 +165,15 @@ class PostgresStore(EventStore):
         errors, so callers that handle RpError handle them too."""
         await self._ensure_open()
         try:
-            async with (pool or self._pool).connection() as conn:
-                yield conn
+            if pool is None:
+                conn = await self._kept.get()
+                try:
+                    yield conn
+                finally:
+                    await self._kept.put(conn)
+            else:
+                async with pool.connection() as conn:
+                    yield conn
         except RpError:
             raise
         except Exception as exc:  # noqa: BLE001 - only faults are translated; the rest re-raised
@@ -202,6 +211,7 @@ class PostgresStore(EventStore):
         if self._opened:
             await self.leases.close()
             await self._lock_pool.close()
+            await self._kept.close()
             await self._pool.close()
             self._opened = False
 
@@ -804,15 +814,16 @@ async def _encoded_parts(texts: Mapping[str, str], order: list[str]) -> tuple[li
 class _PooledConnection:
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
-        self._cm: Any = None
+        self._conn: Any = None
 
     async def __aenter__(self) -> Any:
         await self._store._ensure_open()
-        self._cm = self._store._pool.connection()
-        return await self._cm.__aenter__()
+        self._conn = await self._store._kept.get()
+        return self._conn
 
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._cm.__aexit__(*exc)
+    async def __aexit__(self, *exc: Any) -> None:
+        conn, self._conn = self._conn, None
+        await self._store._kept.put(conn)
 
 
 def _split_chunk(data: dict[str, Any]) -> list[dict[str, Any]]:
