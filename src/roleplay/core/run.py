@@ -49,7 +49,7 @@ from roleplay.errors import Problem, RpError, ValidationError
 from roleplay.harness.history import HistoryFit
 from roleplay.harness.leases import run_lease
 from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, TurnResult
-from roleplay.harness.models.routes import Route, route_context_window
+from roleplay.harness.models.routes import Route, resolve_route, route_context_window
 from roleplay.harness.models.types import SAMPLING_PARAMS, ChatModel, ModelResponse
 from roleplay.harness.projections import Loaded
 from roleplay.harness.sessions import json_copy
@@ -83,6 +83,7 @@ from .prompts import (
 from .replies import replies_projection
 from .run_context import RpRunDeps
 from .runtime import RoleplayRuntime
+from .session_route import stored_route
 from .settings import SettingsSnapshot, SettingsStore, context_window_for, read_settings
 from .subagent_catalog import SUBAGENT_MANAGER, SubagentItem, load_catalog
 from .summary import SummaryWatch, land_pending_at
@@ -176,9 +177,12 @@ async def prepare_run(
     images: list[dict[str, Any]] | None = None,
     run_id: str | None = None,
     at: int | None = None,
+    settings: SettingsSnapshot | None = None,
 ) -> PreparedRun:
     """Read everything this turn needs and freeze the context build (no event is written).
-    ``at``: the session's head, when the caller holds the run lease and has just read it."""
+    ``at``: the session's head, when the caller holds the run lease and has just read it.
+    ``settings``: the global settings as the caller has just read them for this run (else read
+    here)."""
     # A lone surrogate (a broken \\uD800 escape, undecodable bytes on the command line) is not a
     # character: it could be neither hashed nor stored, so it is refused here, before any read.
     lone = surrogate_problems("run", text)
@@ -229,7 +233,7 @@ async def prepare_run(
     mode: ExecutionMode = "agent" if profile.execution_mode == "agent" else "chat"
     # Global settings are read at every prepare and frozen for the run (spec: without a session
     # override every prepareRun reads the latest global default; a change applies next turn).
-    settings = await read_settings(rt.store)
+    settings = settings or await read_settings(rt.store)
     # Agent mode freezes the enabled catalog now: a catalog change applies from the next run.
     # Without the sub-agent manager (rp features) the Agent has no specialists.
     with_catalog = mode == "agent" and SUBAGENT_MANAGER in rt.features
@@ -505,19 +509,31 @@ async def play_turn(
     session_id: str,
     text: str,
     *,
-    parent_route: Route,
+    parent_route: Route | None,
+    default_route: Route | None = None,
     images: list[dict[str, Any]] | None = None,
     abort: asyncio.Event | None = None,
+    settings: SettingsSnapshot | None = None,
 ) -> RunResult:
     """Prepare and run one Chat-mode turn; the reply streams to the session's subscribers.
+
+    ``parent_route`` None: the story's stored route, else ``default_route``, else the
+    environment's (``resolve_session_route``), read from the profile under the lease (the read
+    this turn makes anyway, not one more before it). ``settings``: the global settings the caller
+    read for this turn (``prepare_run``).
 
     The lease comes first: a turn prepared before it would be built (and its run id derived) from
     a log head that another turn or message action can overtake. A second start is ``run.busy``."""
     async with run_lease(rt.store, session_id) as lease:
         await require_playable(rt, session_id, record=lease.record)
+        # The one read of the log's newest events under the lease: everything after it (a summary
+        # landing, the whole prepare) reads the cached projections as of this head.
+        story = await rt.service.projection(session_id, SESSION_PROJECTION)
+        if parent_route is None:
+            parent_route = stored_route(profile_of(story.state)) or default_route or resolve_route(None)
         # A summary written alongside the previous turn lands now, before this turn reads the log.
-        landed, head = await land_pending_at(rt, session_id) if text.strip() or images else ([], None)
-        prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images, at=head)
+        landed, head = await land_pending_at(rt, session_id, at=story.upto_seq) if text.strip() or images else ([], story.upto_seq)
+        prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images, at=head, settings=settings)
         run = RpRun(rt, prepared)
         run.diagnostics.extend(landed)
         watch = await SummaryWatch.start(rt, run, parent_route)

@@ -256,12 +256,17 @@ async def land_pending(rt: RoleplayRuntime, session_id: str) -> list[Diagnostic]
     return (await land_pending_at(rt, session_id))[0]
 
 
-async def land_pending_at(rt: RoleplayRuntime, session_id: str) -> tuple[list[Diagnostic], int | None]:
+async def land_pending_at(rt: RoleplayRuntime, session_id: str, *, at: int | None = None) -> tuple[list[Diagnostic], int | None]:
     """``land_pending``, and the session's head it read when it wrote nothing (the turn then reads
-    the log as of that head: ``prepare_run(at=…)``); None when it wrote or read nothing."""
+    the log as of that head: ``prepare_run(at=…)``); None when it wrote or read nothing. ``at``:
+    the head the caller has just read under the lease (no read of newer events; it is returned
+    unless a landing moved the head)."""
     if CANDIDATE not in rt.service.commands.names():
-        return [], None  # a runtime without the feature
-    summary = await rt.service.projection(session_id, summary_projection)
+        return [], at  # a runtime without the feature
+    if at is None:
+        summary = await rt.service.projection(session_id, summary_projection)
+    else:
+        summary = await rt.service.projection_at(session_id, summary_projection, at)
     pending = summary.state["pending"]
     if pending is None or not enabled(rt, await read_settings(rt.store)):
         return [], summary.upto_seq

@@ -37,7 +37,7 @@ from roleplay.assets.service import AssetService
 from roleplay.core.feature_set import KEY as FEATURES_KEY
 from roleplay.core.feature_set import closure
 from roleplay.core.runtime import RoleplayRuntime
-from roleplay.core.settings import SettingsStore
+from roleplay.core.settings import SettingsSnapshot, SettingsStore
 from roleplay.harness.models.routes import Route
 
 from . import errors
@@ -107,6 +107,16 @@ class WebState:
                     await self._close_unused(old)
                 self.features_revision = record.revision
         return self.rt
+
+    async def fresh_runtime_and_settings(self) -> tuple[RoleplayRuntime, SettingsSnapshot]:
+        """``fresh_runtime``, with every global setting from the same read: a run freezes the
+        settings at its prepare, and this spares it a second read of the table (a thread hop on
+        SQLite, a round trip on PostgreSQL) on the way to its first token."""
+        snapshot = await SettingsStore(self.rt.store).snapshot()
+        if snapshot.record(FEATURES_KEY).revision == self.features_revision or self.rebuild is None:
+            return self.rt, snapshot
+        rt = await self.fresh_runtime()  # the features moved: rebuilt (or not) under its lock, then read again
+        return rt, await SettingsStore(rt.store).snapshot()
 
     @asynccontextmanager
     async def runtime_in_use(self, rt: RoleplayRuntime) -> AsyncIterator[RoleplayRuntime]:
@@ -198,7 +208,9 @@ def settle_heap(app: FastAPI) -> None:
     gc.freeze()
 
 
-def web(request: Request) -> WebState:
+async def web(request: Request) -> WebState:
+    # A coroutine, not a plain function: FastAPI runs a plain dependency on its thread pool, a
+    # thread hop (and a wait for the loop to take the result back) on every request.
     state: WebState = request.app.state.web
     return state
 

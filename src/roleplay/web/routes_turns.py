@@ -9,7 +9,8 @@ database) is 409 ``run.busy``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import asyncio
+from typing import Annotated, Any, Awaitable
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
@@ -18,7 +19,8 @@ from roleplay.core.continue_turn import continue_turn
 from roleplay.core.impersonate import impersonate
 from roleplay.core.profile import profile_of, session_projection
 from roleplay.core.regenerate import regenerate
-from roleplay.core.run import play_turn
+from roleplay.core.run import RunResult, play_turn
+from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.session_route import stored_route
 from roleplay.harness.leases import lease_taken
 from roleplay.harness.models.routes import Route, resolve_route
@@ -39,8 +41,11 @@ async def session_route(w: WebState, session_id: str, spec: str | None) -> Route
 
 
 async def _accept(w: WebState, session_id: str, kind: str, call: RunCall) -> JSONResponse:
-    rt = await w.fresh_runtime()  # a feature change applies from the next run
-    await rt.store.get_session(session_id)  # 404 before anything starts
+    return await _started(w, await w.fresh_runtime(), session_id, kind, call)  # a feature change applies from the next run
+
+
+async def _started(w: WebState, rt: RoleplayRuntime, session_id: str, kind: str, call: RunCall) -> JSONResponse:
+    # 404 before anything starts: the runner's subscription reads the session's head first.
     run = await w.runs.start(session_id, kind, on_runtime(w, rt, call))
     body = TurnAccepted(session_id=session_id, turn_id=run.turn_id, kind=kind, events=f"{API}/sessions/{session_id}/events")
     return JSONResponse(body.model_dump(by_alias=True), status_code=202, headers={"Location": body.events})
@@ -49,8 +54,17 @@ async def _accept(w: WebState, session_id: str, kind: str, call: RunCall) -> JSO
 @router.post("/sessions/{session_id}/turns", status_code=202, response_model=TurnAccepted)
 async def send_turn(w: Web, session_id: str, body: TurnBody) -> JSONResponse:
     """Play the player's text as the next turn; the reply streams on the session's events."""
-    route = await session_route(w, session_id, body.model)
-    return await _accept(w, session_id, "turn", lambda rt, abort: play_turn(rt, session_id, body.text, parent_route=route, abort=abort))
+    # Without a route given, the turn reads the story's own under its lease (as ``session_route``
+    # would, without a read of the log before the one the turn makes there).
+    route = resolve_route(body.model) if body.model else None
+    default = w.config.default_route
+    # The global settings come with the features' revision, and the run freezes them (one read).
+    rt, settings = await w.fresh_runtime_and_settings()
+
+    def call(rt: RoleplayRuntime, abort: asyncio.Event) -> Awaitable[RunResult]:
+        return play_turn(rt, session_id, body.text, parent_route=route, default_route=default, settings=settings, abort=abort)
+
+    return await _started(w, rt, session_id, "turn", call)
 
 
 @router.post("/sessions/{session_id}/continue", status_code=202, response_model=TurnAccepted)

@@ -45,10 +45,12 @@ class TurnRunner:
 
     async def start(self, session_id: str, kind: str, call: StartCall) -> ActiveRun:
         """Start ``call(abort)``; return once its turn has begun, or raise what it raised first."""
-        if self.closing:
-            raise RpError("server.shutting_down", "the server is shutting down; try again on another instance")
         abort = asyncio.Event()
+        # The subscription reads the session's head first: an unknown session is 404 here, before
+        # anything starts (and before a stopping server's 503, as the route's own check was).
         async with self.store.subscribe(session_id) as sub:
+            if self.closing:
+                raise RpError("server.shutting_down", "the server is shutting down; try again on another instance")
             task: asyncio.Task[Any] = asyncio.ensure_future(call(abort))
             self._tasks.add(task)
             task.add_done_callback(self._finished)
