@@ -349,11 +349,19 @@ async def test_the_kept_url_and_headers_build_the_requests_the_sdk_builds():
             mine.headers["x-edited"] = "1"  # a built request's headers are its own
 
     same()
-    for client in (ours, sdk):
-        client.base_url = "http://127.0.0.1:10/beta"
-        client.api_key = "sk-other"
-        client._client.headers["x-extra"] = "1"
-    same()
+    changes = (
+        ("base_url", "http://127.0.0.1:10/beta"),
+        ("api_key", "sk-other"),
+        ("timeout", 42.0),
+        ("transport headers", {"x-extra": "1"}),
+    )
+    for what, value in changes:  # one at a time, each after a request that was remembered
+        for client in (ours, sdk):
+            if what == "transport headers":
+                client._client.headers.update(value)
+            else:
+                setattr(client, what, value)
+        same()
     with_own = FinalRequestOptions.construct(method="post", url="/chat/completions", json_data=body, headers={"x-own": "2"})
     assert ours._build_request(with_own).headers["x-own"] == "2"
     await ours.close()

@@ -294,6 +294,7 @@ class AsyncOpenAI(openai.AsyncOpenAI):
             getattr(self, "admin_api_key", None),
             self.organization,
             self.project,
+            repr(self.timeout),  # the read-timeout header
             tuple(sorted(options.security.items())),
         )
         kept = self._header_memo.get(key)
