@@ -221,3 +221,26 @@ def test_a_request_remembered_by_its_runs_is_summed_like_its_messages() -> None:
     remember_request_runs(messages, (plain[0],), running, 5, plain[-2:])
     running.append(running[-1] + 1000)
     assert messages_tokens(messages) == sum(plain) and messages_tokens(messages, 1, -2) == sum(plain[1:-2])
+
+
+def test_a_story_converted_turn_by_turn_equals_one_converted_whole() -> None:
+    """The next turn's story (the last one plus new nodes) is converted by extending the last
+    answer in place: at every length it equals a fresh conversion, and what an earlier answer
+    held is still there (it only grew at the end)."""
+    from roleplay.harness.loop import ConvertedMessages
+
+    def node(i: int) -> dict[str, object]:
+        role = "user" if i % 3 == 0 else "assistant"
+        return {"id": f"m{i}", "seq": i + 1, "role": role, "content": [{"type": "text", "text": f"line {i} " * (i % 5 + 1)}]}
+
+    nodes = [node(i) for i in range(30)]
+    kept = ConvertedMessages()
+    seen: list[tuple[object, list[object]]] = []
+    for k in (0, 1, 2, 5, 5, 9, 17, 30):
+        got = kept.converted("s", tuple(nodes[:k]))
+        fresh = ConvertedMessages().converted("s", tuple(nodes[:k]))
+        assert [m.text() for m in got.messages] == [m.text() for m in fresh.messages]
+        assert (got.costs, got.running, got.starts) == (fresh.costs, fresh.running, fresh.starts)
+        seen.append((got, [list(part) for part in got]))
+    for got, then in seen:
+        assert all(list(part)[: len(was)] == was for part, was in zip(got, then))  # type: ignore[call-overload]

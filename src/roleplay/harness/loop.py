@@ -651,6 +651,7 @@ class ConvertedMessages:
                 # its lists only ever grow at the end, so what a reader took from them stays true.
                 out = last[2]
                 start = done
+                self._last = None  # until extended whole: a failure part way leaves nothing to go on from
         messages, costs, running, starts = out
         total = running[-1]
         for node in nodes[start:] if start else nodes:

@@ -87,10 +87,23 @@ def test_recent_long_texts_are_remembered_exactly_and_boundedly() -> None:
     assert first == [_total(_stats(t)) for t in texts]
     assert [count_tokens(t) for t in reversed(texts)] == list(reversed(first))
     assert len(tokens._recent) <= tokens._RECENT_TEXTS
-    assert count_tokens(texts[-1]) is tokens._recent[texts[-1]]
+    assert count_tokens(texts[-1]) is dict(tokens._recent)[texts[-1]]
     huge = "x\n" * (tokens._RECENT_MAX_CHARS // 2 + 1)
     assert count_tokens(huge) == _total(_stats(huge))
-    assert huge not in tokens._recent
+    assert all(known != huge for known, _ in tokens._recent)
+
+
+def test_a_recent_long_text_is_found_by_identity_or_equal_content_never_by_its_length_alone() -> None:
+    """Recent texts are looked up without hashing them: the same object, or an equal copy, gives the
+    remembered count; a different text of the same length is counted itself."""
+    tokens._recent.clear()
+    text = "第1轮 lamp\n" * 800
+    first = count_tokens(text)
+    copy = "".join(list(text))
+    assert copy == text and copy is not text and count_tokens(copy) == first
+    twin = text[:-5] + "!!!!\n"  # the same length, another text (and another count)
+    assert len(twin) == len(text) and count_tokens(twin) == _total(_stats(twin)) != first
+    assert tokens.count_around(text, "", tokens.NO_STATS, "") == first
 
 
 @given(

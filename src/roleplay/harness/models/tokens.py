@@ -54,7 +54,7 @@ def count_tokens(text: str) -> int:
     # The same long text is often counted twice in a row (a turn's Writer prompt: fitted to the
     # window when the build is frozen, then as the Writer's request message): the last few long
     # texts are kept whole. Few and bounded, so no old prompt stays alive for long.
-    known = _recent.get(text)
+    known = _recalled(text)
     if known is not None:
         return known
     total = _count_long(text)
@@ -71,7 +71,7 @@ def count_parts(text: str, parts: Sequence[str]) -> int:
     up to ``text`` are ignored in favour of the plain count."""
     if len(text) < _SPLIT_FROM:
         return count_tokens(text)
-    known = _recent.get(text)
+    known = _recalled(text)
     if known is not None:
         return known
     if "".join(parts) != text:
@@ -104,7 +104,7 @@ def count_around(text: str, head: str, middle: Stats, tail: str) -> int | None:
     edge). The caller keeps those figures across calls, so a long body costs nothing to count
     again. None when ``head`` or ``tail`` could join the body in one run (``head`` not ending with
     a line end, ``tail`` starting with a space): then count the parts (``count_parts``)."""
-    known = _recent.get(text)
+    known = _recalled(text)
     if known is not None:
         return known
     if (head and not head.endswith("\n")) or (tail and not _NON_SPACE.match(tail)):
@@ -144,14 +144,26 @@ def _part_stats(part: str) -> tuple[int, ...]:
     return tuple(map(sum, zip(_ZERO, *rows)))
 
 
+def _recalled(text: str) -> int | None:
+    """The count of ``text`` when it is one of the last few long texts counted. Found by identity,
+    else by length and then content, never by a hash: a long story's Writer prompt is a new string
+    of hundreds of kilobytes at every turn, and hashing it to look it up was a pass over all of it
+    (issue 12); comparing it with a text of the same length is one ``memcmp``."""
+    recent = _recent
+    for known, total in recent:
+        if known is text:
+            return total
+    size = len(text)
+    for known, total in recent:
+        if len(known) == size and known == text:
+            return total
+    return None
+
+
 def _remember(text: str, total: int) -> None:
+    global _recent
     if len(text) <= _RECENT_MAX_CHARS:
-        if len(_recent) >= _RECENT_TEXTS:
-            try:
-                del _recent[next(iter(_recent))]
-            except (KeyError, RuntimeError, StopIteration):  # another thread got there first
-                _recent.clear()
-        _recent[text] = total
+        _recent = [*_recent[-(_RECENT_TEXTS - 1) :], (text, total)]  # rebound whole: no reader sees it change
 
 
 def _count_long(text: str) -> int:
@@ -218,7 +230,7 @@ _MEMO_CHARS = 8_000_000  # what the memo's keys may hold in all
 _memo: dict[str, tuple[int, ...]] = {}
 _RECENT_TEXTS = 4
 _RECENT_MAX_CHARS = 1_000_000
-_recent: dict[str, int] = {}  # oldest first
+_recent: list[tuple[str, int]] = []  # oldest first
 _memo_chars = 0
 
 
