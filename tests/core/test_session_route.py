@@ -8,11 +8,13 @@ from tests_support import core_runtime
 from roleplay.assets.seeds import ensure_seeds
 from roleplay.assets.service import AssetService
 from roleplay.core.profile import SessionProfile, apply_profile, parse_profile, profile_of, session_projection
+from roleplay.core.run import play_turn
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.session_create import StoryRequest, create_story
 from roleplay.core.session_route import resolve_session_route, route_profile_json, stored_route
 from roleplay.core.sources import StoreAssetReader
 from roleplay.errors import RpError, ValidationError
+from roleplay.harness.leases import lease_taken
 from roleplay.harness.models.routes import Route
 from roleplay.harness.store import EventStore
 from roleplay.samples import SAMPLE_CARD, sample_card_bytes
@@ -97,3 +99,24 @@ async def test_an_unknown_stored_provider_is_a_coded_error_and_an_explicit_route
         await resolve_session_route(rt, sid)
     assert exc.value.code == "model.unknown_provider"
     assert (await resolve_session_route(rt, sid, "demo")).provider == "demo"
+
+
+async def test_a_turn_given_no_route_plays_on_the_stored_one_else_the_default(store: EventStore) -> None:
+    """``play_turn(parent_route=None)`` (the server's POST …/turns) reads the route from the profile
+    it reads under its lease: the stored route, else ``default_route``."""
+    rt, sid = await _story(store, Route("demo", "demo", "high"))
+    played = await play_turn(rt, sid, "我敲了敲铁门。", parent_route=None, default_route=Route("demo", "demo"))
+    assert played.committed and played.prepared.parent_route == Route("demo", "demo", "high")
+    plain = (await create_story(rt, StoryRequest(card=(await rt.assets.list("card")).items[0].id)))[0].id
+    played = await play_turn(rt, plain, "我敲了敲铁门。", parent_route=None, default_route=Route("demo", "demo"))
+    assert played.committed and played.prepared.parent_route == Route("demo", "demo")
+
+
+async def test_a_turn_on_an_unknown_stored_provider_writes_nothing(store: EventStore) -> None:
+    rt, sid = await _story(store, None)
+    await apply_profile(rt.service, sid, {"patch": {"runtime": {"route": {"provider": "gone", "model": "m"}}}}, StoreAssetReader(rt.assets))
+    head = await store.head(sid)
+    with pytest.raises(RpError) as exc:
+        await play_turn(rt, sid, "我敲了敲铁门。", parent_route=None, default_route=Route("demo", "demo"))
+    assert exc.value.code == "model.unknown_provider"
+    assert await store.head(sid) == head and not await lease_taken(store, sid)

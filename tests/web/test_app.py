@@ -164,3 +164,24 @@ def test_the_routes_are_built_before_the_heap_is_frozen(db_url: str) -> None:
             assert client.get(f"{API}{path}").status_code == 200
         gc.collect()
         assert len(gc.get_objects()) - before < 4000  # measured: about 1,900 (the client's included); 24,000 built after the freeze
+
+
+@pytest.mark.anyio
+async def test_a_posted_turn_reads_the_settings_with_the_features_revision(api: tuple[httpx.AsyncClient, Any]) -> None:
+    """``fresh_runtime_and_settings``: one read gives the runtime check and the settings the turn
+    freezes (``prepare_run(settings=…)``), as they are at that moment."""
+    from roleplay.core.feature_set import FeatureManager
+    from roleplay.core.settings import SettingsStore
+
+    client, opened = api
+    state = client._transport.app.state.web  # type: ignore[attr-defined]
+    rt, settings = await state.fresh_runtime_and_settings()
+    assert rt is opened and settings.identity() is None
+    await SettingsStore(opened.store).set("prompt.identity", "You narrate a lighthouse story.")
+    rt, settings = await state.fresh_runtime_and_settings()
+    assert rt is opened and settings.identity() == "You narrate a lighthouse story."
+    await FeatureManager(opened.store).disable("rp-quick-replies")
+    rt, settings = await state.fresh_runtime_and_settings()
+    assert rt is state.rt and rt is not opened and "rp-quick-replies" not in rt.features
+    assert settings.identity() == "You narrate a lighthouse story." and await state.fresh_runtime() is rt
+    await state.close_rebuilt(opened)  # what the lifespan does at shutdown: the rebuilt one is closed
