@@ -44,7 +44,14 @@ def _count_reads(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list[
         seen.append(sql)
         return await fetchall(sql, args)
 
+    fetchone = store._fetchone
+
+    async def counting_one(sql: str, args: Any = ()) -> tuple[Any, ...] | None:
+        seen.append(sql)
+        return await fetchone(sql, args)
+
     monkeypatch.setattr(store, "_fetchall", counting)
+    monkeypatch.setattr(store, "_fetchone", counting_one)
     return seen
 
 
@@ -63,7 +70,9 @@ async def test_a_read_past_a_leased_sessions_head_is_answered_without_a_round_tr
         assert [e.seq for e in await a.read(sid, after_seq=1)] == [2] and len(reads) == 1  # before it: read
         await a.append_at_head(sid, _msg("three"))
         assert await a.read(sid, after_seq=3) == [] and len(reads) == 1
+        assert await a.head(sid) == 3 and len(reads) == 1
     assert await a.read(sid, after_seq=3) == [] and len(reads) == 2  # released: read again
+    assert await a.head(sid) == 3 and len(reads) == 3
 
 
 async def test_a_created_sessions_lease_knows_its_first_events(

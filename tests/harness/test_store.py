@@ -692,7 +692,7 @@ def test_a_damaged_compressed_payload_is_a_store_fault() -> None:
 async def test_a_postgres_append_compresses_each_new_part_once(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bytes of the new parts an append sent are the ones kept for this store's reads: not
     compressed a second time, and read back the same from memory as from the table."""
-    from roleplay.harness.store import postgres
+    from roleplay.harness.store import pg_parts, postgres
 
     store, other = open_store(pg_url), open_store(pg_url)
     await store.migrate()
@@ -706,6 +706,7 @@ async def test_a_postgres_append_compresses_each_new_part_once(pg_url: str, monk
             return original(text)
 
         monkeypatch.setattr(postgres, "compress", counting)
+        monkeypatch.setattr(pg_parts, "compress", counting)  # the new parts' compression
         await store.append(rec.id, 0, [user("u1", story_prompt(30))])
         assert len(compressed) > 5 and len(compressed) == len(set(compressed))
         for s in (store, other):  # kept bytes, then the table's
@@ -720,20 +721,20 @@ async def test_a_postgres_append_compresses_megabytes_of_new_parts_off_the_event
     compressed on a thread (the event loop is not held), and read back the same."""
     import threading
 
-    from roleplay.harness.store import postgres
+    from roleplay.harness.store import pg_parts
 
     store = open_store(pg_url)
     await store.migrate()
     try:
         rec = await store.create_session(preset="p")
         threads: set[bool] = set()
-        original = postgres.compress
+        original = pg_parts.compress
 
         def recording(text: str) -> bytes:
             threads.add(threading.current_thread() is threading.main_thread())
             return original(text)
 
-        monkeypatch.setattr(postgres, "compress", recording)
+        monkeypatch.setattr(pg_parts, "compress", recording)  # the new parts' compression
         big = story_prompt(3500)
         assert len(big) >= 1 << 18
         await store.append(rec.id, 0, [user("u1", big)])

@@ -53,7 +53,7 @@ def append_params(rows: list[tuple[Any, ...]]) -> list[Any]:
     return [list(column) for column in zip(*rows, strict=True)]
 
 
-# The same with new text parts: they are inserted (in hash order, like ``_store_parts``) and the
+# The same with new text parts: they are inserted (in hash order, like ``pg_parts.store_parts``) and the
 # ids they get, with those of the ones already stored, fill the events' ``texts`` columns: the
 # literal pieces and part references (``p``) of each event (``ev``, its offset) are joined in order.
 # The head moves only when every new part has an id (another writer's part, committed while the
