@@ -95,3 +95,19 @@ async def test_a_statement_waiting_for_the_pool_gets_the_connection_given_back()
 
     await asyncio.wait_for(asyncio.gather(*(statement() for _ in range(50))), 5)
     assert pool.made <= 2
+
+
+async def test_a_kept_connection_goes_back_to_the_pool_a_while_after_it_was_taken() -> None:
+    """So the pool's own lifetime and idle rules still apply to it."""
+    from roleplay.harness.store import pg_pool
+
+    now = [1000.0]
+    pool = _Pool(4)
+    kept = KeptConnections(pool, clock=lambda: now[0])
+    a = await kept.get()
+    await kept.put(a)
+    assert pool.back == 0
+    assert await kept.get() is a
+    now[0] += pg_pool.RETURN_AFTER
+    await kept.put(a)
+    assert pool.back == 1 and pool.out == 0
