@@ -112,7 +112,7 @@ def child(url: str, port: int, stats_path: str) -> None:
     from roleplay.harness.models.routes import resolve_route
     from roleplay.harness.store import open_store
     from roleplay.web.app import WebConfig, create_app
-    from roleplay.web.serve import KEEP_ALIVE
+    from roleplay.web.serve import server_options
 
     lags: list[float] = []
     heap: dict[str, Any] = {}
@@ -205,9 +205,10 @@ def child(url: str, port: int, stats_path: str) -> None:
             log_level="warning",
             lifespan="on",
             backlog=2048,
-            timeout_keep_alive=KEEP_ALIVE,
-            # Experiments: RP_BENCH_UVICORN="asyncio,h11" serves on the pure-Python loop and parser.
-            **dict(zip(("loop", "http"), os.environ["RP_BENCH_UVICORN"].split(","))) if os.environ.get("RP_BENCH_UVICORN") else {},
+            # rp serve's, unless an experiment names others: RP_BENCH_UVICORN="asyncio,h11" serves on
+            # the pure-Python loop and parser.
+            **server_options()
+            | (dict(zip(("loop", "http"), os.environ["RP_BENCH_UVICORN"].split(","))) if os.environ.get("RP_BENCH_UVICORN") else {}),
         )
     )
     profile = os.environ.get("RP_BENCH_PROFILE")  # a file: cProfile of the whole server run

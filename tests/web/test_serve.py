@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from roleplay.testing.fake_openai import serve_fake_openai
-from roleplay.web.serve import is_loopback, server_default_route
+from roleplay.web.serve import is_loopback, server_default_route, server_options
 from web.web_support import free_port
 
 API = "/api/v1"
@@ -51,6 +51,22 @@ def test_default_route_and_loopback() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.2")
     assert server_default_route("demo").provider == "demo"
+
+
+def test_serve_names_the_c_loop_and_parser_and_both_load() -> None:
+    import uvicorn
+
+    options = server_options()
+    assert options["http"] == "httptools" and options["loop"] == ("asyncio" if sys.platform == "win32" else "uvloop")
+    config = uvicorn.Config(lambda scope, receive, send: None, **options)
+    config.load()  # uvicorn imports what is named: a missing dependency fails here, not silently
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    assert config.http_protocol_class is HttpToolsProtocol
+    if options["loop"] == "uvloop":
+        import uvloop
+
+        assert uvloop.new_event_loop().__class__.__module__.startswith("uvloop")
 
 
 @pytest.mark.slow

@@ -35,6 +35,16 @@ MiB = 1024 * 1024
 KEEP_ALIVE = 75
 
 
+def server_options() -> dict[str, Any]:
+    """uvicorn's options for every ``rp serve`` process (and bench/serve.py's server): the C event
+    loop and HTTP parser, named rather than left to uvicorn's "auto" so a missing dependency is an
+    error, not a silently slower server. Every session's streaming shares one loop, so its CPU per
+    request and per frame is latency for all of them (issue 16). uvloop has no Windows build; there
+    the standard loop serves."""
+    loop = "asyncio" if sys.platform == "win32" else "uvloop"
+    return {"loop": loop, "http": "httptools", "timeout_keep_alive": KEEP_ALIVE}
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -101,9 +111,7 @@ def serve_command(
     config = WebConfig(default_route=route, token=token, allowed_origins=allow_origins, max_upload_bytes=max_upload_mb * MiB)
     app = create_app(None, config, opener=runtime_opener(state), rebuild=runtime_rebuilder(state))
     server = _Server(
-        uvicorn.Config(
-            app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE
-        ),
+        uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=10, **server_options()),
         app,
         as_json=as_json,
     )
@@ -204,7 +212,7 @@ def _serve_workers(
         workers=workers,
         log_level="warning",
         timeout_graceful_shutdown=10,
-        timeout_keep_alive=KEEP_ALIVE,
+        **server_options(),
     )
     click.echo("rp serve: stopped", err=True)
 
