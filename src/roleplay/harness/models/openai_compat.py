@@ -252,6 +252,24 @@ def _http_client(base_url: str, timeout: openai.Timeout) -> openai.DefaultAsyncH
 _MEMO_SIZE = 8
 
 
+def _kept(memo: dict[Any, Any], key: Any, make: Callable[[], Any]) -> Any:
+    """``memo[key]``, made and kept when missing (all forgotten once ``_MEMO_SIZE`` are kept)."""
+    value = memo.get(key)
+    if value is None:
+        value = make()
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[key] = value
+    return value
+
+
+def _url_for(memo: dict[Any, Any], url: str, base: httpx2.URL, make: Callable[[str], httpx2.URL]) -> httpx2.URL:
+    """The URL ``make`` gives for ``url`` against this ``base`` (a client's base URL may be
+    replaced: it is part of the key, and kept with the value so its id cannot be reused)."""
+    kept_base, prepared = _kept(memo, (url, id(base)), lambda: (base, make(url)))
+    return prepared if kept_base is base else make(url)
+
+
 class AsyncOpenAI(openai.AsyncOpenAI):
     """``openai.AsyncOpenAI`` that prepares the URL of a path and the default headers once, not per
     request: the SDK parses the base URL and the path into a new ``URL`` and normalises the same
@@ -261,7 +279,7 @@ class AsyncOpenAI(openai.AsyncOpenAI):
     SDK's way. The headers are handed out as a copy, since the SDK may edit them. (The class keeps
     the SDK's name: the SDK puts it in the User-Agent header.)"""
 
-    _url_memo: dict[str, tuple[httpx2.URL, httpx2.URL]]
+    _url_memo: dict[tuple[str, int], tuple[httpx2.URL, httpx2.URL]]
     _header_memo: dict[tuple[Any, ...], httpx2.Headers]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -270,15 +288,7 @@ class AsyncOpenAI(openai.AsyncOpenAI):
         self._header_memo = {}
 
     def _prepare_url(self, url: str) -> httpx2.URL:
-        base = self.base_url
-        kept = self._url_memo.get(url)
-        if kept is not None and kept[0] is base:
-            return kept[1]
-        prepared = super()._prepare_url(url)
-        if len(self._url_memo) >= _MEMO_SIZE:
-            self._url_memo.clear()
-        self._url_memo[url] = (base, prepared)
-        return prepared
+        return _url_for(self._url_memo, url, self.base_url, super()._prepare_url)
 
     def _build_headers(self, options: FinalRequestOptions, *, retries_taken: int = 0) -> httpx2.Headers:
         if (
@@ -297,13 +307,8 @@ class AsyncOpenAI(openai.AsyncOpenAI):
             repr(self.timeout),  # the read-timeout header
             tuple(sorted(options.security.items())),
         )
-        kept = self._header_memo.get(key)
-        if kept is None:
-            kept = super()._build_headers(options, retries_taken=retries_taken)
-            if len(self._header_memo) >= _MEMO_SIZE:
-                self._header_memo.clear()
-            self._header_memo[key] = kept
-        return httpx2.Headers(kept)
+        build = super()._build_headers
+        return httpx2.Headers(_kept(self._header_memo, key, lambda: build(options, retries_taken=retries_taken)))
 
 
 class _HttpClient(openai.DefaultAioHttpClient):  # type: ignore[misc, valid-type]
@@ -311,7 +316,7 @@ class _HttpClient(openai.DefaultAioHttpClient):  # type: ignore[misc, valid-type
     own headers with a request's: the SDK passes both anew, and equal, on every request. The merged
     ``Headers`` may be handed out again, as a ``Request`` copies the headers it is given."""
 
-    _url_memo: dict[str, tuple[httpx2.URL, httpx2.URL]]
+    _url_memo: dict[tuple[str, int], tuple[httpx2.URL, httpx2.URL]]
     _header_memo: dict[tuple[Any, ...], httpx2.Headers]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -322,28 +327,15 @@ class _HttpClient(openai.DefaultAioHttpClient):  # type: ignore[misc, valid-type
     def _merge_url(self, url: httpx2.URL | str) -> httpx2.URL:
         if not isinstance(url, str):
             return super()._merge_url(url)  # type: ignore[no-any-return]
-        base = self.base_url
-        kept = self._url_memo.get(url)
-        if kept is not None and kept[0] is base:
-            return kept[1]
-        merged: httpx2.URL = super()._merge_url(url)
-        if len(self._url_memo) >= _MEMO_SIZE:
-            self._url_memo.clear()
-        self._url_memo[url] = (base, merged)
-        return merged
+        return _url_for(self._url_memo, url, self.base_url, super()._merge_url)
 
     def _merge_headers(self, headers: Any = None) -> Any:
         if not isinstance(headers, list):
             return super()._merge_headers(headers)
         # The client's own headers are part of the key: they may be replaced or edited in place.
         key = (tuple(self.headers.raw), tuple(headers))
-        kept = self._header_memo.get(key)
-        if kept is None:
-            kept = cast(httpx2.Headers, super()._merge_headers(headers))
-            if len(self._header_memo) >= _MEMO_SIZE:
-                self._header_memo.clear()
-            self._header_memo[key] = kept
-        return kept
+        merge = super()._merge_headers
+        return _kept(self._header_memo, key, lambda: cast(httpx2.Headers, merge(headers)))
 
 
 def _map_effort(effort: str, caps: Capabilities) -> str | None:
