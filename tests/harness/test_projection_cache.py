@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from roleplay.clock import CountingIds, FixedClock
 from roleplay.harness.commands import commands_projection
 from roleplay.harness.events import EventDraft
-from roleplay.harness.projections import ProjectionCache, fold, roundtrip
+from roleplay.harness.projections import Projection, ProjectionCache, fold, roundtrip
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.store import EventStore, open_store
 from roleplay.harness.surface import surface_projection
@@ -139,7 +139,9 @@ def test_reads_at_the_head_through_the_cache_equal_a_fresh_fold(
     this cache never sees), through a cache small enough to evict, retire, pack and snapshot: every
     ``projection_at`` at the head, every plain load, equals a fold of the log from scratch."""
     counter = counter_projection()
-    projections = (surface_projection, commands_projection, counter, turns_projection)
+    # A projection reading the counter's state (``state_of``): cached and folded as the counter.
+    alias = Projection("test/counter/view", 7, counter.initial, counter.apply, state_of=counter)
+    projections = (surface_projection, commands_projection, counter, turns_projection, alias)
 
     async def check(service: SessionService, store: EventStore, sid: str) -> None:
         events = await store.read(sid)
@@ -150,6 +152,8 @@ def test_reads_at_the_head_through_the_cache_equal_a_fresh_fold(
             assert roundtrip(at.state) == roundtrip(fold(projection, events))
         plain = await service.projection(sid, surface_projection)
         assert roundtrip(plain.state) == roundtrip(fold(surface_projection, events))
+        assert (await service.projection(sid, alias)).state == fold(counter, events)
+        assert not any(key[1] == alias.name for key in service.cache._entries)
 
     async def run(path: Path) -> None:
         store = open_store(f"sqlite:///{path}", clock=FixedClock(), ids=CountingIds())
@@ -240,3 +244,56 @@ async def test_resting_states_are_packed_and_read_back_equal(store: EventStore, 
     await big.load(store, stories[2].id, surface_projection)
     kinds = {k[0]: e.packed is not None for k, e in big._entries.items()}
     assert kinds == {first.id: False, stories[1].id: True, stories[2].id: False}
+
+
+@pytest.mark.anyio
+async def test_a_projection_read_as_another_is_folded_and_kept_once(store: EventStore) -> None:
+    # rp/state/activity reads rp/state's tracker (issue 16): one entry, one fold per event, and
+    # its loads give the same state object as the other's.
+    counter = counter_projection()
+    alias = Projection("test/counter/view", 3, counter.initial, counter.apply, state_of=counter)
+    service = SessionService(store)
+    service.projections.register(counter)
+    service.projections.register(alias)
+    rec = await service.create("p", seed=[user("u1"), user("u2")])
+    await service.append(rec.id, [user("u3")], expected_seq=2)
+    keys = [k for k in service.cache._entries if k[0] == rec.id and k[1].startswith("test/")]
+    assert keys == [(rec.id, counter.name, counter.version)]
+    via_alias = await service.projection_at(rec.id, alias, 3)
+    assert via_alias.state == {"n": 3, "last": 3} and via_alias.state is (await service.projection_at(rec.id, counter, 3)).state
+    # A fold from the store (with the other's snapshot) gives the same state too.
+    from roleplay.harness.projections import load, write_snapshot
+
+    await write_snapshot(store, rec.id, alias)
+    assert await store.load_snapshot(rec.id, alias.name, alias.version) is None
+    assert (await store.load_snapshot(rec.id, counter.name, counter.version)) is not None
+    loaded = await load(store, rec.id, alias)
+    assert loaded.state == {"n": 3, "last": 3} and loaded.from_snapshot_seq == 3
+
+
+@pytest.mark.anyio
+async def test_a_state_only_read_since_it_rested_goes_back_to_its_bytes(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Repacking an unchanged state is dropping it: no marshal.dumps. A fold into it drops the
+    # bytes, and the next rest marshals the new state.
+    from roleplay.harness import projections
+
+    counter = counter_projection()
+    a = await store.create_session(preset="p", events=[user(f"a{j}") for j in range(2)])
+    b = await store.create_session(preset="p", events=[user(f"b{j}") for j in range(2)])
+    cache = ProjectionCache(max_live=1)
+    await cache.load(store, a.id, counter)
+    await cache.load(store, b.id, counter)  # a rests
+    entry = cache._entries[a.id, counter.name, counter.version]
+    rested = entry.packed
+    assert rested is not None and entry.state is None
+    dumps = []
+    real = projections.marshal.dumps
+    monkeypatch.setattr(projections.marshal, "dumps", lambda value: dumps.append(value) or real(value))
+    assert (await cache.load_at(store, a.id, counter, 2)).state == {"n": 2, "last": 2}
+    assert entry.clean is rested
+    await cache.load_at(store, b.id, counter, 2)  # a rests again: the same bytes
+    assert entry.packed is rested and entry.clean is None and len(dumps) == 1  # (b's)
+    cache.advance(a.id, 2, [projections.Event(a.id, 3, "user/message", {"messageId": "a3", "content": []}, "t")])
+    assert entry.clean is None and entry.state == {"n": 3, "last": 3}
+    await cache.load_at(store, b.id, counter, 2)
+    assert entry.packed is not None and entry.packed is not rested and projections.marshal.loads(entry.packed) == {"n": 3, "last": 3}

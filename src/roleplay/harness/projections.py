@@ -75,6 +75,15 @@ class Projection:
     # snapshot being written from it meanwhile (only then: rare). None: a deep copy. The surface's
     # is its node list copied (a node never changes once on it), not megabytes of nodes.
     copy: Callable[[Any], Any] | None = None
+    # A projection whose state *is* this other projection's (same initial state, same apply; a
+    # reader reads another part of it): loaded, cached and snapshotted as that one, so each event
+    # is folded and each state kept (and packed) once, not twice (issue 16: ``rp/state/activity``).
+    state_of: "Projection | None" = None
+
+
+def folded_as(projection: Projection) -> Projection:
+    """The projection whose state ``projection`` reads (itself unless it names ``state_of``)."""
+    return projection if projection.state_of is None else projection.state_of
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,7 @@ async def load(
     A new snapshot is written when the events folded past the old one make it due
     (:func:`snapshot_due`; ``snapshot_every`` None disables writing). ``until_seq`` folds a
     prefix (no snapshot is read past it)."""
+    projection = folded_as(projection)
     state: Any = None
     start = 0
     if use_snapshot:
@@ -159,6 +169,7 @@ async def load(
 
 async def write_snapshot(store: "EventStore", session_id: str, projection: Projection) -> Loaded:
     """Fold and store a snapshot now, whatever the threshold."""
+    projection = folded_as(projection)
     loaded = await load(store, session_id, projection, snapshot_every=None)
     from .store.base import Snapshot
 
@@ -177,12 +188,17 @@ class _Entry:
     writing: Any = None
     # The state marshalled while the entry rests (``state`` is None then): module docstring.
     packed: bytes | None = None
+    # While the entry is live: the bytes it was unpacked from, as long as nothing was folded into
+    # the state since (states handed out are read-only). Packing it again is then dropping the
+    # state: a state only read between two rests (most of a turn's reads) is marshalled once.
+    clean: bytes | None = None
 
 
 def _unshared(entry: _Entry, projection: Projection) -> Any:
     """The entry's state, to fold events into: a copy when a snapshot write is reading it."""
     if entry.writing is not None and entry.writing is entry.state:
         entry.state = projection.copy(entry.state) if projection.copy is not None else clone(entry.state)
+    entry.clean = None  # (events are folded into it next)
     return entry.state
 
 
@@ -193,19 +209,22 @@ PACK_MAX_SEQ = 2_000
 
 def _unpack(entry: _Entry) -> None:
     if entry.packed is not None:
-        entry.state, entry.packed = marshal.loads(entry.packed), None
+        entry.state, entry.clean, entry.packed = marshal.loads(entry.packed), entry.packed, None
 
 
 def _pack(entry: _Entry) -> None:
     """Marshal ``entry``'s state unless it is large, being written to a snapshot, or not plain
-    JSON after all (marshal refuses other types and subclasses: such a state stays an object)."""
+    JSON after all (marshal refuses other types and subclasses: such a state stays an object).
+    A state unchanged since it was unpacked goes back to the bytes it came from."""
     if entry.packed is not None or entry.writing is not None or entry.upto_seq > PACK_MAX_SEQ:
         return
-    try:
-        packed = marshal.dumps(entry.state)
-    except ValueError:
-        return
-    entry.state, entry.packed = None, packed
+    packed = entry.clean
+    if packed is None:
+        try:
+            packed = marshal.dumps(entry.state)
+        except ValueError:
+            return
+    entry.state, entry.packed, entry.clean = None, packed, None
 
 
 class ProjectionCache:
@@ -307,6 +326,7 @@ class ProjectionCache:
             self._folded -= taken.upto_seq
 
     async def load(self, store: "EventStore", session_id: str, projection: Projection, *, use_snapshot: bool = True) -> Loaded:
+        projection = folded_as(projection)
         key = (session_id, projection.name, projection.version)
         entry = self._take(key)  # (a concurrent load of it meanwhile starts its own)
         if entry is None:
@@ -351,7 +371,7 @@ class ProjectionCache:
         fold (no snapshot, no event), to be ``advance``d over the events it was created with, so a
         first ``load_at`` at its head needs no read. A plain ``load`` still reads whatever another
         process appended since."""
-        for projection in projections:
+        for projection in map(folded_as, projections):
             key = (session_id, projection.name, projection.version)
             if key not in self._entries:
                 self._keep(key, _Entry(projection.initial(), 0, 0, 0, projection))
@@ -360,6 +380,7 @@ class ProjectionCache:
         """``load`` for a caller that knows the session's head is ``seq`` (it holds the run lease
         and made the last append): a state already folded to ``seq`` is returned without asking
         the store for newer events (one round trip less on PostgreSQL). Otherwise a plain load."""
+        projection = folded_as(projection)
         key = (session_id, projection.name, projection.version)
         entry = self._entries.get(key)
         if entry is None or entry.upto_seq != seq:

@@ -227,6 +227,9 @@ def activity_document(tracker: dict[str, Any]) -> dict[str, Any]:
 state_projection = Projection(name=STATE_PROJECTION, version=STATE_VERSION, initial=initial_tracker, apply=apply_event)
 
 # Same events, same entity lifecycle (the spec: "该投影与 rp/state 使用相同事件和助手 entity 生命周期
-# 重放"); read it with ``activity_document``. Kept as its own projection so UI reads never depend on
-# the state snapshot's version and vice versa.
-activity_projection = Projection(name=ACTIVITY_PROJECTION, version=ACTIVITY_FOLD_VERSION, initial=initial_tracker, apply=apply_event)
+# 重放"); read it with ``activity_document``. Its own name for its readers, but the same tracker as
+# ``rp/state`` (same initial state, same apply): it is folded, cached and snapshotted as that one
+# (``state_of``), so each event is folded once, not twice (issue 16). Its version stays as it was.
+activity_projection = Projection(
+    name=ACTIVITY_PROJECTION, version=ACTIVITY_FOLD_VERSION, initial=initial_tracker, apply=apply_event, state_of=state_projection
+)
