@@ -87,3 +87,69 @@ def test_histories_are_kept_apart_and_matched_by_their_messages() -> None:
     copy = [Entry(e.message_id, e.speaker, e.text) for e in grown]
     assert history_text(copy) == text_of_entries(grown)
     assert history_text([]) == ""
+
+
+_TAGGED = st.lists(
+    st.sampled_from(
+        ["她推开门", "rain", " ", "\n", "\n\n", "<section", "</ITEM", "<item>", "<roleplay_request", "<sections", "<", "/", "。"]
+    ),
+    min_size=1,
+    max_size=12,
+).map(lambda parts: "".join(parts).strip() or "x")
+
+
+@given(
+    st.lists(st.lists(st.tuples(st.sampled_from(["user", "writing", "non-writing"]), _TAGGED), max_size=8), min_size=1, max_size=6),
+    st.lists(st.integers(min_value=0, max_value=40), min_size=6, max_size=6),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_kept_escape_equals_escaping_the_text(turns: list[list[tuple[str, str]]], cuts: list[int]) -> None:
+    """``HistoryTally.escaped`` of a text it gave equals the escape's regex over that text (tags at
+    a message's end, where ``$`` matches alone and a line break follows in the joined text), is
+    the text itself when nothing in it is escaped, and is None for any other text (an equal copy,
+    a trimmed text the history's rewrite left behind)."""
+    tally_ = HistoryTally()
+    history: list[Entry] = []
+    old: list[str] = []
+    for n, (added, cut) in enumerate(zip(turns, cuts)):
+        rewritten = cut % 3 == 0 and bool(history)
+        if rewritten:
+            history = history[: cut % (len(history) + 1)]
+        history = history + [Entry(f"m{n}_{i}", speaker, text) for i, (speaker, text) in enumerate(added)]
+        tally_.sync(history)
+        if rewritten:  # the trimmed texts given before a rewrite are not known any more
+            assert all(tally_.escaped(text, cb.escape_control_tags) is None for text in old)
+        old = []
+        for start in sorted({0, len(history) // 3, len(history) // 2, max(len(history) - 1, 0)}):
+            text = tally_.text(start)
+            if not text:
+                continue
+            old.append(text)
+            for escape in _ESCAPES:
+                got = tally_.escaped(text, escape)
+                assert got == escape(text)
+                assert (got is text) == (escape(text) == text)
+                assert tally_.escaped(text[:-1] + text[-1:], escape) is None
+        whole = tally_.text()
+        for escape in _ESCAPES:  # the whole text stays known after a later trimmed one
+            assert tally_.escaped(whole, escape) == escape(whole) if whole else True
+
+
+def test_a_conversation_slot_is_rendered_from_the_kept_escapes() -> None:
+    """The slot takes the tally's escape of the conversation's text (no regex pass over it) and
+    renders the same bytes as escaping it."""
+    history = [Entry("t0", "user", "open <section name='x'>"), Entry("t1", "writing", "The harbour.</item")]
+    counts = tally(history)
+    text = counts.text()
+    source = cb.ContextSource(cb.CONVERSATION, "Conversation", text, "factual")
+    slot = cb.Slot("conversation", "Conversation", (cb.CONVERSATION,), True)
+    plain = cb.Slot("conversation", "Conversation", (cb.CONVERSATION,), False)
+    calls: list[str] = []
+
+    def known(value: str, escape: cb.Callable[[str], str]) -> str | None:
+        calls.append(value)
+        return counts.escaped(value, escape)
+
+    for s in (slot, plain):
+        assert cb._render_slot(s, [(source, text)], known) == cb._render_slot(s, [(source, text)])
+    assert calls == [text, text]

@@ -63,7 +63,6 @@ from roleplay.harness.models.tokens import stats_tokens as tokens_of
 
 from .conversation import CONVERSATION_NOTE, Entry, render_entries
 from .context_epoch import build_epoch
-from .conversation_window import history_text
 from .conversation_window import tally as window_tally
 from .types import (
     CARD,
@@ -395,17 +394,29 @@ def _clean(text: str) -> str:
     return re.sub(r"\A(?:[ \t]*\r?\n)+", "", text).rstrip()
 
 
-def _render_slot(slot: Slot, parts: list[tuple[ContextSource, str]]) -> str:
+Escape = Callable[[str], str]
+# ``HistoryTally.escaped``: a conversation text's escape from its messages' kept escaped renders
+# (None: not a text the tally gave), so a long story's kept conversation is not run through the
+# escape's regex again at every turn (issue 12).
+KnownEscape = Callable[[str, Escape], "str | None"]
+
+
+def _escape(escape: Escape, text: str, known: KnownEscape | None) -> str:
+    found = known(text, escape) if known is not None else None
+    return escape(text) if found is None else found
+
+
+def _render_slot(slot: Slot, parts: list[tuple[ContextSource, str]], known: KnownEscape | None = None) -> str:
     if not slot.section_tag:
-        return "\n\n".join(escape_request_tags(text) for _, text in parts)
+        return "\n\n".join(_escape(escape_request_tags, text, known) for _, text in parts)
     name = escape_attribute(slot.name)
     if len(parts) == 1:
-        body = escape_control_tags(parts[0][1])
+        body = _escape(escape_control_tags, parts[0][1], known)
     else:
         items = []
         for source, text in parts:
             item_name = escape_attribute(source.title.strip() or _display_name(source.id, None))
-            items.append(f'<item name="{item_name}">\n{escape_control_tags(text)}\n</item>')
+            items.append(f'<item name="{item_name}">\n{_escape(escape_control_tags, text, known)}\n</item>')
         body = "\n".join(items)
     return f'<section name="{name}">\n{body}\n</section>'
 
@@ -437,10 +448,12 @@ def _build(
     pick: Callable[[ContextSource], bool],
     use_parent_text: bool,
     entries: Sequence[Entry] | None = None,
+    known: KnownEscape | None = None,
 ) -> tuple[BuiltSection, ...]:
     """``entries``: the messages ``rp.conversation`` currently renders, needed to place the
-    Character's Note among them; without them the note stays a separate item of its slot."""
-    out = (_build_slot(slot, sources, pick, use_parent_text, entries) for slot in slots)
+    Character's Note among them; without them the note stays a separate item of its slot.
+    ``known``: escapes kept for the conversation's text (``HistoryTally.escaped``)."""
+    out = (_build_slot(slot, sources, pick, use_parent_text, entries, known) for slot in slots)
     return tuple(section for section in out if section is not None)
 
 
@@ -450,6 +463,7 @@ def _build_slot(
     pick: Callable[[ContextSource], bool],
     use_parent_text: bool,
     entries: Sequence[Entry] | None,
+    known: KnownEscape | None = None,
 ) -> BuiltSection | None:
     """One slot's section of ``_build`` (None: the slot adds none). It reads only the sources the
     slot lists, and ``entries`` only when it lists ``rp.conversation``."""
@@ -471,7 +485,7 @@ def _build_slot(
             parts.append((source, text))
     if not parts:
         return None
-    return BuiltSection(slot.id, slot.name, tuple(s.id for s, _ in parts), _render_slot(slot, parts))
+    return BuiltSection(slot.id, slot.name, tuple(s.id for s, _ in parts), _render_slot(slot, parts, known))
 
 
 def _every(source: ContextSource) -> bool:
@@ -602,7 +616,7 @@ def _fit_history(
         out = []
         for slot, section in zip(slots, fixed):
             if CONVERSATION in slot.sources:
-                section = _build_slot(slot, sources, _every, False, entries)
+                section = _build_slot(slot, sources, _every, False, entries, counts.escaped)
             if section is not None:
                 out.append(section)
         return tuple(out)
@@ -726,7 +740,8 @@ def freeze(
     diags = list(diagnostics)
     conversation = by_id.get(CONVERSATION)
     # The Character's Note is placed among the messages only when their text is the one given.
-    rendered = conversation is not None and conversation.text == (history_text(history) if history else "")
+    counts = window_tally(history) if history and conversation is not None else None
+    rendered = conversation is not None and conversation.text == (counts.text() if counts is not None else "")
     entries: Sequence[Entry] | None = history if rendered else None
     sections: tuple[BuiltSection, ...] | None = None
     writer_prompt: str | None = None
@@ -740,7 +755,8 @@ def freeze(
         by_id, window, notes, entries, sections, writer_prompt = _fit_history(slots, by_id, history, budget)
         diags += notes
     if sections is None:
-        sections = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=entries)
+        known = counts.escaped if counts is not None and rendered else None
+        sections = _build(slots, by_id, pick=lambda s: True, use_parent_text=False, entries=entries, known=known)
     count = sum(1 for section in sections for sid in section.source_ids if sid == CURRENT_INPUT)
     if count == 0:
         raise ValidationError(

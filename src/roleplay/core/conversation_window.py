@@ -38,9 +38,11 @@ _chains: dict[tuple[str, str], "HistoryTally"] = {}
 class _Escaped:
     """One escape function's figures for a tally's messages."""
 
-    __slots__ = ("blocks", "offsets", "costs", "stats")
+    __slots__ = ("escaped", "changed", "blocks", "offsets", "costs", "stats")
 
     def __init__(self) -> None:
+        self.escaped: list[str] = []  # escape(render): the very render when escaping left it as it was
+        self.changed: list[int] = []  # indexes of the messages escaping changed, in order
         self.blocks: list[str] = []  # escape(render) + "\n\n": how a message sits in the prompt
         self.offsets: list[int] = [0]  # running sums of the blocks' lengths
         self.costs: list[int] = [0]  # running sums of count_tokens(escaped render) + 1
@@ -57,6 +59,7 @@ class HistoryTally:
         # The whole history's text as last rendered (of its first ``count`` messages) and the
         # sha256 of its UTF-8 bytes, as a hash object that can go on with more messages.
         self._whole: tuple[int, str, Any] | None = None
+        self._last: tuple[int, int, str] | None = None  # the last trimmed text given: its messages' range
 
     def sync(self, history: Sequence[Entry]) -> None:
         """Match the tally to ``history``: keep the figures of the messages it starts with, drop
@@ -73,8 +76,11 @@ class HistoryTally:
             del kept[same:], self.raw[same:]
             if self._whole is not None and self._whole[0] > same:
                 self._whole = None
+            self._last = None
             for figures in self._escaped.values():
-                del figures.blocks[same:], figures.offsets[same + 1 :], figures.costs[same + 1 :], figures.stats[same + 1 :]
+                del figures.escaped[same:], figures.blocks[same:]
+                del figures.offsets[same + 1 :], figures.costs[same + 1 :], figures.stats[same + 1 :]
+                del figures.changed[bisect_left(figures.changed, same) :]
         if len(history) > same:
             new = history[same:]
             kept.extend(new)
@@ -90,8 +96,32 @@ class HistoryTally:
         if start:
             # One join (a trimmed window's text is most of a long story's): the note joined on
             # to the messages' text afterwards copied all of it again.
-            return "\n\n".join([CONVERSATION_NOTE, *self.raw[start:]])
+            text = "\n\n".join([CONVERSATION_NOTE, *self.raw[start:]])
+            self._last = (start, len(self.raw), text)
+            return text
         return self._whole_text()[1]
+
+    def escaped(self, text: str, escape: Escape) -> str | None:
+        """``escape(text)`` when ``text`` is a conversation text this tally gave (the whole
+        history's, or the last trimmed one: the very object), from the messages' kept escaped
+        renders instead of a pass of the escape's regex over the whole text (issue 12): ``text``
+        itself when escaping changes none of its messages, else their escaped renders joined.
+        None for any other text. Escaping a text is escaping each of its messages and the note
+        apart: a control tag lies within one message, and what may follow it at a message's end
+        (the end of the text, ``$``) is a line break (``\\s``) in the joined text."""
+        whole, last = self._whole, self._last
+        if whole is not None and whole[1] is text:
+            start, end = 0, whole[0]
+        elif last is not None and last[2] is text:
+            start, end = last[0], last[1]
+        else:
+            return None
+        figures = self._figures(escape)
+        note = escape(CONVERSATION_NOTE)
+        changed = figures.changed
+        if note is CONVERSATION_NOTE and bisect_left(changed, start) == bisect_left(changed, end):
+            return text
+        return "\n\n".join([note, *figures.escaped[start:end]])
 
     def digest(self, text: str) -> str | None:
         """The sha256 (hex, of the UTF-8 bytes) of ``text`` when it is the whole history's text
@@ -174,7 +204,10 @@ class HistoryTally:
         return figures
 
     def _extend(self, escape: Escape, figures: _Escaped, start: int) -> None:
-        escaped = [escape(r) for r in self.raw[start:]]
+        raw = self.raw[start:]
+        escaped = [escape(r) for r in raw]
+        figures.escaped.extend(escaped)
+        figures.changed.extend(start + i for i, (e, r) in enumerate(zip(escaped, raw)) if e != r)
         blocks = [f"{e}\n\n" for e in escaped]
         figures.blocks.extend(blocks)
         figures.offsets += _running(figures.offsets[-1], map(len, blocks))

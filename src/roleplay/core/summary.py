@@ -462,9 +462,16 @@ class SummaryWatch:
     parent_route: Route
     window: int | None
     # The surface before this turn and its writing replies; read only when a window is known (the
-    # threshold needs them then; a turn on an unknown window pays nothing here).
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    writing: set[str] = field(default_factory=set)
+    # threshold needs them then; a turn on an unknown window pays nothing here). Kept as the
+    # projections' own lists and their lengths, not copied (issue 12: a long story's surface has
+    # tens of thousands of nodes): both lists are only ever appended to (``apply_surface`` puts a
+    # new node list in place on a rewrite, ``rp/replies`` only grows), so their first items stay
+    # what they were. ``surface`` and ``writing_ids`` give them as the turn found them, when the
+    # threshold is crossed.
+    nodes: Sequence[dict[str, Any]] = ()
+    node_count: int = 0
+    writing: Sequence[str] = ()
+    writing_count: int = 0
     earlier_tokens: int = 0  # the story of ``nodes`` as the parent's unbounded history would count
     notes: list[Diagnostic] = field(default_factory=list)
     pressure: Pressure | None = None
@@ -480,13 +487,22 @@ class SummaryWatch:
             # As of the head the turn was prepared at (no read of newer events when the cache is
             # there): what the watch measures is the history the turn was built from.
             surface = await rt.service.projection_at(sid, SURFACE, run.p.surface_seq)
-            watch.nodes = list(surface.state["nodes"])
-            writing = (await rt.service.projection_at(sid, replies_projection, surface.upto_seq)).state["writing"]
-            watch.writing = set(writing)
+            watch.nodes = surface.state["nodes"]
+            watch.node_count = len(watch.nodes)
+            watch.writing = (await rt.service.projection_at(sid, replies_projection, surface.upto_seq)).state["writing"]
+            watch.writing_count = len(watch.writing)
             # From the session's kept story fold and converted messages: counting the whole story
             # again at every turn made the turn's cost grow with it (issue 12 item 5).
-            watch.earlier_tokens = story_tokens(rt.service, sid, surface, writing, len(watch.nodes))
+            watch.earlier_tokens = story_tokens(rt.service, sid, surface, watch.writing, watch.node_count)
         return watch
+
+    def surface(self) -> Sequence[dict[str, Any]]:
+        """The surface nodes before this turn (a copy of their list's first ``node_count``)."""
+        return self.nodes[: self.node_count]
+
+    def writing_ids(self) -> set[str]:
+        """The writing replies as this turn found them."""
+        return set(self.writing[: self.writing_count])
 
     async def _summariser(self) -> tuple[ChatModel, bool]:
         """The summariser's model (``summary.route``, else the conversation's) and whether the
@@ -520,7 +536,8 @@ class SummaryWatch:
         self.pressure = Pressure(base + omitted, reported, self.window)
         if not self.pressure.crossed():
             return
-        prefix = prefix_of(self.nodes, self.writing, _opening_id(self.nodes))
+        nodes = self.surface()
+        prefix = prefix_of(nodes, self.writing_ids(), _opening_id(nodes))
         if prefix is None:
             return
         self.task = asyncio.ensure_future(self._candidate(prefix, self.window))
