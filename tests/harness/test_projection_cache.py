@@ -294,6 +294,42 @@ async def test_a_state_only_read_since_it_rested_goes_back_to_its_bytes(store: E
     await cache.load_at(store, b.id, counter, 2)  # a rests again: the same bytes
     assert entry.packed is rested and entry.clean is None and len(dumps) == 1  # (b's)
     cache.advance(a.id, 2, [projections.Event(a.id, 3, "user/message", {"messageId": "a3", "content": []}, "t")])
-    assert entry.clean is None and entry.state == {"n": 3, "last": 3}
+    assert (await cache.load_at(store, a.id, counter, 3)).state == {"n": 3, "last": 3}
+    assert entry.clean is None
     await cache.load_at(store, b.id, counter, 2)
     assert entry.packed is not None and entry.packed is not rested and projections.marshal.loads(entry.packed) == {"n": 3, "last": 3}
+
+
+@pytest.mark.anyio
+async def test_appends_to_a_resting_state_wait_with_it_until_it_is_used(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An append does not unpack and repack the session's resting states: the events are kept
+    # marshalled with the state and folded when it is next used (a few of them at most).
+    from roleplay.harness import projections
+    from roleplay.harness.sessions import fresh_copies
+
+    counter = counter_projection()
+    a = await store.create_session(preset="p", events=[user("a1")])
+    b = await store.create_session(preset="p", events=[user("b1")])
+    cache = ProjectionCache(max_live=1)
+    await cache.load(store, a.id, counter)
+    await cache.load(store, b.id, counter)  # a rests
+    entry = cache._entries[a.id, counter.name, counter.version]
+    rested = entry.packed
+    monkeypatch.setattr(projections, "PENDING_MAX", 3)
+    seq = 1
+    for n in range(5):
+        events = fresh_copies(await store.append(a.id, seq, [user(f"a{seq + 1}"), user(f"a{seq + 2}")]))
+        cache.advance(a.id, seq, events)
+        seq += 2
+        assert entry.upto_seq == seq and cache._folded == sum(e.upto_seq for e in cache._entries.values())
+        if n < 3:  # waiting, the state untouched
+            assert entry.packed is rested and entry.state is None and len(entry.pending or ()) == n + 1
+    # The fourth append found three waiting: all were folded then (the state live again, the
+    # fifth folded as made).
+    assert entry.packed is None and entry.pending is None and entry.state == {"n": 11, "last": 11}
+    await cache.load_at(store, b.id, counter, 1)  # a rests again
+    cache.advance(a.id, seq, fresh_copies(await store.append(a.id, seq, [user("last")])))
+    assert entry.pending is not None and entry.state is None
+    read = await cache.load_at(store, a.id, counter, seq + 1)
+    assert read.state == fold(counter, await store.read(a.id)) == {"n": 12, "last": 12}
+    assert entry.pending is None and entry.clean is None

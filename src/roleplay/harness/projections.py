@@ -30,7 +30,10 @@ used ``max_live`` entries stay as objects; the others are kept marshalled (one b
 the collector does not walk) and unmarshalled when next used: a few microseconds for a young
 story's state, once per turn. States folded over more than ``PACK_MAX_SEQ`` events stay objects:
 a long story's surface is megabytes, which would take milliseconds each way on the loop, and a
-server has few of them.
+server has few of them. Each append used to unpack and repack every resting state of its session:
+now its events wait with a resting state, marshalled, until the state is next used (at most
+``PENDING_MAX`` appends), and a state only read since it was unpacked rests again as the bytes it
+came from. A projection that reads another's state (``state_of``) shares its entry.
 """
 
 from __future__ import annotations
@@ -192,6 +195,10 @@ class _Entry:
     # the state since (states handed out are read-only). Packing it again is then dropping the
     # state: a state only read between two rests (most of a turn's reads) is marshalled once.
     clean: bytes | None = None
+    # Events appended by this process while the entry rested, marshalled, not folded yet: folded
+    # when it is next used (``_unpack``), so an append does not unpack and repack each of the
+    # session's resting states (issue 16). ``upto_seq`` counts them.
+    pending: list[bytes] | None = None
 
 
 def _unshared(entry: _Entry, projection: Projection) -> Any:
@@ -205,11 +212,30 @@ def _unshared(entry: _Entry, projection: Projection) -> Any:
 _MAX_RETIRED = 64  # retired entries kept at most (``ProjectionCache.retire``)
 # Entries folded over more events than this are never packed (module docstring).
 PACK_MAX_SEQ = 2_000
+# Appends a resting entry keeps unfolded at most (``_Entry.pending``): one nothing reads (the
+# commands' state) would otherwise keep a copy of every event appended since it was last used.
+PENDING_MAX = 16
 
 
 def _unpack(entry: _Entry) -> None:
     if entry.packed is not None:
         entry.state, entry.clean, entry.packed = marshal.loads(entry.packed), entry.packed, None
+        pending, entry.pending = entry.pending, None
+        if pending and entry.projection is not None:
+            state, apply = entry.state, entry.projection.apply
+            for blob in pending:
+                for sid, seq, kind, payload, created_at, version in marshal.loads(blob):
+                    state = apply(state, Event(sid, seq, kind, payload, created_at, version))
+            entry.state, entry.clean = state, None
+
+
+def _marshal_events(events: list[Event]) -> bytes | None:
+    """``events`` as one bytes object for resting entries to fold later (each unmarshalling gives
+    fresh copies, as ``advance`` requires); None when marshal refuses them."""
+    try:
+        return marshal.dumps([(e.session_id, e.seq, e.type, e.payload, e.created_at, e.version) for e in events])
+    except ValueError:
+        return None
 
 
 def _pack(entry: _Entry) -> None:
@@ -405,11 +431,25 @@ class ProjectionCache:
         """Fold events this process has just appended after ``after_seq`` into the session's states
         kept at exactly that seq, as a load would after reading them back (``events`` must be fresh
         copies: the states keep parts of them)."""
+        blob: bytes | None = None
         for key in self._sessions.get(session_id, ()):
             entry = self._entries[key]
             projection = entry.projection
             if projection is None or entry.upto_seq != after_seq or not events:
                 continue
+            if entry.packed is not None:
+                # A resting state: the events wait with it until it is used (``_Entry.pending``).
+                if blob is None:
+                    blob = _marshal_events(events) or b""
+                if blob and len(entry.pending or ()) < PENDING_MAX:
+                    entry.pending = [*(entry.pending or ()), blob]
+                    if projection.rewrites is not None:
+                        for event in events:
+                            if projection.rewrites(event):
+                                entry.appends_since = event.seq
+                    self._folded += events[-1].seq - entry.upto_seq
+                    entry.upto_seq = events[-1].seq
+                    continue
             self._use(key, entry)
             state = _unshared(entry, projection)
             for event in events:
