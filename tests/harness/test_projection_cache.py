@@ -333,3 +333,30 @@ async def test_appends_to_a_resting_state_wait_with_it_until_it_is_used(store: E
     read = await cache.load_at(store, a.id, counter, seq + 1)
     assert read.state == fold(counter, await store.read(a.id)) == {"n": 12, "last": 12}
     assert entry.pending is None and entry.clean is None
+
+
+@pytest.mark.anyio
+async def test_a_waiting_append_that_fails_to_fold_leaves_the_state_resting(store: EventStore) -> None:
+    # Never a state short of the events its seq counts: the fold raises at each use instead.
+    from roleplay.harness.sessions import fresh_copies
+
+    counter = counter_projection()
+
+    def apply(state: dict[str, Any], ev: Any) -> dict[str, Any]:
+        if ev.payload.get("messageId") == "bad":
+            raise RuntimeError("bad event")
+        return counter.apply(state, ev)
+
+    picky = Projection("test/picky", 1, counter.initial, apply)
+    a = await store.create_session(preset="p", events=[user("a1")])
+    b = await store.create_session(preset="p", events=[user("b1")])
+    cache = ProjectionCache(max_live=1)
+    await cache.load(store, a.id, picky)
+    await cache.load(store, b.id, picky)  # a rests
+    cache.advance(a.id, 1, fresh_copies(await store.append(a.id, 1, [user("bad")])))
+    entry = cache._entries[a.id, picky.name, picky.version]
+    rested, pending = entry.packed, entry.pending
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            await cache.load_at(store, a.id, picky, 2)
+        assert entry.state is None and entry.packed is rested and entry.pending == pending and entry.upto_seq == 2

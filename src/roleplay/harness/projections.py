@@ -223,9 +223,14 @@ def _unpack(entry: _Entry) -> None:
         pending, entry.pending = entry.pending, None
         if pending and entry.projection is not None:
             state, apply = entry.state, entry.projection.apply
-            for blob in pending:
-                for sid, seq, kind, payload, created_at, version in marshal.loads(blob):
-                    state = apply(state, Event(sid, seq, kind, payload, created_at, version))
+            try:
+                for blob in pending:
+                    for sid, seq, kind, payload, created_at, version in marshal.loads(blob):
+                        state = apply(state, Event(sid, seq, kind, payload, created_at, version))
+            except BaseException:
+                # As it rested (its seq counts the waiting events): never a state short of them.
+                entry.state, entry.packed, entry.clean, entry.pending = None, entry.clean, None, pending
+                raise
             entry.state, entry.clean = state, None
 
 
