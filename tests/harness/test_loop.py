@@ -123,7 +123,8 @@ async def test_a_step_that_ends_the_turn_goes_out_with_the_turn_end(
     service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One append (one round trip on PostgreSQL) for the last step's events and the turn's end;
-    a step the turn goes on after is appended before the next step reads the log."""
+    a step's start and request go out with what precedes them (the turn's first events, the
+    previous step's last), the request built over the surface with those folded in."""
     batches: list[list[str]] = []
     append = store.append
 
@@ -137,11 +138,11 @@ async def test_a_step_that_ends_the_turn_goes_out_with_the_turn_end(
     result = await AgentLoop(service, model, spec()).run_turn(sid, "2+3?")
     assert (result.outcome, result.text, result.finish_reason) == ("completed", "Five.", "length")
     assert batches == [
-        ["turn/start", "user/message"],
-        ["step/start", "model/request"], ["assistant/message", "tool/call"], ["tool/result", "step/end"],
-        ["step/start", "model/request"], ["assistant/message", "step/end", "turn/end"],
+        ["turn/start", "user/message", "step/start", "model/request"], ["assistant/message", "tool/call"],
+        ["tool/result", "step/end", "step/start", "model/request"], ["assistant/message", "step/end", "turn/end"],
     ]  # fmt: skip
-    assert model.requests[1].messages[-1].role == "tool"  # the result was in the log the second step read
+    assert model.requests[0].messages[-1].role == "user"  # the user message, sent with the request's events
+    assert model.requests[1].messages[-1].role == "tool"  # the result, sent with the second step's
     assert [e.type for e in await service.events(sid)] == [t for batch in batches for t in batch]
 
     from roleplay.harness.loop import LoopHooks
@@ -538,3 +539,97 @@ def test_converted_messages_go_on_from_the_last_story_and_equal_a_fresh_conversi
         figures = kept.converted(session_id, story)
         assert figures.running == list(accumulate(fresh[1], initial=0))
         assert figures.starts == (exchange_starts(fresh[0]) if fresh[0] else [])
+
+
+async def _requests_match_the_log(service: SessionService, sid: str, model: ScriptedModel, after: int = 0) -> None:
+    """Reference: each request's messages are the surface folded from the log up to its step's
+    start, converted (no window: the whole surface), as when the events before a step were
+    appended and read back before its request was built."""
+    from roleplay.harness.loop import nodes_to_messages
+
+    events = await service.events(sid)
+    starts = [e.seq for e in events if e.type == "step/start" and e.seq > after]
+    assert len(starts) == len(model.requests)
+    for seq, request in zip(starts, model.requests):
+        surface = fold(surface_projection, [e for e in events if e.seq < seq])
+        assert request.messages[1:] == nodes_to_messages(surface["nodes"])
+
+
+async def test_a_step_built_over_held_events_sends_what_the_log_then_holds(service: SessionService) -> None:
+    """The turn's first events and a step's last go out with the next step's start and request,
+    built before they are appended: every request is still the one the log gives at its step."""
+    model = ScriptedModel(
+        [
+            {"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}, {"name": "add", "arguments": {"a": 1, "b": 1}}]},
+            {"tool_calls": [{"name": "add", "arguments": {"a": 5, "b": 2}}]},
+            "Done.",
+        ]
+    )
+    sid = (await service.create("chat")).id
+    assert (await AgentLoop(service, model, spec()).run_turn(sid, "first")).outcome == "completed"
+    await _requests_match_the_log(service, sid, model)
+    model.enqueue("Again.")  # a second turn: the first is earlier history now
+    model.requests.clear()
+    first = (await service.events(sid))[-1].seq
+    assert (await AgentLoop(service, model, spec()).run_turn(sid, [{"type": "text", "text": "second"}])).outcome == "completed"
+    events = await service.events(sid)
+    assert [e.type for e in events if e.seq > first][:4] == ["turn/start", "user/message", "step/start", "model/request"]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    await _requests_match_the_log(service, sid, model, after=first)
+
+
+async def test_a_write_landing_while_the_request_is_built_puts_the_held_events_after_it(
+    service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer appends while the first request is built over the held turn/start and user
+    message: the combined append conflicts, the held events go out alone at the new head, and the
+    request is built again over the log as it is then (the foreign message in its history)."""
+    from roleplay.harness.loop import LoopHooks
+
+    class Interleaving(LoopHooks):
+        done = False
+
+        async def history_view(self, session_id: str, surface: Any, split: int) -> Any:
+            if not self.done:
+                self.done = True
+                foreign = {"messageId": "msg_foreign", "content": [{"type": "text", "text": "from elsewhere"}]}
+                await service.append_retrying(session_id, [EventDraft("user/message", foreign)])
+            return await super().history_view(session_id, surface, split)
+
+    batches: list[list[str]] = []
+    append = store.append
+
+    async def recording(session_id: str, expected_seq: int, drafts: Any) -> Any:
+        batches.append([d.type for d in drafts])
+        return await append(session_id, expected_seq, drafts)
+
+    monkeypatch.setattr(store, "append", recording)
+    sid = (await service.create("chat")).id
+    model = ScriptedModel(["Hello."])
+    result = await AgentLoop(service, model, spec(hooks=Interleaving())).run_turn(sid, "hi")
+    assert result.outcome == "completed"
+    events = await service.events(sid)
+    assert [e.type for e in events] == [
+        "user/message", "turn/start", "user/message", "step/start", "model/request", "assistant/message", "step/end", "turn/end"
+    ]  # fmt: skip
+    assert events[0].payload["messageId"] == "msg_foreign"
+    assert ["turn/start", "user/message"] in batches and ["step/start", "model/request"] in batches
+    assert [m.text() for m in model.requests[0].messages[1:]] == ["from elsewhere", "hi"]
+    await _requests_match_the_log(service, sid, model)
+
+
+async def test_a_crash_while_the_first_request_is_built_still_logs_the_turn_start(service: SessionService) -> None:
+    """The held turn/start and user message are logged before an unexpected error leaves the loop,
+    as when they were appended before the step began (recovery then closes the turn)."""
+    from roleplay.harness.loop import LoopHooks
+
+    class Broken(LoopHooks):
+        async def history_view(self, session_id: str, surface: Any, split: int) -> Any:
+            raise ValueError("a bug in a hook")
+
+    sid = (await service.create("chat")).id
+    with pytest.raises(ValueError):
+        await AgentLoop(service, ScriptedModel(["never"]), spec(hooks=Broken())).run_turn(sid, "hi")
+    assert [e.type for e in await service.events(sid)] == ["turn/start", "user/message"]
+    closed = await AgentLoop(service, ScriptedModel(["Hi."]), spec()).close_interrupted(sid)
+    assert len(closed) == 1

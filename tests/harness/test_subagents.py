@@ -61,9 +61,10 @@ async def test_child_session_gets_its_own_prompt_one_message_and_no_parent_histo
 async def test_the_child_is_created_with_its_first_events_and_leased_for_its_turn(
     service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One store call creates the child with its turn's first events (one statement on
-    PostgreSQL, its run lease taken by it); the turn's other events follow as appends, the
-    first step reading nothing back; the lease is held until the turn ends."""
+    """One store call creates the child with its turn's first events, its first step's start and
+    request included (one statement on PostgreSQL, its run lease taken by it); the turn's other
+    events follow as appends, the first step reading nothing back; the lease is held until the
+    turn ends."""
     from roleplay.harness.leases import held_lease, lease_taken, run_lease
 
     parent = await service.create("roleplay")
@@ -101,8 +102,8 @@ async def test_the_child_is_created_with_its_first_events_and_leased_for_its_tur
     async with run_lease(store, parent.id):
         result = await run_subagent(service, parent.id, req, model=ScriptedModel(responder=respond))
         assert held_lease(store, result.session_id) is None
-    assert created == [["turn/start", "user/message"]] and reads == []
-    assert appended == [["step/start", "model/request"], ["assistant/message", "step/end", "turn/end"]]
+    assert created == [["turn/start", "user/message", "step/start", "model/request"]] and reads == []
+    assert appended == [["assistant/message", "step/end", "turn/end"]]
     assert [e.type for e in await service.events(result.session_id)] == [t for batch in created + appended for t in batch]
     assert holding == [True] and not await lease_taken(store, result.session_id)
     async with run_lease(store, result.session_id):  # given back

@@ -41,6 +41,7 @@ from roleplay.errors import ConflictError, RpError
 from roleplay.harness.names import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
+    COMPACTION_CHECKPOINT,
     MODEL_REQUEST,
     STEP_END,
     STEP_START,
@@ -51,7 +52,7 @@ from roleplay.harness.names import (
     USER_MESSAGE,
 )
 
-from .events import Event, EventDraft
+from .events import MESSAGE_TYPES, Event, EventDraft
 from .history import (
     HistoryFit,
     fit_history,
@@ -76,7 +77,7 @@ from .models.types import (
 from .projections import Loaded
 from .prompts import PromptAssembly, PromptContext, tool_sections
 from .sessions import SessionService
-from .surface import surface_projection
+from .surface import initial_surface, surface_projection
 from .tools import ToolContext, ToolRegistry, ToolResultData
 from .turns import turns_projection
 
@@ -192,11 +193,14 @@ class AgentLoop:
         self._converted = service.derived.setdefault(CONVERTED, ConvertedMessages())
         self._turn_seq = 0  # the running turn's turn/start seq: later surface nodes are this turn's
         self._cut = 0  # earlier-history messages left out by this turn's previous steps
-        # A step's last events when they may also be the turn's last: they go out with whatever is
-        # appended next (the turn's end, one round trip on PostgreSQL instead of two), or before
-        # the next step reads the log.
+        # A step's last events when they may also be the turn's last, and the turn's first events
+        # (turn/start, the user message…): they go out with whatever is appended next, the turn's
+        # end or the next step's step/start and model/request (its request built over the surface
+        # with them folded in), one round trip on PostgreSQL instead of two (issues 12, 16).
         self._tail: list[EventDraft] = []
         self._create: tuple[Creator, AsyncExitStack] | None = None  # run_turn(create=…) until its first append
+        self._start_held = False  # the held events begin with this turn's turn/start
+        self._start_failed = False  # the append that carried turn/start failed: no turn to end
 
     # -- public ----------------------------------------------------------------------------------
     async def run_turn(
@@ -217,6 +221,7 @@ class AgentLoop:
         sub-agent's child); the turn's first events create it, leased (``Creator``: one statement
         on PostgreSQL instead of two), so no run can have left a turn open there."""
         self._tail = []
+        self._start_held = self._start_failed = False
         if create is not None:
             self._head = 0
             async with AsyncExitStack() as stack:
@@ -260,8 +265,11 @@ class AgentLoop:
         if self.spec.mode:
             start["mode"] = self.spec.mode
         extra = self.spec.hooks.input_events(turn_id)
-        started = await self._append(session_id, [EventDraft(TURN_START, start), EventDraft(USER_MESSAGE, user), *extra])
-        self._turn_seq, self._cut = started[0].seq, 0
+        # Held for the first step's append (``_step``); the seq turn/start gets when appended at
+        # the head we know (set again by ``_append`` from the events as appended).
+        self._tail = [EventDraft(TURN_START, start), EventDraft(USER_MESSAGE, user), *extra]
+        self._start_held = True
+        self._turn_seq, self._cut = self._head + 1, 0
 
         result = TurnResult(session_id, turn_id, "completed", "", 0)
         called: list[str] = []
@@ -276,6 +284,8 @@ class AgentLoop:
         except _Aborted:
             result.outcome = "aborted"
         except RpError as exc:
+            if self._start_failed:
+                raise  # turn/start was never logged (as when it was appended on its own)
             result.outcome = "error"
             result.error = exc.to_dict()
         end: dict[str, Any] = {"turnId": turn_id, "outcome": result.outcome}
@@ -286,10 +296,8 @@ class AgentLoop:
 
     async def _step(self, session_id: str, turn_id: str, index: int, called: list[str], abort: asyncio.Event, result: TurnResult) -> bool:
         """One model request and its tool calls. True when the turn is finished."""
-        if self._tail:  # the previous step did not end the turn: its last events go out now
-            await self._append(session_id, [])
         if abort.is_set():
-            raise _Aborted
+            raise _Aborted  # anything held goes out with the turn's end
         step_id = self.ids("step_")
         callable_now = set(self.visible)
         if self.spec.step_mask is not None:
@@ -297,48 +305,35 @@ class AgentLoop:
             if mask is not None:
                 callable_now &= set(mask)
         prompt = self.prompt.assemble(PromptContext(session_id, frozenset(self.visible), {"mode": self.spec.mode}))
-        # The loop made the last append (it holds the lease): the cache at that head needs no read.
-        surface = await self.service.projection_at(session_id, surface_projection, self._head)
         tools = [self.spec.tools.get(n).spec() for n in self.visible]
-        history, (running, cut, current_costs), fit = await self._history(session_id, prompt.text, tools, surface)
-        result.history = fit
-        system = ChatMessage("system", prompt.text)
-        messages = [system] + history
-        # Its figures, for a caller that sums the request (the summary threshold) at every step:
-        # from the kept running sums of the earlier history, not a list of the request's costs.
-        remember_request_runs(messages, (message_tokens(system),), running, cut, current_costs)
-        request = ModelRequest(
-            messages=messages,
-            tools=tools,
-            max_tokens=self.spec.max_tokens,
-            reasoning_effort=self.spec.reasoning_effort,
-            temperature=self.spec.temperature,
-            top_p=self.spec.top_p,
-            frequency_penalty=self.spec.frequency_penalty,
-            presence_penalty=self.spec.presence_penalty,
-        )
-        await self._append(
-            session_id,
-            [
-                EventDraft(STEP_START, {"turnId": turn_id, "stepId": step_id, "index": index}),
-                EventDraft(
-                    MODEL_REQUEST,
-                    {
-                        "turnId": turn_id,
-                        "stepId": step_id,
-                        "route": self.route,
-                        "sections": prompt.section_ids,
-                        "hash": prompt.hash,
-                        "tools": self.visible,
-                        **({"history": fit.to_dict()} if fit is not None else {}),
-                        # What the request asks of the sampler (a preset's settings), as sent
-                        # unless the provider's warnings on the answer say otherwise.
-                        **({"sampling": request.sampling()} if request.sampling() else {}),
-                        **({"maxTokens": request.max_tokens} if request.max_tokens is not None else {}),
-                    },
-                ),
-            ],
-        )
+        floor = self._cut
+        while True:
+            # The events held (the turn's first ones, or the previous step's last) go out with
+            # this step's start and request: the request is built over the surface at the head we
+            # know with their nodes added, as it would be once they are appended.
+            held = self._held_nodes()
+            if held is None:
+                await self._append(session_id, [])  # not foldable ahead (a rewrite): out first
+            self._cut = floor
+            try:
+                request, drafts = await self._request(session_id, turn_id, step_id, index, prompt, tools, held or [], result)
+            except RpError:
+                raise  # the turn ends as an error: the held events go out with its turn/end
+            except BaseException:
+                if self._tail:  # logged, as when they went out before the step began
+                    await self._append(session_id, [])
+                raise
+            holding = bool(self._tail)
+            try:
+                await self._append(session_id, drafts, retry=not holding)
+            except ConflictError:
+                if not holding:
+                    raise
+                # Another writer moved the log: the held events go out on their own at the new
+                # head, and the request is built again over what is there now.
+                await self._append(session_id, [])
+                continue
+            break
         try:
             response = await self._race(self._stream(session_id, turn_id, step_id, request), abort)
         except (_Aborted, RpError):
@@ -408,20 +403,90 @@ class AgentLoop:
             result.text = response.text
         return finished
 
+    def _held_nodes(self) -> list[dict[str, Any]] | None:
+        """The surface nodes the held events add once appended at the head we know; None when
+        one of them rewrites the surface or does not validate (they are appended first then)."""
+        if not self._tail:
+            return []
+        if any(d.type == COMPACTION_CHECKPOINT or (d.type in MESSAGE_TYPES and d.payload.get("surfaceOp")) for d in self._tail):
+            return None
+        try:
+            return self.service.added_nodes(self._head, self._tail)
+        except RpError:
+            return None
+
+    async def _request(
+        self,
+        session_id: str,
+        turn_id: str,
+        step_id: str,
+        index: int,
+        prompt: Any,
+        tools: list[Any],
+        held: list[dict[str, Any]],
+        result: TurnResult,
+    ) -> tuple[ModelRequest, list[EventDraft]]:
+        """The step's model request over the surface at the head we know plus the ``held`` nodes,
+        and its step/start and model/request drafts."""
+        if self._create is not None:
+            # The session is created with the turn's first events: nothing to read before them.
+            surface = Loaded(state=initial_surface(), upto_seq=0, from_snapshot_seq=0, folded=0)
+        else:
+            # The loop made the last append (it holds the lease): the cache at that head needs no read.
+            surface = await self.service.projection_at(session_id, surface_projection, self._head)
+        history, (running, cut, current_costs), fit = await self._history(session_id, prompt.text, tools, surface, held)
+        result.history = fit
+        system = ChatMessage("system", prompt.text)
+        messages = [system] + history
+        # Its figures, for a caller that sums the request (the summary threshold) at every step:
+        # from the kept running sums of the earlier history, not a list of the request's costs.
+        remember_request_runs(messages, (message_tokens(system),), running, cut, current_costs)
+        request = ModelRequest(
+            messages=messages,
+            tools=tools,
+            max_tokens=self.spec.max_tokens,
+            reasoning_effort=self.spec.reasoning_effort,
+            temperature=self.spec.temperature,
+            top_p=self.spec.top_p,
+            frequency_penalty=self.spec.frequency_penalty,
+            presence_penalty=self.spec.presence_penalty,
+        )
+        drafts = [
+            EventDraft(STEP_START, {"turnId": turn_id, "stepId": step_id, "index": index}),
+            EventDraft(
+                MODEL_REQUEST,
+                {
+                    "turnId": turn_id,
+                    "stepId": step_id,
+                    "route": self.route,
+                    "sections": prompt.section_ids,
+                    "hash": prompt.hash,
+                    "tools": self.visible,
+                    **({"history": fit.to_dict()} if fit is not None else {}),
+                    # What the request asks of the sampler (a preset's settings), as sent
+                    # unless the provider's warnings on the answer say otherwise.
+                    **({"sampling": request.sampling()} if request.sampling() else {}),
+                    **({"maxTokens": request.max_tokens} if request.max_tokens is not None else {}),
+                },
+            ),
+        ]
+        return request, drafts
+
     async def _history(
-        self, session_id: str, system: str, tools: list[Any], surface: Loaded
+        self, session_id: str, system: str, tools: list[Any], surface: Loaded, held: list[dict[str, Any]]
     ) -> tuple[list[ChatMessage], tuple[Sequence[int], int, list[int]], HistoryFit | None]:
         """The request's messages after the system prompt: the runtime's view of the earlier
         turns, fitted to the window (newest whole exchanges), then the current turn whole; and
         their ``message_tokens`` as (the earlier messages' running sums, the index the request
-        keeps them from, the current turn's costs): ``history.remember_request_runs``."""
+        keeps them from, the current turn's costs): ``history.remember_request_runs``. ``held``:
+        the current turn's nodes not appended yet (after ``surface``'s own)."""
         nodes = surface.state["nodes"]
         split = len(nodes)
         while split > 0 and nodes[split - 1]["seq"] > self._turn_seq:
             split -= 1
         kept = self._converted.converted(session_id, await self.spec.hooks.history_view(session_id, surface, split))
         earlier = kept.messages
-        current, current_costs = self._converted.convert(session_id, nodes[split:])
+        current, current_costs = self._converted.convert(session_id, [*nodes[split:], *held] if held else nodes[split:])
         window = self.spec.context_window
         if window is None:
             return earlier + current, (kept.running, 0, current_costs), None
@@ -479,11 +544,25 @@ class AgentLoop:
             pass
         raise _Aborted
 
-    async def _append(self, session_id: str, drafts: list[EventDraft]) -> list[Event]:
-        """Append at the head we know; the lease makes us the only runner, but commands from other
-        writers (a UI binding a card, say) may interleave, so a conflict re-reads the head. A lease
-        lost with its connection stops the run here: another run may own the log by now."""
-        drafts = [*self._tail, *drafts]
+    async def _append(self, session_id: str, drafts: list[EventDraft], *, retry: bool = True) -> list[Event]:
+        """Append the held events and ``drafts`` at the head we know; the lease makes us the only
+        runner, but commands from other writers (a UI binding a card, say) may interleave, so a
+        conflict re-reads the head (and raises it without ``retry``, the held events still held).
+        A lease lost with its connection stops the run here: another run may own the log by now."""
+        starting = self._start_held
+        try:
+            events = await self._append_now(session_id, [*self._tail, *drafts], retry)
+        except BaseException as exc:
+            if retry or not isinstance(exc, ConflictError):
+                self._start_failed = starting
+            raise
+        self._tail = []
+        if starting:
+            self._start_held = False
+            self._turn_seq = events[0].seq
+        return events
+
+    async def _append_now(self, session_id: str, drafts: list[EventDraft], retry: bool) -> list[Event]:
         if self._create is not None:
             create, stack = self._create
             self._create = None
@@ -497,8 +576,9 @@ class AgentLoop:
                 events = await self.service.append(session_id, drafts, expected_seq=self._head)
             except ConflictError:
                 self._head = await self.store.head(session_id)
+                if not retry:
+                    raise
                 continue
-            self._tail = []
             self._head = events[-1].seq
             return events
         raise RpError("event.contended", f"could not append to {session_id}: the log keeps moving")

@@ -192,6 +192,16 @@ class SessionService:
                     await asyncio.sleep(self.rng.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)))
         raise RpError("event.contended", f"could not append to {session_id} after {MAX_CAS_RETRIES} conflicts")
 
+    def added_nodes(self, head: int, drafts: Sequence[EventDraft]) -> builtins.list[dict[str, Any]]:
+        """The surface nodes ``drafts`` add when appended at ``head``, validated as ``append``
+        would (the loop builds a step's request over them before they are appended with it).
+        Only for drafts that add nodes (no replacement, no checkpoint): the surface before them
+        is not read. Raises as ``append`` would on an invalid payload."""
+        surface = initial_surface()
+        self._stamp_surface_ops(surface, head, list(drafts))
+        nodes: builtins.list[dict[str, Any]] = surface["nodes"]
+        return nodes
+
     def _stamp_surface_ops(
         self,
         surface: dict[str, Any],
