@@ -139,6 +139,9 @@ def test_a_kept_escape_equals_escaping_the_text(turns: list[list[tuple[str, str]
         whole = tally_.text()
         for escape in _ESCAPES:  # the whole text stays known after a later trimmed one
             assert tally_.escaped(whole, escape) == escape(whole) if whole else True
+        if n == 2 and history:  # figures asked for after the escapes alone were kept
+            escape = _ESCAPES[n % 2]
+            assert [tally_.cost(i, escape) for i in range(len(history))] == [_cost(e, escape) for e in history]
 
 
 def test_a_conversation_slot_is_rendered_from_the_kept_escapes() -> None:

@@ -38,9 +38,12 @@ _chains: dict[tuple[str, str], "HistoryTally"] = {}
 class _Escaped:
     """One escape function's figures for a tally's messages."""
 
-    __slots__ = ("escaped", "changed", "blocks", "offsets", "costs", "stats")
+    __slots__ = ("counted", "escaped", "changed", "blocks", "offsets", "costs", "stats")
 
-    def __init__(self) -> None:
+    def __init__(self, counted: bool) -> None:
+        # False: only the escaped renders are kept (``escaped``: a prompt built without a window
+        # needs no message's cost); the rest follows the first time it is asked for.
+        self.counted = counted
         self.escaped: list[str] = []  # escape(render): the very render when escaping left it as it was
         self.changed: list[int] = []  # indexes of the messages escaping changed, in order
         self.blocks: list[str] = []  # escape(render) + "\n\n": how a message sits in the prompt
@@ -116,7 +119,7 @@ class HistoryTally:
             start, end = last[0], last[1]
         else:
             return None
-        figures = self._figures(escape)
+        figures = self._escapes(escape)
         note = escape(CONVERSATION_NOTE)
         changed = figures.changed
         if note is CONVERSATION_NOTE and bisect_left(changed, start) == bisect_left(changed, end):
@@ -199,7 +202,18 @@ class HistoryTally:
     def _figures(self, escape: Escape) -> _Escaped:
         figures = self._escaped.get(escape)
         if figures is None:
-            figures = self._escaped[escape] = _Escaped()
+            figures = self._escaped[escape] = _Escaped(True)
+            self._extend(escape, figures, 0)
+        elif not figures.counted:
+            figures.counted = True
+            self._count(figures, figures.escaped)
+        return figures
+
+    def _escapes(self, escape: Escape) -> _Escaped:
+        """The messages' escaped renders, without their figures when none were asked for yet."""
+        figures = self._escaped.get(escape)
+        if figures is None:
+            figures = self._escaped[escape] = _Escaped(False)
             self._extend(escape, figures, 0)
         return figures
 
@@ -208,6 +222,12 @@ class HistoryTally:
         escaped = [escape(r) for r in raw]
         figures.escaped.extend(escaped)
         figures.changed.extend(start + i for i, (e, r) in enumerate(zip(escaped, raw)) if e != r)
+        if figures.counted:
+            self._count(figures, escaped)
+
+    @staticmethod
+    def _count(figures: _Escaped, escaped: Sequence[str]) -> None:
+        """The figures of ``escaped``, the renders after those already counted."""
         blocks = [f"{e}\n\n" for e in escaped]
         figures.blocks.extend(blocks)
         figures.offsets += _running(figures.offsets[-1], map(len, blocks))
