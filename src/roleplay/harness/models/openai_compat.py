@@ -270,14 +270,8 @@ def _url_for(memo: dict[Any, Any], url: str, base: httpx2.URL, make: Callable[[s
     return prepared if kept_base is base else make(url)
 
 
-class AsyncOpenAI(openai.AsyncOpenAI):
-    """``openai.AsyncOpenAI`` that prepares the URL of a path and the default headers once, not per
-    request: the SDK parses the base URL and the path into a new ``URL`` and normalises the same
-    seventeen headers into a new ``Headers`` every time, about a third of what building a request
-    cost (issue 16). Both are pure functions of what the key holds; a request the key cannot
-    describe (its own headers, timeout or idempotency header, a provider runtime's auth) goes the
-    SDK's way. The headers are handed out as a copy, since the SDK may edit them. (The class keeps
-    the SDK's name: the SDK puts it in the User-Agent header.)"""
+class _Memos:
+    """A client's kept URLs and headers (see ``_kept``)."""
 
     _url_memo: dict[tuple[str, int], tuple[httpx2.URL, httpx2.URL]]
     _header_memo: dict[tuple[Any, ...], httpx2.Headers]
@@ -286,6 +280,16 @@ class AsyncOpenAI(openai.AsyncOpenAI):
         super().__init__(**kwargs)
         self._url_memo = {}
         self._header_memo = {}
+
+
+class AsyncOpenAI(_Memos, openai.AsyncOpenAI):
+    """``openai.AsyncOpenAI`` that prepares the URL of a path and the default headers once, not per
+    request: the SDK parses the base URL and the path into a new ``URL`` and normalises the same
+    seventeen headers into a new ``Headers`` every time, about a third of what building a request
+    cost (issue 16). Both are pure functions of what the key holds; a request the key cannot
+    describe (its own headers, timeout or idempotency header, a provider runtime's auth) goes the
+    SDK's way. The headers are handed out as a copy, since the SDK may edit them. (The class keeps
+    the SDK's name: the SDK puts it in the User-Agent header.)"""
 
     def _prepare_url(self, url: str) -> httpx2.URL:
         return _url_for(self._url_memo, url, self.base_url, super()._prepare_url)
@@ -311,18 +315,10 @@ class AsyncOpenAI(openai.AsyncOpenAI):
         return httpx2.Headers(_kept(self._header_memo, key, lambda: build(options, retries_taken=retries_taken)))
 
 
-class _HttpClient(openai.DefaultAioHttpClient):  # type: ignore[misc, valid-type]
+class _HttpClient(_Memos, openai.DefaultAioHttpClient):  # type: ignore[misc, valid-type]
     """The SDK's aiohttp client, keeping the ``URL`` parsed from a URL string and the merge of its
     own headers with a request's: the SDK passes both anew, and equal, on every request. The merged
     ``Headers`` may be handed out again, as a ``Request`` copies the headers it is given."""
-
-    _url_memo: dict[tuple[str, int], tuple[httpx2.URL, httpx2.URL]]
-    _header_memo: dict[tuple[Any, ...], httpx2.Headers]
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._url_memo = {}
-        self._header_memo = {}
 
     def _merge_url(self, url: httpx2.URL | str) -> httpx2.URL:
         if not isinstance(url, str):
