@@ -119,12 +119,8 @@ async def test_tool_calls_run_in_order_and_fold_back_to_the_surface(service: Ses
     assert fold(surface_projection, events) == await service.surface(sid)
 
 
-async def test_a_step_that_ends_the_turn_goes_out_with_the_turn_end(
-    service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One append (one round trip on PostgreSQL) for the last step's events and the turn's end;
-    a step's start and request go out with what precedes them (the turn's first events, the
-    previous step's last), the request built over the surface with those folded in."""
+def record_appends(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The event types of each append the store is asked for, in order."""
     batches: list[list[str]] = []
     append = store.append
 
@@ -133,6 +129,16 @@ async def test_a_step_that_ends_the_turn_goes_out_with_the_turn_end(
         return await append(session_id, expected_seq, drafts)
 
     monkeypatch.setattr(store, "append", recording)
+    return batches
+
+
+async def test_a_step_that_ends_the_turn_goes_out_with_the_turn_end(
+    service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One append (one round trip on PostgreSQL) for the last step's events and the turn's end;
+    a step's start and request go out with what precedes them (the turn's first events, the
+    previous step's last), the request built over the surface with those folded in."""
+    batches = record_appends(store, monkeypatch)
     model = ScriptedModel([{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}, {"text": "Five.", "finish_reason": "length"}])
     sid = (await service.create("chat")).id
     result = await AgentLoop(service, model, spec()).run_turn(sid, "2+3?")
@@ -596,14 +602,7 @@ async def test_a_write_landing_while_the_request_is_built_puts_the_held_events_a
                 await service.append_retrying(session_id, [EventDraft("user/message", foreign)])
             return await super().history_view(session_id, surface, split)
 
-    batches: list[list[str]] = []
-    append = store.append
-
-    async def recording(session_id: str, expected_seq: int, drafts: Any) -> Any:
-        batches.append([d.type for d in drafts])
-        return await append(session_id, expected_seq, drafts)
-
-    monkeypatch.setattr(store, "append", recording)
+    batches = record_appends(store, monkeypatch)
     sid = (await service.create("chat")).id
     model = ScriptedModel(["Hello."])
     result = await AgentLoop(service, model, spec(hooks=Interleaving())).run_turn(sid, "hi")
