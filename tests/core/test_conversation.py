@@ -175,7 +175,7 @@ def test_folds_kept_across_turns_equal_fresh_projections(steps: list[tuple[str, 
     (sometimes for a message the fold already saw as a step), and now and then the surface is
     rewritten: the kept folds always answer what a fresh projection of the same nodes gives."""
     from roleplay.harness.history import message_tokens
-    from roleplay.harness.loop import nodes_to_messages
+    from roleplay.harness.converted import nodes_to_messages
     from roleplay.harness.projections import Loaded
     from roleplay.harness.sessions import SessionService
 

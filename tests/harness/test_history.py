@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from roleplay.harness.plain_chat import chat_spec
 from roleplay.harness.history import exchange_starts, fit_history, message_tokens, reply_reserve, tools_tokens
-from roleplay.harness.loop import CONVERTED, AgentLoop, AgentSpec, LoopHooks
+from roleplay.harness.converted import CONVERTED
+from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks
 from roleplay.harness.models.scripted import ScriptedModel
 from roleplay.harness.models.types import ChatMessage, ModelRequest
 from roleplay.harness.prompts import PromptAssembly, PromptSection
@@ -227,7 +228,7 @@ def test_a_story_converted_turn_by_turn_equals_one_converted_whole() -> None:
     """The next turn's story (the last one plus new nodes) is converted by extending the last
     answer in place: at every length it equals a fresh conversion, and what an earlier answer
     held is still there (it only grew at the end)."""
-    from roleplay.harness.loop import ConvertedMessages
+    from roleplay.harness.converted import ConvertedMessages
 
     def node(i: int) -> dict[str, object]:
         role = "user" if i % 3 == 0 else "assistant"

@@ -521,7 +521,7 @@ def test_converted_messages_go_on_from_the_last_story_and_equal_a_fresh_conversi
     from itertools import accumulate
 
     from roleplay.harness.history import exchange_starts
-    from roleplay.harness.loop import ConvertedMessages
+    from roleplay.harness.converted import ConvertedMessages
 
     def node(i: int, seq: int, role: str = "user") -> dict[str, Any]:
         return {"id": f"m{i}", "seq": seq, "role": role, "content": [{"type": "text", "text": f"text {i} v{seq} " * (i + 1)}]}
@@ -551,7 +551,7 @@ async def _requests_match_the_log(service: SessionService, sid: str, model: Scri
     """Reference: each request's messages are the surface folded from the log up to its step's
     start, converted (no window: the whole surface), as when the events before a step were
     appended and read back before its request was built."""
-    from roleplay.harness.loop import nodes_to_messages
+    from roleplay.harness.converted import nodes_to_messages
 
     events = await service.events(sid)
     starts = [e.seq for e in events if e.type == "step/start" and e.seq > after]
@@ -632,3 +632,140 @@ async def test_a_crash_while_the_first_request_is_built_still_logs_the_turn_star
     assert [e.type for e in await service.events(sid)] == ["turn/start", "user/message"]
     closed = await AgentLoop(service, ScriptedModel(["Hi."]), spec()).close_interrupted(sid)
     assert len(closed) == 1
+
+
+# -- a request sent while its step is logged (sends_before_logged) ---------------------------------
+
+
+def hold_request_appends(
+    service: SessionService, monkeypatch: pytest.MonkeyPatch, fake: Any, fail: BaseException | None = None
+) -> list[str]:
+    """Each append that logs a model/request waits until the provider has that request (so it
+    was sent before its step was logged), then runs, or raises ``fail``. Returns what happened,
+    in order: "sent" when the provider had it, then the batch's types."""
+    seen: list[str] = []
+    append = service.append
+
+    async def held(session_id: str, drafts: Any, *, expected_seq: int) -> Any:
+        types_ = [d.type for d in drafts]
+        if "model/request" in types_:
+            before = sum(1 for s in seen if s == "sent")
+            for _ in range(500):
+                if len(fake.chat_requests) > before:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the request was not sent while its step was being logged")
+            seen.append("sent")
+            await asyncio.sleep(0.05)  # the provider's answer (or error) arrives meanwhile
+            if fail is not None:
+                raise fail
+        seen.append(",".join(types_))
+        return await append(session_id, drafts, expected_seq=expected_seq)
+
+    monkeypatch.setattr(service, "append", held)
+    return seen
+
+
+async def test_a_request_goes_out_while_its_step_is_logged_and_its_answer_waits_for_it(
+    service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provider starts on the prompt before the step's events are appended; nothing of its
+    answer (a delta, the message, a tool call) reaches subscribers or the log before they are."""
+    with serve_fake_openai(flavor="openai", strict=True) as fake:
+        fake.enqueue(FakeReply(tool_calls=[{"name": "add", "arguments": {"a": 2, "b": 3}}]), FakeReply(text="Five, I think."))
+        model = OpenAICompatModel(model="gpt-test", base_url=fake.base_url, api_key="sk-test", sleep=_no_sleep)
+        sid = (await service.create("chat")).id
+        seen = hold_request_appends(service, monkeypatch, fake)
+        async with store.subscribe(sid) as sub:
+            result = await AgentLoop(service, model, spec()).run_turn(sid, "2+3?")
+            notes = []
+            while not notes or notes[-1].kind != "event" or notes[-1].event.type != "turn/end":  # type: ignore[union-attr]
+                notes.append(await sub.next(timeout=5))
+        await model.aclose()
+    assert (result.outcome, result.text) == ("completed", "Five, I think.")
+    assert seen == [
+        "sent", "turn/start,user/message,step/start,model/request", "assistant/message,tool/call",
+        "sent", "tool/result,step/end,step/start,model/request", "assistant/message,step/end,turn/end",
+    ]  # fmt: skip
+    order = [n.event.type if n.kind == "event" else "chunk" for n in notes]  # type: ignore[union-attr]
+    assert order.index("chunk") > [i for i, t in enumerate(order) if t == "model/request"][-1]
+    assert "".join(n.data.get("text", "") for n in notes if n.kind == "chunk") == "Five, I think."  # type: ignore[union-attr]
+    assert await types(service, sid) == [
+        "turn/start", "user/message", "step/start", "model/request", "assistant/message", "tool/call", "tool/result",
+        "step/end", "step/start", "model/request", "assistant/message", "step/end", "turn/end",
+    ]  # fmt: skip
+
+
+async def test_an_error_answer_is_heard_after_its_request_is_logged(
+    service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with serve_fake_openai(flavor="deepseek", strict=True) as fake:
+        fake.enqueue(FakeError.context_overflow(limit=131072, requested=131134))
+        model = deepseek_model(api_key="sk-test", base_url=fake.base_url, sleep=_no_sleep)
+        sid = (await service.create("chat")).id
+        seen = hold_request_appends(service, monkeypatch, fake)
+        result = await AgentLoop(service, model, spec()).run_turn(sid, "a very long story")
+        await model.aclose()
+    assert result.outcome == "error" and result.error["code"] == "model.context_overflow"  # type: ignore[index]
+    assert seen == ["sent", "turn/start,user/message,step/start,model/request", "step/end", "turn/end"]
+
+
+async def test_a_step_that_conflicts_drops_its_early_request_and_sends_the_rebuilt_one(
+    service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write lands while the first request is built over the held turn start: that request
+    was already sent, so it is dropped (its answer never read) and the one built again over the
+    log as it is then is sent and answered."""
+    from roleplay.harness.loop import LoopHooks
+
+    class Interleaving(LoopHooks):
+        done = False
+
+        async def history_view(self, session_id: str, surface: Any, split: int) -> Any:
+            if not self.done:
+                self.done = True
+                foreign = {"messageId": "msg_foreign", "content": [{"type": "text", "text": "from elsewhere"}]}
+                await service.append_retrying(session_id, [EventDraft("user/message", foreign)])
+            return await super().history_view(session_id, surface, split)
+
+    with serve_fake_openai(flavor="openai", strict=True) as fake:
+        fake.enqueue(FakeReply(text="Stale answer."), FakeReply(text="Hello."))
+        model = OpenAICompatModel(model="gpt-test", base_url=fake.base_url, api_key="sk-test", sleep=_no_sleep)
+        sid = (await service.create("chat")).id
+        seen = hold_request_appends(service, monkeypatch, fake)
+        async with store.subscribe(sid) as sub:
+            result = await AgentLoop(service, model, spec(hooks=Interleaving())).run_turn(sid, "hi")
+            notes = []
+            while not notes or notes[-1].kind != "event" or notes[-1].event.type != "turn/end":  # type: ignore[union-attr]
+                notes.append(await sub.next(timeout=5))
+        await model.aclose()
+        sent = [[m["content"] for m in r.body["messages"][1:]] for r in fake.chat_requests]
+    assert (result.outcome, result.text) == ("completed", "Hello.")
+    assert len(sent) == 2 and sent[1] == ["from elsewhere", "hi"]  # the first was dropped unread
+    assert seen == [
+        "user/message", "sent", "turn/start,user/message,step/start,model/request", "turn/start,user/message",
+        "sent", "step/start,model/request", "assistant/message,step/end,turn/end",
+    ]  # fmt: skip
+    assert "".join(n.data.get("text", "") for n in notes if n.kind == "chunk") == "Hello."  # type: ignore[union-attr]
+    events = await service.events(sid)
+    assert [e.type for e in events].count("model/request") == 1
+    assert "Stale" not in str([e.payload for e in events])
+
+
+async def test_a_failed_step_append_drops_its_early_request(
+    service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with serve_fake_openai(flavor="openai", strict=True) as fake:
+        fake.enqueue(FakeReply(text="Never read."))
+        model = OpenAICompatModel(model="gpt-test", base_url=fake.base_url, api_key="sk-test", sleep=_no_sleep)
+        sid = (await service.create("chat")).id
+        hold_request_appends(service, monkeypatch, fake, fail=RpError("store.unavailable", "the database went away"))
+        with pytest.raises(RpError, match="went away"):
+            await AgentLoop(service, model, spec()).run_turn(sid, "hi")
+        for _ in range(3):
+            await asyncio.sleep(0)
+        streams = [t for t in asyncio.all_tasks() if "_stream" in repr(t.get_coro())]
+        await model.aclose()
+    assert all(t.done() for t in streams)
+    assert await types(service, sid) == []

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from roleplay.harness.loop import CONVERTED, ConvertedMessages
+from roleplay.harness.converted import CONVERTED, ConvertedMessages
 from roleplay.harness.projections import Loaded
 from roleplay.harness.sessions import SessionService
 from roleplay.harness.surface_folds import SurfaceFolds

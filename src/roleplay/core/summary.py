@@ -48,7 +48,7 @@ from roleplay.errors import RpError
 from roleplay.harness.commands import CommandContext
 from roleplay.harness.events import EventDraft
 from roleplay.harness.history import message_tokens, messages_tokens, tools_tokens
-from roleplay.harness.loop import nodes_to_messages
+from roleplay.harness.converted import nodes_to_messages
 from roleplay.harness.models.routes import Route
 from roleplay.harness.models.types import (
     ChatMessage,

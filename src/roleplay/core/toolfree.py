@@ -250,6 +250,13 @@ class ToolRefusalFallback:
         self._inner = model
         self._fallback: ToolFreeParent | None = None
 
+    @property
+    def sends_before_logged(self) -> bool:
+        # The model's own (``types.REQUEST_LOGGED``): a refusal is heard only once the request is
+        # logged, so the fallback starts after it. The tool-free way, once taken, works in this
+        # process (a Writer run, a commit) and is never started before the step is logged.
+        return self._fallback is None and bool(getattr(self._inner, "sends_before_logged", False))
+
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         return flatten(self.stream_batches(request))
 

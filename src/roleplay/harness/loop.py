@@ -25,6 +25,11 @@ Rules kept here:
 - The request's history is bounded (``harness.history``): the current turn goes whole, earlier
   turns through the runtime's ``LoopHooks.history`` view, newest whole exchanges first, within
   the route's context window. The log keeps everything; only the request is shortened.
+- A step's request goes to a model that answers over the network (``sends_before_logged``)
+  while its step/start and model/request are being appended, and that model holds its answer
+  until they are (``models.types.REQUEST_LOGGED``): the log order is unchanged, and the provider
+  starts one round trip sooner. An append that fails drops the request (a conflict sends it
+  again, built over the log as it is then).
 - Text and reasoning deltas go to live subscribers as ``assistant/chunk`` notifications. The
   durable ``assistant/message`` carries the whole text.
 """
@@ -34,7 +39,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, NamedTuple, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, Sequence, TypeVar
 
 from roleplay.clock import IdGenerator
 from roleplay.errors import ConflictError, RpError
@@ -58,10 +63,10 @@ from .history import (
     fit_history,
     message_tokens,
     remember_request_runs,
-    remember_tokens,
     reply_reserve,
     request_fixed_tokens,
 )
+from .converted import CONVERTED, ConvertedMessages
 from .leases import Lease, check_lease, run_lease
 from .models.types import (
     ChatMessage,
@@ -72,6 +77,7 @@ from .models.types import (
     ReasoningDelta,
     TextDelta,
     ToolCall,
+    REQUEST_LOGGED,
     stream_batches,
 )
 from .projections import Loaded
@@ -324,18 +330,23 @@ class AgentLoop:
                     await self._append(session_id, [])
                 raise
             holding = bool(self._tail)
+            early = self._send_early(session_id, turn_id, step_id, request)
             try:
                 await self._append(session_id, drafts, retry=not holding)
-            except ConflictError:
-                if not holding:
+            except BaseException as exc:
+                if early is not None:
+                    _drop(early[0])
+                if not (holding and isinstance(exc, ConflictError)):
                     raise
                 # Another writer moved the log: the held events go out on their own at the new
                 # head, and the request is built again over what is there now.
                 await self._append(session_id, [])
                 continue
             break
+        if early is not None:
+            early[1].set()  # logged: the answer may go up now
         try:
-            response = await self._race(self._stream(session_id, turn_id, step_id, request), abort)
+            response = await self._race(early[0] if early is not None else self._stream(session_id, turn_id, step_id, request), abort)
         except (_Aborted, RpError):
             await self._append(session_id, [EventDraft(STEP_END, {"turnId": turn_id, "stepId": step_id})])
             raise
@@ -503,6 +514,21 @@ class AgentLoop:
         self._cut = cut
         return earlier[cut:] + current, (kept.running, cut, current_costs), fit
 
+    def _send_early(
+        self, session_id: str, turn_id: str, step_id: str, request: ModelRequest
+    ) -> tuple[asyncio.Task[ModelResponse], asyncio.Event] | None:
+        """The step's stream started now, before its events are appended, with the event that
+        lets its answer go up once they are (module doc); None for a model that cannot hold its
+        answer, which is sent after the append as before."""
+        if not getattr(self.model, "sends_before_logged", False):
+            return None
+        logged = asyncio.Event()
+        token = REQUEST_LOGGED.set(logged)  # the task takes a copy of this context
+        try:
+            return asyncio.ensure_future(self._stream(session_id, turn_id, step_id, request)), logged
+        finally:
+            REQUEST_LOGGED.reset(token)
+
     async def _stream(self, session_id: str, turn_id: str, step_id: str, request: ModelRequest) -> ModelResponse:
         response: ModelResponse | None = None
         publish = self.spec.hooks.publish_deltas
@@ -582,6 +608,12 @@ class AgentLoop:
             self._head = events[-1].seq
             return events
         raise RpError("event.contended", f"could not append to {session_id}: the log keeps moving")
+
+
+def _drop(task: asyncio.Task[Any]) -> None:
+    """Cancel a request sent early whose step was not logged; its outcome is nobody's."""
+    task.cancel()
+    task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
 
 
 def _assistant_payload(message_id: str, turn_id: str, step_id: str, response: ModelResponse, route: dict[str, Any]) -> dict[str, Any]:
@@ -685,116 +717,3 @@ def dangling_calls(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tool calls on the surface that have no result after them."""
     answered = {n["toolCallId"] for n in nodes if n["role"] == "tool"}
     return [c for n in nodes if n["role"] == "assistant" for c in n.get("toolCalls", []) if c["id"] not in answered]
-
-
-CONVERTED = "harness.loop.converted"  # the key of the service's ConvertedMessages
-LONG_MESSAGE_CHARS = 32_768
-
-
-class ConvertedMessages:
-    """Surface nodes converted to chat messages, with their token counts, by (session, node id,
-    seq): a node version's content never changes (its event is immutable), and a node a runtime's
-    history view rewrites gets an id of its own (``LoopHooks.history``). Bounded: emptied when
-    full, which costs one reconversion, never a different result."""
-
-    def __init__(self, max_entries: int = 100_000) -> None:
-        # Two maps, not one of (message, cost) pairs: a pair is one more GC-tracked object per
-        # message, and a long story keeps thousands of them for every full collection to traverse.
-        self._by_key: dict[tuple[str, str, int], ChatMessage] = {}
-        self._costs: dict[tuple[str, str, int], int] = {}
-        self._max = max_entries
-        # The last tuple converted and its answer: a history view that hands the same tuple to
-        # every step of a turn (``LoopHooks.history_view``) is converted once. Tuples only: a
-        # list may have changed since.
-        self._last: tuple[str, tuple[dict[str, Any], ...], Converted] | None = None
-
-    def convert(self, session_id: str, nodes: Sequence[dict[str, Any]]) -> tuple[list[ChatMessage], list[int]]:
-        """The messages and their token counts (shared lists: read them, don't change them)."""
-        converted = self.converted(session_id, nodes)
-        return converted.messages, converted.costs
-
-    def converted(self, session_id: str, nodes: Sequence[dict[str, Any]]) -> Converted:
-        """``convert`` with the costs' running sums and the exchanges' starts, which a tuple
-        extending the last one's (the next turn's story) gets by extending the last ones."""
-        last = self._last
-        if last is not None and last[1] is nodes and last[0] == session_id:
-            return last[2]
-        memo, cost_of = self._by_key, self._costs
-        out = Converted([], [], [0], [])
-        start = 0
-        if last is not None and last[0] == session_id and isinstance(nodes, tuple) and len(nodes) >= len(last[1]):
-            # The next turn's story is the last one plus its new nodes: the same node objects
-            # (compared by identity first, so this costs no conversion), converted once already.
-            done = len(last[1])
-            if nodes[:done] == last[1]:
-                # Extended in place, not copied (four lists as long as the story, at every turn):
-                # its lists only ever grow at the end, so what a reader took from them stays true.
-                out = last[2]
-                start = done
-                self._last = None  # until extended whole: a failure part way leaves nothing to go on from
-        messages, costs, running, starts = out
-        total = running[-1]
-        for node in nodes[start:] if start else nodes:
-            key = (session_id, node["id"], node["seq"])
-            message = memo.get(key)
-            if message is None:
-                message = nodes_to_messages([node])[0]
-                cost = message_tokens(message)
-                remember_tokens(message, cost)  # never changed: shared by every step and turn
-                # A one-off long message (a Writer child's whole prompt) is not kept: a long story
-                # has a thousand of them, and each is converted by one request only.
-                if len(message.text()) <= LONG_MESSAGE_CHARS:
-                    if len(memo) >= self._max:
-                        memo.clear()
-                        cost_of.clear()
-                    memo[key] = message
-                    cost_of[key] = cost
-            else:
-                cost = cost_of[key]
-            if not messages or message.role == "user":  # ``history.exchange_starts``
-                starts.append(len(messages))
-            messages.append(message)
-            costs.append(cost)
-            total += cost
-            running.append(total)
-        if isinstance(nodes, tuple):
-            self._last = (session_id, nodes, out)
-        return out
-
-
-class Converted(NamedTuple):
-    """Converted messages (``ConvertedMessages``), shared: read them, don't change them. The
-    converter itself may extend them at the end (the next turn's story goes on from the last), never
-    change what they hold: a reader keeps what it read, not their lengths."""
-
-    messages: list[ChatMessage]
-    costs: list[int]  # each message's ``history.message_tokens``
-    running: list[int]  # the costs' running sums, from 0 (one more than the messages)
-    starts: list[int]  # ``history.exchange_starts`` (none without messages)
-
-
-# The tool calls of every converted message without any: one list, not an empty one per message
-# (each a GC-tracked object kept with the converted history). Messages are read, never changed.
-NO_CALLS: list[ToolCall] = []
-
-
-def nodes_to_messages(nodes: list[dict[str, Any]]) -> list[ChatMessage]:
-    """Surface nodes → provider-neutral chat messages (reasoning travels in its own field)."""
-    out: list[ChatMessage] = []
-    for node in nodes:
-        role = node["role"]
-        content = node["content"]
-        if role == "tool":
-            out.append(ChatMessage("tool", content, NO_CALLS, tool_call_id=node["toolCallId"], name=node.get("name")))
-            continue
-        blocks = [b for b in content if b.get("type") in ("text", "image")]
-        reasoning_blocks = [b["text"] for b in content if b.get("type") == "reasoning"]
-        reasoning = "".join(reasoning_blocks) if reasoning_blocks else None
-        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in node["toolCalls"]] if node.get("toolCalls") else NO_CALLS
-        if role == "assistant":
-            text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-            out.append(ChatMessage("assistant", text, tool_calls=calls, reasoning=reasoning))
-        else:
-            only_text = all(b.get("type") == "text" for b in blocks)
-            out.append(ChatMessage("user", "".join(b["text"] for b in blocks) if only_text else blocks, NO_CALLS))
-    return out

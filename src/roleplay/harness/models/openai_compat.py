@@ -45,6 +45,7 @@ from .types import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
+    request_logged,
 )
 from .wire import messages_to_wire, tool_choice_to_wire, tools_to_wire, usage_from_wire
 
@@ -70,6 +71,10 @@ def beta_url_for(base_url: str) -> str:
 
 
 class OpenAICompatModel:
+    # The provider answers over the network: the loop sends a step's request while it logs the
+    # step, and this waits on ``types.REQUEST_LOGGED`` before its answer goes up (types.py).
+    sends_before_logged = True
+
     def __init__(
         self,
         *,
@@ -184,14 +189,9 @@ class OpenAICompatModel:
             attempts=attempts,
         )
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async for batch in self.stream_batches(request):
-            for event in batch:
-                yield event
-
-    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[StreamEvent]]:
-        """``stream``'s events, a list per read from the provider's socket (``types.stream_batches``)."""
-        prepared = self.prepare(request)
+    async def _send(self, prepared: Any) -> tuple[FrameBatches, int, list[str]]:
+        """Post the request (retrying what may be retried): the open stream, the attempts made
+        and the failures retried."""
         client = self._client(prepared.base_url)
         attempts = 0
         retried: list[str] = []
@@ -205,13 +205,32 @@ class OpenAICompatModel:
                     stream=True,
                     stream_cls=FrameBatches,
                 )
-                break
+                return sdk_stream, attempts, retried
             except openai.OpenAIError as exc:
                 if is_retryable(exc) and attempts <= self.retry.max_retries:
                     retried.append(_failure_name(exc))
                     await self._sleep(self.retry.delay(attempts, retry_after_seconds(exc)))
                     continue
                 raise self._error(exc, prepared.base_url, attempts) from None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        async for batch in self.stream_batches(request):
+            for event in batch:
+                yield event
+
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[StreamEvent]]:
+        """``stream``'s events, a list per read from the provider's socket (``types.stream_batches``)."""
+        try:
+            prepared = self.prepare(request)
+            sdk_stream, attempts, retried = await self._send(prepared)
+        except RpError:
+            await request_logged()  # an error is an answer too: heard once the request is logged
+            raise
+        try:
+            await request_logged()
+        except BaseException:
+            await sdk_stream.close()
+            raise
         warnings = list(prepared.warnings)
         if retried:
             warnings.append(f"retried {len(retried)} time(s) after: {', '.join(retried)}")

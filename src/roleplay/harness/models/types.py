@@ -7,7 +7,9 @@ hold provider state or depend on the ``openai`` SDK. Each provider translates at
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Literal, Protocol, Sequence, Union, cast, runtime_checkable
 
@@ -244,6 +246,23 @@ class ChatModel(Protocol):
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Yield deltas, then exactly one ``Completed``; failures raise ``RpError``."""
         ...
+
+
+# The agent loop sends a step's request while it logs that step's step/start and model/request
+# (``loop.AgentLoop._send_early``): the provider starts on the prompt one database round trip
+# sooner, on the way to the first token (issue 16). Only a model with ``sends_before_logged``
+# (the OpenAI-compatible client) is started early, and it waits on this event after sending and
+# before anything of the answer (its first events, or its error) reaches the layers above it. So
+# no wrapper acts on an answer (an overflow compaction, a tool refusal), no delta is published and
+# nothing is appended before the request is in the log, exactly as when it was sent afterwards.
+REQUEST_LOGGED: ContextVar[asyncio.Event | None] = ContextVar("rp_request_logged", default=None)
+
+
+async def request_logged() -> None:
+    """Wait until the request being answered is logged (``REQUEST_LOGGED``); at once elsewhere."""
+    gate = REQUEST_LOGGED.get()
+    if gate is not None and not gate.is_set():
+        await gate.wait()
 
 
 def stream_batches(model: ChatModel, request: ModelRequest) -> AsyncIterator[Sequence[StreamEvent]]:
