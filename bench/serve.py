@@ -223,7 +223,7 @@ def child(url: str, port: int, stats_path: str) -> None:
         pass  # uvicorn re-raises the SIGINT it stopped on
     if profile:
         profiler.disable()
-        profiler.dump_stats(profile)
+        profiler.dump_stats(f"{profile}.{url.split(':', 1)[0]}")  # one file a backend
     gc_max = {str(g): round(max(v), 1) if v else 0.0 for g, v in gc_pauses.items()}
     gc_max |= {f"{g} CPU": round(max(v), 1) if v else 0.0 for g, v in gc_cpu.items()}
     if garbage:

@@ -102,8 +102,8 @@ def test_rp_serve_plays_a_demo_turn_and_stops_on_sigint(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_sigint_aborts_a_running_turn_and_logs_it(tmp_path: Path) -> None:
-    port = free_port()
     with serve_fake_openai(flavor="openai", chunk_delay=0.1) as fake:
+        port = free_port()  # after the fake took its own port: not the one it was given
         proc, started = start(tmp_path, "--port", str(port), env={"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test"})
         try:
             with httpx.Client(base_url=started["url"].rstrip("/"), timeout=30) as client:
