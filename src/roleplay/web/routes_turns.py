@@ -10,7 +10,7 @@ database) is 409 ``run.busy``.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, Awaitable
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
@@ -46,7 +46,10 @@ async def _accept(w: WebState, session_id: str, kind: str, call: RunCall) -> JSO
 
 async def _started(w: WebState, rt: RoleplayRuntime, session_id: str, kind: str, call: RunCall) -> JSONResponse:
     # 404 before anything starts: the runner's subscription reads the session's head first.
-    run = await w.runs.start(session_id, kind, on_runtime(w, rt, call))
+    return _accepted(session_id, kind, await w.runs.start(session_id, kind, on_runtime(w, rt, call)))
+
+
+def _accepted(session_id: str, kind: str, run: Any) -> JSONResponse:
     body = TurnAccepted(session_id=session_id, turn_id=run.turn_id, kind=kind, events=f"{API}/sessions/{session_id}/events")
     return JSONResponse(body.model_dump(by_alias=True), status_code=202, headers={"Location": body.events})
 
@@ -59,12 +62,23 @@ async def send_turn(w: Web, session_id: str, body: TurnBody) -> JSONResponse:
     route = resolve_route(body.model) if body.model else None
     default = w.config.default_route
     # The global settings come with the features' revision, and the run freezes them (one read).
-    rt, settings = await w.fresh_runtime_and_settings()
+    # It is made while the run's start reads the session's head: two reads at once, not one
+    # after the other, on the way to the turn's first token.
+    pending = asyncio.ensure_future(w.fresh_runtime_and_settings())
 
-    def call(rt: RoleplayRuntime, abort: asyncio.Event) -> Awaitable[RunResult]:
-        return play_turn(rt, session_id, body.text, parent_route=route, default_route=default, settings=settings, abort=abort)
+    async def call(abort: asyncio.Event) -> RunResult:
+        rt, settings = await pending
+        async with w.runtime_in_use(rt):
+            return await play_turn(rt, session_id, body.text, parent_route=route, default_route=default, settings=settings, abort=abort)
 
-    return await _started(w, rt, session_id, "turn", call)
+    try:
+        run = await w.runs.start(session_id, "turn", call)
+    except BaseException:
+        # No run took the read (an unknown session, a stopping server): nobody waits for it.
+        pending.cancel()
+        pending.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        raise
+    return _accepted(session_id, "turn", run)
 
 
 @router.post("/sessions/{session_id}/continue", status_code=202, response_model=TurnAccepted)
