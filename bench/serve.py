@@ -1,7 +1,7 @@
 """HTTP API under load: many sessions playing turns over SSE against ``rp serve``'s application.
 
 Run by hand:  .venv/bin/python bench/serve.py [--sessions 200] [--turns 2] [--chunk-delay 0.02]
-                 [--think 30] [--postgres URL]
+                 [--think 30] [--postgres URL] [--backend sqlite|postgres]
 (PostgreSQL is included when --postgres or RP_TEST_POSTGRES_URL is given.)
 
 Two loads are measured per backend.
@@ -568,10 +568,11 @@ def main() -> None:
     ap.add_argument("--think", type=float, default=30.0, help="the user load's mean seconds a user reads and types between turns")
     ap.add_argument("--only", choices=("user", "saturation"), help="run one of the two loads")
     ap.add_argument("--postgres", default=os.environ.get("RP_TEST_POSTGRES_URL"))
+    ap.add_argument("--backend", choices=("sqlite", "postgres"), help="run one backend (PostgreSQL needs --postgres)")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
-    rows = asyncio.run(bench("sqlite", sqlite_url, args))
-    if args.postgres:
+    rows = asyncio.run(bench("sqlite", sqlite_url, args)) if args.backend != "postgres" else []
+    if args.postgres and args.backend != "sqlite":
         sys.path.insert(0, str(HERE.parent))
         from eventlog import pg_schema_url
 
