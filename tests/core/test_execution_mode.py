@@ -30,6 +30,28 @@ async def test_a_stale_revision_is_a_conflict_and_changes_nothing(store: EventSt
     assert (await set_writer_route(rt, sid, "follow"))["executionMode"] == "agent"
 
 
+async def test_a_change_overtaken_by_another_is_a_conflict_that_names_its_command(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command ran, but another profile change took effect first (its snapshot was stale):
+    a conflict, as the binding tools report it, never a plain refusal."""
+    from dataclasses import replace
+
+    import roleplay.core.execution_mode as execution_mode
+
+    rt, sid = await sample_story(store)
+    real = execution_mode.apply_profile
+
+    async def overtaken(*args: object, **kwargs: object) -> object:
+        return replace(await real(*args, **kwargs), applied=False)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(execution_mode, "apply_profile", overtaken)
+    with pytest.raises(ConflictError) as stale:
+        await set_mode(rt, sid, "agent")
+    assert (stale.value.code, stale.value.pointer) == ("profile.stale_apply", "/expectedRevision")
+    assert stale.value.details["commandId"].startswith("cmd_")
+
+
 async def test_the_writer_route_override_is_a_route_follow_or_removed(store: EventStore) -> None:
     rt, sid = await sample_story(store)
     assert (await set_writer_route(rt, sid, "demo/demo"))["writerRoute"]["model"] == "demo"

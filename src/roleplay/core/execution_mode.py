@@ -52,7 +52,13 @@ async def _apply(rt: Any, session_id: str, patch: dict[str, Any], expected: int 
         kind = ConflictError if code.endswith("conflict") else RpError
         raise kind(code, error.get("message", "the change was refused"), pointer=error.get("pointer"), details=error.get("details") or {})
     if not applied.applied:
-        raise RpError("profile.stale_apply", "another profile change took effect first; try again")
+        # A revision conflict like any other (409 over HTTP), as the binding tools say it.
+        raise ConflictError(
+            "profile.stale_apply",
+            "another profile change took effect first; re-read and retry",
+            pointer="/expectedRevision",
+            details={"commandId": applied.outcome.command_id},
+        )
     return runtime_view(profile_of(applied.state), applied.state["revision"])
 
 
