@@ -380,6 +380,27 @@ async def _profile_conflict(ctx: Ctx) -> None:
     expect(await route, "profile.revision_conflict", "/revision")
 
 
+@case("profile.stale_apply")
+async def _profile_stale_apply(ctx: Ctx) -> None:
+    # Another profile change lands between this one's check and its effect (two processes at
+    # once): the command ran on a stale snapshot and took no effect, as apply_profile reports it.
+    from dataclasses import replace
+
+    import roleplay.core.execution_mode as execution_mode
+
+    sid, rev = await _profile(ctx)
+    real = execution_mode.apply_profile
+
+    async def overtaken(*args: Any, **kwargs: Any) -> Any:
+        return replace(await real(*args, **kwargs), applied=False)
+
+    ctx.monkeypatch.setattr(execution_mode, "apply_profile", overtaken)
+    body = expect(
+        await ctx.client.put(f"{API}/sessions/{sid}/mode", json={"mode": "agent", "revision": rev}), "profile.stale_apply", "/revision"
+    )
+    assert body["details"]["commandId"].startswith("cmd_")
+
+
 @case("profile.invalid")
 async def _profile_invalid(ctx: Ctx) -> None:
     sid, rev = await _profile(ctx)
