@@ -12,7 +12,7 @@ import pytest
 from roleplay.errors import ConflictError, RpError
 from roleplay.harness.events import EventDraft
 from roleplay.harness.leases import run_lease
-from roleplay.harness.loop import AgentLoop, AgentSpec, StepView
+from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView
 from roleplay.harness.models.deepseek import deepseek_model
 from roleplay.harness.models.openai_compat import OpenAICompatModel
 from roleplay.harness.models.scripted import ScriptedModel
@@ -150,8 +150,6 @@ async def test_a_step_that_ends_the_turn_goes_out_with_the_turn_end(
     assert model.requests[0].messages[-1].role == "user"  # the user message, sent with the request's events
     assert model.requests[1].messages[-1].role == "tool"  # the result, sent with the second step's
     assert [e.type for e in await service.events(sid)] == [t for batch in batches for t in batch]
-
-    from roleplay.harness.loop import LoopHooks
 
     class Refusing(LoopHooks):
         def finished(self, results: list) -> bool:  # type: ignore[override]
@@ -465,7 +463,6 @@ async def test_context_overflow_from_the_server_ends_the_turn_with_a_clear_error
 async def test_hooks_add_input_events_rewrite_the_reply_and_finish_after_a_tool(service: SessionService, store: EventStore) -> None:
     from dataclasses import replace as dc_replace
 
-    from roleplay.harness.loop import LoopHooks
     from roleplay.harness.models.types import ModelResponse
 
     class Hooks(LoopHooks):
@@ -584,28 +581,32 @@ async def test_a_step_built_over_held_events_sends_what_the_log_then_holds(servi
     await _requests_match_the_log(service, sid, model, after=first)
 
 
+class Interleaving(LoopHooks):
+    """Hooks under which another writer appends a user message while the turn's first request is
+    built (once): the step's held events then conflict."""
+
+    def __init__(self, service: SessionService) -> None:
+        self.service = service
+        self.done = False
+
+    async def history_view(self, session_id: str, surface: Any, split: int) -> Any:
+        if not self.done:
+            self.done = True
+            foreign = {"messageId": "msg_foreign", "content": [{"type": "text", "text": "from elsewhere"}]}
+            await self.service.append_retrying(session_id, [EventDraft("user/message", foreign)])
+        return await super().history_view(session_id, surface, split)
+
+
 async def test_a_write_landing_while_the_request_is_built_puts_the_held_events_after_it(
     service: SessionService, store: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another writer appends while the first request is built over the held turn/start and user
     message: the combined append conflicts, the held events go out alone at the new head, and the
     request is built again over the log as it is then (the foreign message in its history)."""
-    from roleplay.harness.loop import LoopHooks
-
-    class Interleaving(LoopHooks):
-        done = False
-
-        async def history_view(self, session_id: str, surface: Any, split: int) -> Any:
-            if not self.done:
-                self.done = True
-                foreign = {"messageId": "msg_foreign", "content": [{"type": "text", "text": "from elsewhere"}]}
-                await service.append_retrying(session_id, [EventDraft("user/message", foreign)])
-            return await super().history_view(session_id, surface, split)
-
     batches = record_appends(store, monkeypatch)
     sid = (await service.create("chat")).id
     model = ScriptedModel(["Hello."])
-    result = await AgentLoop(service, model, spec(hooks=Interleaving())).run_turn(sid, "hi")
+    result = await AgentLoop(service, model, spec(hooks=Interleaving(service))).run_turn(sid, "hi")
     assert result.outcome == "completed"
     events = await service.events(sid)
     assert [e.type for e in events] == [
@@ -620,7 +621,6 @@ async def test_a_write_landing_while_the_request_is_built_puts_the_held_events_a
 async def test_a_crash_while_the_first_request_is_built_still_logs_the_turn_start(service: SessionService) -> None:
     """The held turn/start and user message are logged before an unexpected error leaves the loop,
     as when they were appended before the step began (recovery then closes the turn)."""
-    from roleplay.harness.loop import LoopHooks
 
     class Broken(LoopHooks):
         async def history_view(self, session_id: str, surface: Any, split: int) -> Any:
@@ -717,25 +717,13 @@ async def test_a_step_that_conflicts_drops_its_early_request_and_sends_the_rebui
     """A write lands while the first request is built over the held turn start: that request
     was already sent, so it is dropped (its answer never read) and the one built again over the
     log as it is then is sent and answered."""
-    from roleplay.harness.loop import LoopHooks
-
-    class Interleaving(LoopHooks):
-        done = False
-
-        async def history_view(self, session_id: str, surface: Any, split: int) -> Any:
-            if not self.done:
-                self.done = True
-                foreign = {"messageId": "msg_foreign", "content": [{"type": "text", "text": "from elsewhere"}]}
-                await service.append_retrying(session_id, [EventDraft("user/message", foreign)])
-            return await super().history_view(session_id, surface, split)
-
     with serve_fake_openai(flavor="openai", strict=True) as fake:
         fake.enqueue(FakeReply(text="Stale answer."), FakeReply(text="Hello."))
         model = OpenAICompatModel(model="gpt-test", base_url=fake.base_url, api_key="sk-test", sleep=_no_sleep)
         sid = (await service.create("chat")).id
         seen = hold_request_appends(service, monkeypatch, fake)
         async with store.subscribe(sid) as sub:
-            result = await AgentLoop(service, model, spec(hooks=Interleaving())).run_turn(sid, "hi")
+            result = await AgentLoop(service, model, spec(hooks=Interleaving(service))).run_turn(sid, "hi")
             notes = []
             while not notes or notes[-1].kind != "event" or notes[-1].event.type != "turn/end":  # type: ignore[union-attr]
                 notes.append(await sub.next(timeout=5))
