@@ -335,7 +335,7 @@ class AgentLoop:
                 await self._append(session_id, drafts, retry=not holding)
             except BaseException as exc:
                 if early is not None:
-                    _drop(early[0])
+                    abandon(early[0])
                 if not (holding and isinstance(exc, ConflictError)):
                     raise
                 # Another writer moved the log: the held events go out on their own at the new
@@ -610,8 +610,9 @@ class AgentLoop:
         raise RpError("event.contended", f"could not append to {session_id}: the log keeps moving")
 
 
-def _drop(task: asyncio.Task[Any]) -> None:
-    """Cancel a request sent early whose step was not logged; its outcome is nobody's."""
+def abandon(task: asyncio.Future[Any]) -> None:
+    """Cancel work whose outcome is nobody's now (a request sent early whose step was not logged,
+    a read no run took), its error retrieved so asyncio never reports it as lost."""
     task.cancel()
     task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
 

@@ -23,9 +23,11 @@ from roleplay.core.run import RunResult, play_turn
 from roleplay.core.runtime import RoleplayRuntime
 from roleplay.core.session_route import stored_route
 from roleplay.harness.leases import lease_taken
+from roleplay.harness.loop import abandon
 from roleplay.harness.models.routes import Route, resolve_route
 
 from .app import API, RunCall, Web, WebState, on_runtime
+from .runs import ActiveRun
 from .models import AbortBody, ContinueBody, RegenerateBody, TurnAccepted, TurnBody
 from .sse import EventStream, stream_cursor
 
@@ -49,7 +51,7 @@ async def _started(w: WebState, rt: RoleplayRuntime, session_id: str, kind: str,
     return _accepted(session_id, kind, await w.runs.start(session_id, kind, on_runtime(w, rt, call)))
 
 
-def _accepted(session_id: str, kind: str, run: Any) -> JSONResponse:
+def _accepted(session_id: str, kind: str, run: ActiveRun) -> JSONResponse:
     body = TurnAccepted(session_id=session_id, turn_id=run.turn_id, kind=kind, events=f"{API}/sessions/{session_id}/events")
     return JSONResponse(body.model_dump(by_alias=True), status_code=202, headers={"Location": body.events})
 
@@ -75,8 +77,7 @@ async def send_turn(w: Web, session_id: str, body: TurnBody) -> JSONResponse:
         run = await w.runs.start(session_id, "turn", call)
     except BaseException:
         # No run took the read (an unknown session, a stopping server): nobody waits for it.
-        pending.cancel()
-        pending.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        abandon(pending)
         raise
     return _accepted(session_id, "turn", run)
 
