@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
 import pytest
 from tests_support import core_runtime
 
@@ -120,3 +123,35 @@ async def test_a_turn_on_an_unknown_stored_provider_writes_nothing(store: EventS
         await play_turn(rt, sid, "我敲了敲铁门。", parent_route=None, default_route=Route("demo", "demo"))
     assert exc.value.code == "model.unknown_provider"
     assert await store.head(sid) == head and not await lease_taken(store, sid)
+
+
+@pytest.mark.parametrize("kind", ["continue", "regenerate"])
+async def test_continue_and_regenerate_given_no_route_play_on_the_one_stored_while_they_waited_for_the_lease(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """The route is read under the run's lease: a route stored just before the lease was taken (by
+    another tab, another process) is the one the run plays, not the one stored when it was asked."""
+    import roleplay.core.continue_turn as continue_module
+    import roleplay.core.run as run_module
+    from roleplay.core.continue_turn import continue_turn
+    from roleplay.core.regenerate import regenerate
+
+    rt, sid = await _story(store, Route("demo", "demo"))
+    await play_turn(rt, sid, "我敲了敲铁门。", parent_route=None)
+    module = continue_module if kind == "continue" else run_module
+    real_lease = module.run_lease
+    changed = Route("demo", "demo", "high")
+
+    @asynccontextmanager
+    async def route_changed_first(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        patch = {"patch": {"runtime": {"route": route_profile_json(changed)}}}
+        assert (await apply_profile(rt.service, sid, patch, StoreAssetReader(rt.assets))).applied
+        async with real_lease(*args, **kwargs) as lease:
+            yield lease
+
+    monkeypatch.setattr(module, "run_lease", route_changed_first)
+    if kind == "continue":
+        played = await continue_turn(rt, sid, parent_route=None, default_route=Route("demo", "demo", "low"))
+    else:
+        played = await regenerate(rt, sid, parent_route=None, default_route=Route("demo", "demo", "low"))
+    assert played.turn.outcome == "completed" and played.prepared.parent_route == changed

@@ -15,6 +15,7 @@ import click
 
 from roleplay.cli_context import echo_json, home_option, json_option, run, terminal_safe
 from roleplay.harness.chat import stream_turn
+from roleplay.harness.models.routes import resolve_route
 
 from .actions_play import message_line
 from .branch import branch, branch_tree, render_tree
@@ -24,7 +25,6 @@ from .message_actions import delete_from, delete_turn, edit_message, message_by_
 from .metrics import parse_prices, session_metrics
 from .regenerate import regenerate
 from .run import RunResult
-from .session_route import resolve_session_route
 from .swipes import swipe
 from .turn_surface import live_turns
 
@@ -124,7 +124,7 @@ class _Quiet:
 async def regenerate_command(ctx: click.Context, session_id: str, save_edit: str | None, model_spec: str | None, as_json: bool) -> None:
     """Write the last reply of SESSION_ID again; the replaced one stays as an alternative (rp swipe)."""
     async with runtime(ctx) as rt:
-        route = await resolve_session_route(rt, session_id, model_spec)
+        route = resolve_route(model_spec) if model_spec else None  # else the story's, read under the lease
         out = _Quiet() if as_json else sys.stdout
         result = await stream_turn(
             rt.store,

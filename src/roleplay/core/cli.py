@@ -205,7 +205,7 @@ async def new_command(
 async def say_command(ctx: click.Context, session_id: str, text: str, model_spec: str | None, as_json: bool) -> None:
     """Play one turn of SESSION_ID and stream the reply."""
     async with runtime(ctx) as rt:
-        route = await resolve_session_route(rt, session_id, model_spec)
+        route = resolve_route(model_spec) if model_spec else None  # else the story's, read under the lease
         start = partial(play_turn, rt, session_id, text, parent_route=route)
         result = await stream_run(rt, session_id, lambda abort: start(abort=abort), sys.stdout if not as_json else Quiet())
         offered = await turn_choices(rt, result)
@@ -403,7 +403,7 @@ async def _choose_card(rt: RoleplayRuntime, reader: LineReader) -> str:
 async def continue_command(ctx: click.Context, session_id: str, model_spec: str | None, as_json: bool) -> None:
     """The Writer goes on with the last reply of SESSION_ID, as one more turn."""
     async with runtime(ctx) as rt:
-        route = await resolve_session_route(rt, session_id, model_spec)
+        route = resolve_route(model_spec) if model_spec else None  # else the story's, read under the lease
         start = partial(continue_turn, rt, session_id, parent_route=route)
         result = await stream_run(rt, session_id, lambda abort: start(abort=abort), sys.stdout if not as_json else Quiet())
         whole = await extended_reply(rt, session_id)

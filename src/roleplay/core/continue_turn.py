@@ -29,9 +29,11 @@ from roleplay.harness.surface import SURFACE
 
 from .conversation import Entry, project
 from .player_prompts import CONTINUE_INPUT, CONTINUE_SOURCE
+from .profile import SESSION_PROJECTION
 from .replies import replies_projection
 from .run import RpRun, RunResult, opening_message_id, prepare_run, run_result
 from .runtime import RoleplayRuntime
+from .session_route import story_route
 from .toolfree import parent_model
 from .turn_eligibility import require_playable
 
@@ -65,15 +67,19 @@ async def continue_turn(
     rt: RoleplayRuntime,
     session_id: str,
     *,
-    parent_route: Route,
+    parent_route: Route | None,
+    default_route: Route | None = None,
     abort: asyncio.Event | None = None,
 ) -> RunResult:
     """Run the Continue turn; the continuation streams to the session's subscribers like any reply.
 
+    ``parent_route`` None: the story's own, read under the lease (``story_route``).
     ``RunResult.reply`` is the continuation alone (what streamed); ``extended_reply`` gives the
     whole message as it now reads."""
     async with run_lease(rt.store, session_id) as lease:
         await require_playable(rt, session_id)
+        if parent_route is None:
+            parent_route = story_route((await rt.service.projection(session_id, SESSION_PROJECTION)).state, default_route)
         target = reply_to_continue(await visible_entries(rt, session_id))  # read under the lease
         prepared = await prepare_run(rt, session_id, CONTINUE_INPUT, parent_route=parent_route)
         run = RpRun(rt, prepared)

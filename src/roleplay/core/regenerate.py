@@ -88,11 +88,13 @@ async def regenerate(
     rt: RoleplayRuntime,
     session_id: str,
     *,
-    parent_route: Route,
+    parent_route: Route | None,
+    default_route: Route | None = None,
     save_edit: str | None = None,
     abort: asyncio.Event | None = None,
 ) -> RunResult:
-    """Regenerate the last reply (``save_edit``: edit its user message first) and play the replay.
+    """Regenerate the last reply (``save_edit``: edit its user message first) and play the replay
+    (``parent_route`` None: the story's own, read under the turn's lease, as ``play_turn`` does).
     A replay recorded earlier and never delivered is delivered instead: its turn is already off
     the story, so regenerating "the last reply" again would replace the turn before it."""
     pending = await pending_replay(rt, session_id)
@@ -103,9 +105,10 @@ async def regenerate(
                 "a regenerate is still waiting to be sent; run it first (rp regenerate without --save-edit), then edit",
                 details={"replayId": pending["replayId"]},
             )
-        return await play_turn(rt, session_id, pending["text"], parent_route=parent_route, abort=abort)
+        return await play_turn(rt, session_id, pending["text"], parent_route=parent_route, default_route=default_route, abort=abort)
     replay = await record_regenerate(rt, session_id, save_edit=save_edit)
-    return await play_turn(rt, session_id, "\n\n".join(replay["texts"]), parent_route=parent_route, abort=abort)
+    texts = "\n\n".join(replay["texts"])
+    return await play_turn(rt, session_id, texts, parent_route=parent_route, default_route=default_route, abort=abort)
 
 
 async def pending_replay(rt: RoleplayRuntime, session_id: str) -> dict[str, Any] | None:

@@ -49,7 +49,7 @@ from roleplay.errors import Problem, RpError, ValidationError
 from roleplay.harness.history import HistoryFit
 from roleplay.harness.leases import run_lease
 from roleplay.harness.loop import AgentLoop, AgentSpec, LoopHooks, StepView, TurnResult
-from roleplay.harness.models.routes import Route, resolve_route, route_context_window
+from roleplay.harness.models.routes import Route, route_context_window
 from roleplay.harness.models.types import SAMPLING_PARAMS, ChatModel, ModelResponse
 from roleplay.harness.projections import Loaded
 from roleplay.harness.sessions import json_copy
@@ -83,7 +83,7 @@ from .prompts import (
 from .replies import replies_projection
 from .run_context import RpRunDeps
 from .runtime import RoleplayRuntime
-from .session_route import stored_route
+from .session_route import story_route
 from .settings import SettingsSnapshot, SettingsStore, context_window_for, read_settings
 from .subagent_catalog import SUBAGENT_MANAGER, SubagentItem, load_catalog
 from .summary import SummaryWatch, land_pending_at
@@ -530,7 +530,7 @@ async def play_turn(
         # landing, the whole prepare) reads the cached projections as of this head.
         story = await rt.service.projection(session_id, SESSION_PROJECTION)
         if parent_route is None:
-            parent_route = stored_route(profile_of(story.state)) or default_route or resolve_route(None)
+            parent_route = story_route(story.state, default_route)
         # A summary written alongside the previous turn lands now, before this turn reads the log.
         landed, head = await land_pending_at(rt, session_id, at=story.upto_seq) if text.strip() or images else ([], story.upto_seq)
         prepared = await prepare_run(rt, session_id, text, parent_route=parent_route, images=images, at=head, settings=settings)

@@ -45,9 +45,15 @@ def stored_route(profile: SessionProfile) -> Route | None:
     return Route(stored.provider, stored.model, stored.reasoning_effort, tools=stored.tools, json_mode=stored.json_mode)
 
 
+def story_route(story_state: Any, default_route: Route | None = None) -> Route:
+    """The route of a story whose command names none: its stored route, else ``default_route``
+    (a server's ``--model``), else the environment's. A run reads it from the profile it reads
+    under its lease, so a route changed while the run waited for the lease is the one it plays."""
+    return stored_route(profile_of(story_state)) or default_route or resolve_route(None)
+
+
 async def resolve_session_route(rt: RoleplayRuntime, session_id: str, spec: str | None = None) -> Route:
     """The conversation route for the next command on ``session_id`` (see the module docstring)."""
     if spec:
         return resolve_route(spec)
-    loaded = await rt.service.projection(session_id, session_projection)
-    return stored_route(profile_of(loaded.state)) or resolve_route(None)
+    return story_route((await rt.service.projection(session_id, session_projection)).state)

@@ -17,11 +17,11 @@ from fastapi.responses import JSONResponse
 
 from roleplay.core.continue_turn import continue_turn
 from roleplay.core.impersonate import impersonate
-from roleplay.core.profile import profile_of, session_projection
+from roleplay.core.profile import session_projection
 from roleplay.core.regenerate import regenerate
 from roleplay.core.run import RunResult, play_turn
 from roleplay.core.runtime import RoleplayRuntime
-from roleplay.core.session_route import stored_route
+from roleplay.core.session_route import story_route
 from roleplay.harness.leases import lease_taken
 from roleplay.harness.loop import abandon
 from roleplay.harness.models.routes import Route, resolve_route
@@ -35,11 +35,19 @@ router = APIRouter(tags=["turns"])
 
 
 async def session_route(w: WebState, session_id: str, spec: str | None) -> Route:
-    """The route for this call: the request's, the story's own, or the server's default."""
+    """The route for a call that runs no turn (a draft, a preview): the request's, the story's own,
+    or the server's default."""
     if spec:
         return resolve_route(spec)
-    loaded = await w.rt.service.projection(session_id, session_projection)
-    return stored_route(profile_of(loaded.state)) or w.config.default_route
+    return story_route((await w.rt.service.projection(session_id, session_projection)).state, w.config.default_route)
+
+
+def _given_route(w: WebState, spec: str | None) -> tuple[Route | None, Route | None]:
+    """A run's route as the request gives it, and the server's default. Without one given, the
+    run reads the story's own under its lease (``story_route``), not before it here: a route
+    changed while the run waited would otherwise be played on the old one, and the turn makes
+    that read of the log anyway."""
+    return (resolve_route(spec) if spec else None), w.config.default_route
 
 
 async def _accept(w: WebState, session_id: str, kind: str, call: RunCall) -> JSONResponse:
@@ -59,10 +67,7 @@ def _accepted(session_id: str, kind: str, run: ActiveRun) -> JSONResponse:
 @router.post("/sessions/{session_id}/turns", status_code=202, response_model=TurnAccepted)
 async def send_turn(w: Web, session_id: str, body: TurnBody) -> JSONResponse:
     """Play the player's text as the next turn; the reply streams on the session's events."""
-    # Without a route given, the turn reads the story's own under its lease (as ``session_route``
-    # would, without a read of the log before the one the turn makes there).
-    route = resolve_route(body.model) if body.model else None
-    default = w.config.default_route
+    route, default = _given_route(w, body.model)
     # The global settings come with the features' revision, and the run freezes them (one read).
     # It is made while the run's start reads the session's head: two reads at once, not one
     # after the other, on the way to the turn's first token.
@@ -85,20 +90,22 @@ async def send_turn(w: Web, session_id: str, body: TurnBody) -> JSONResponse:
 @router.post("/sessions/{session_id}/continue", status_code=202, response_model=TurnAccepted)
 async def continue_reply(w: Web, session_id: str, body: ContinueBody | None = None) -> JSONResponse:
     """The Writer goes on with the last reply, as one more turn."""
-    route = await session_route(w, session_id, body.model if body else None)
-    return await _accept(w, session_id, "continue", lambda rt, abort: continue_turn(rt, session_id, parent_route=route, abort=abort))
+    route, default = _given_route(w, body.model if body else None)
+    return await _accept(
+        w, session_id, "continue", lambda rt, abort: continue_turn(rt, session_id, parent_route=route, default_route=default, abort=abort)
+    )
 
 
 @router.post("/sessions/{session_id}/regenerate", status_code=202, response_model=TurnAccepted)
 async def regenerate_reply(w: Web, session_id: str, body: RegenerateBody | None = None) -> JSONResponse:
     """Write the last reply again (the replaced one stays as an alternative); ``saveEdit`` edits your message first."""
     body = body or RegenerateBody.model_validate({})
-    route = await session_route(w, session_id, body.model)
+    route, default = _given_route(w, body.model)
     return await _accept(
         w,
         session_id,
         "regenerate",
-        lambda rt, abort: regenerate(rt, session_id, parent_route=route, save_edit=body.save_edit, abort=abort),
+        lambda rt, abort: regenerate(rt, session_id, parent_route=route, default_route=default, save_edit=body.save_edit, abort=abort),
     )
 
 
