@@ -574,8 +574,10 @@ class _Handler(BaseHTTPRequestHandler):
             if calls:
                 message["tool_calls"] = calls
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-            self._send_json(200, {**meta, "object": "chat.completion", "choices": [choice], "usage": usage})
+            # Stamped as the answer goes out, not after: a client may ask for the timings the
+            # moment it has read the answer, before this thread would have run on.
             record.first_output = record.done = time.time()
+            self._send_json(200, {**meta, "object": "chat.completion", "choices": [choice], "usage": usage})
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -584,13 +586,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         pause = self.fake.chunk_delay if reply.chunk_delay is None else reply.chunk_delay
         for frame in _sse_frames(reply, calls, finish, meta, usage, bool((body.get("stream_options") or {}).get("include_usage"))):
-            self._write_chunk(frame.encode("utf-8"))
             if record.first_output is None and _has_output(frame):
                 record.first_output = time.time()
+            self._write_chunk(frame.encode("utf-8"))
             if pause:
                 time.sleep(pause)
-        self._write_chunk(b"")
         record.done = time.time()
+        self._write_chunk(b"")
 
     def _write_chunk(self, data: bytes) -> None:
         # Chunked transfer encoding keeps the connection reusable, as a real API's does.

@@ -366,3 +366,36 @@ async def test_the_kept_url_and_headers_build_the_requests_the_sdk_builds():
     assert ours._build_request(with_own).headers["x-own"] == "2"
     await ours.close()
     await sdk.close()
+
+
+async def test_clients_share_one_tls_context_made_off_the_event_loop(fake_openai, monkeypatch):
+    """Loading the CA bundle held the loop for 10–15 ms at each new client: it is made once per
+    process, on a worker thread, with the SDK's own settings, and every client verifies with it."""
+    import ssl
+    import threading
+
+    import httpx2
+
+    from roleplay.harness.models import openai_compat
+
+    made: list[str] = []
+    real = httpx2.create_ssl_context
+
+    def counted(verify=True, **kwargs):
+        if not isinstance(verify, ssl.SSLContext):  # one given is handed back as it is
+            made.append(threading.current_thread().name)
+        return real(verify=verify, **kwargs)
+
+    monkeypatch.setattr(openai_compat, "_SSL_CONTEXT", [])
+    monkeypatch.setattr(httpx2, "create_ssl_context", counted)
+    loop_thread = threading.current_thread().name
+    models = [make_model(fake_openai), make_model(fake_openai, model="gpt-other")]
+    for model in models:
+        fake_openai.enqueue(FakeReply(text="ok"))
+        assert (await complete(model, ask())).text == "ok"
+    assert len(made) == 1 and made[0] != loop_thread
+    shared = openai_compat._SSL_CONTEXT[0]
+    transports = [next(iter(m._clients.values()))._client._transport for m in models]
+    assert all(t.ssl_context is shared for t in transports)
+    for model in models:
+        await model.aclose()

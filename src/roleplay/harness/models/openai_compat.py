@@ -22,6 +22,7 @@ per request; ``AsyncOpenAI`` (a subclass of the SDK's) and ``_HttpClient`` remem
 from __future__ import annotations
 
 import asyncio
+import ssl
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, cast
 from urllib.parse import urlsplit
@@ -158,10 +159,10 @@ class OpenAICompatModel:
             kwargs["extra_body"] = extra_body
         return PreparedRequest(base_url=base_url, kwargs=kwargs, thinking=thinking, warnings=warnings)
 
-    def _client(self, base_url: str) -> openai.AsyncOpenAI:
+    async def _client(self, base_url: str) -> openai.AsyncOpenAI:
         client = self._clients.get(base_url)
         if client is None:
-            http_client = _http_client(base_url, self._timeout)
+            http_client = _http_client(base_url, self._timeout, await shared_ssl_context())
             client = AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=base_url,
@@ -192,7 +193,7 @@ class OpenAICompatModel:
     async def _send(self, prepared: Any) -> tuple[FrameBatches, int, list[str]]:
         """Post the request (retrying what may be retried): the open stream, the attempts made
         and the failures retried."""
-        client = self._client(prepared.base_url)
+        client = await self._client(prepared.base_url)
         attempts = 0
         retried: list[str] = []
         while True:
@@ -256,14 +257,29 @@ class OpenAICompatModel:
         yield [Completed(assembler.response(self.provider, self.model, tuple(warnings)))]
 
 
-def _http_client(base_url: str, timeout: openai.Timeout) -> openai.DefaultAsyncHttpxClient | None:
+def _http_client(base_url: str, timeout: openai.Timeout, ssl_context: ssl.SSLContext) -> openai.DefaultAsyncHttpxClient | None:
     """The SDK's aiohttp transport (its ``aiohttp`` extra), which its documentation recommends for
     concurrency: with hundreds of live streams the pure-Python HTTP stack spent more CPU per
     streamed frame than the engine did. aiohttp refuses a URL carrying ``user:password@`` next to
     the bearer header, so such a base URL keeps the SDK's default client (None)."""
     if urlsplit(base_url).username is not None:
         return None
-    return _HttpClient(timeout=timeout)
+    return _HttpClient(timeout=timeout, verify=ssl_context)
+
+
+_SSL_CONTEXT: list[ssl.SSLContext] = []  # the process's one, once made (``shared_ssl_context``)
+
+
+async def shared_ssl_context() -> ssl.SSLContext:
+    """The TLS settings every client of this process verifies providers with: the SDK's (the
+    system's CA bundle, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), made once, on a worker thread.
+    Made per client, they held a server's event loop for 10–15 ms at each new route's first
+    request (loading the CA bundle), every session on it waiting (bench/serve.py, issue 16)."""
+    if not _SSL_CONTEXT:
+        made = await asyncio.to_thread(httpx2.create_ssl_context)
+        if not _SSL_CONTEXT:  # another first request may have made one meanwhile
+            _SSL_CONTEXT.append(made)
+    return _SSL_CONTEXT[0]
 
 
 # How many distinct URLs or header sets a client remembers: a client sends to one or two paths
