@@ -153,6 +153,8 @@ def child(url: str, port: int, stats_path: str) -> None:
     if os.environ.get("RP_BENCH_GC_THRESHOLD"):  # experiments: "g0,g1,g2"
         gc.set_threshold(*(int(x) for x in os.environ["RP_BENCH_GC_THRESHOLD"].split(",")))
 
+    blocked: collections.Counter[str] = collections.Counter()  # RP_BENCH_BLOCKED_STACKS: see _sample_blocked
+
     @asynccontextmanager
     async def opener():  # type: ignore[no-untyped-def]
         store = open_store(url)
@@ -160,6 +162,8 @@ def child(url: str, port: int, stats_path: str) -> None:
         rt = await open_runtime(store, entry_points=False)
         await ensure_seeds(rt.assets)
         monitor = asyncio.create_task(watch_loop(lags, held, ready))
+        if os.environ.get("RP_BENCH_BLOCKED_STACKS"):
+            sampler = asyncio.create_task(_sample_blocked(ready, blocked))
         heap["cpu_at_ready_s"] = time.process_time()  # start-up's share, left out of the per-turn figure
         if os.environ.get("RP_BENCH_SLOW_CALLBACKS"):  # asyncio names each step that held the loop
             import logging
@@ -196,6 +200,8 @@ def child(url: str, port: int, stats_path: str) -> None:
             )
             del tracked, big
             monitor.cancel()
+            if os.environ.get("RP_BENCH_BLOCKED_STACKS"):
+                sampler.cancel()
             await rt.aclose()
             await store.close()
 
@@ -229,9 +235,43 @@ def child(url: str, port: int, stats_path: str) -> None:
         profiler.dump_stats(f"{profile}.{url.split(':', 1)[0]}")  # one file a backend
     gc_max = {str(g): round(max(v), 1) if v else 0.0 for g, v in gc_pauses.items()}
     gc_max |= {f"{g} CPU": round(max(v), 1) if v else 0.0 for g, v in gc_cpu.items()}
+    for stack, n in blocked.most_common(12):
+        print(f"loop blocked, {n} samples ({n * BLOCK_SAMPLE_S * 1000:.0f} ms) in:\n{stack}", file=sys.stderr)
     if garbage:
         print("cyclic garbage freed, by kind:", *(f"  {n:8d} {k}" for k, n in garbage.most_common(40)), sep="\n", file=sys.stderr)
     Path(stats_path).write_text(json.dumps({"lags": lags, "held": held, "cpu_s": time.process_time(), "gc_max_ms": gc_max, "heap": heap}))
+
+
+BLOCK_SAMPLE_S = 0.002  # _sample_blocked's period
+
+
+async def _sample_blocked(ready: list[bool], stacks: Any, late_s: float = 0.012) -> None:
+    """Which code holds the loop: a thread looks every ``BLOCK_SAMPLE_S`` whether the loop has
+    ticked within ``late_s``, and when not, counts the loop thread's innermost frames (one sample
+    is about ``BLOCK_SAMPLE_S`` of blocking). It found a new provider client loading the CA bundle
+    on the loop. Cheap enough to leave the figures honest, unlike asyncio's debug mode, which
+    records where every callback was made."""
+    import threading
+    import traceback
+
+    tick = [time.perf_counter()]
+    loop_thread = threading.get_ident()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(BLOCK_SAMPLE_S):
+            frame = sys._current_frames().get(loop_thread)
+            if ready[0] and frame is not None and time.perf_counter() - tick[0] > late_s:
+                summary = traceback.extract_stack(frame)[-14:]
+                stacks["\n".join(f"  {f.filename.rsplit('/', 2)[-1]}:{f.lineno} {f.name}" for f in summary)] += 1
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        while True:
+            tick[0] = time.perf_counter()
+            await asyncio.sleep(BLOCK_SAMPLE_S)
+    finally:
+        stop.set()
 
 
 def _largest_collection(heap: dict[str, Any]) -> None:

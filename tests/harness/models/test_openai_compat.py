@@ -399,3 +399,33 @@ async def test_clients_share_one_tls_context_made_off_the_event_loop(fake_openai
     assert all(t.ssl_context is shared for t in transports)
     for model in models:
         await model.aclose()
+
+
+async def test_first_requests_at_once_share_one_client(fake_openai, monkeypatch):
+    """Requests that all find no client yet (a server's sessions at start) wait for the TLS
+    context together; one client is made, not one each with all but the last left open."""
+    import anyio
+
+    from roleplay.harness.models import openai_compat
+
+    monkeypatch.setattr(openai_compat, "_SSL_CONTEXT", [])
+    model = make_model(fake_openai)
+    made = []
+    real = openai_compat.AsyncOpenAI
+
+    def counted(**kwargs):
+        made.append(kwargs["base_url"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(openai_compat, "AsyncOpenAI", counted)
+    fake_openai.enqueue(*(FakeReply(text="ok") for _ in range(4)))
+    answers = []
+
+    async def one():
+        answers.append((await complete(model, ask())).text)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(one)
+    assert answers == ["ok"] * 4 and len(made) == 1 and len(model._clients) == 1
+    await model.aclose()

@@ -162,7 +162,13 @@ class OpenAICompatModel:
     async def _client(self, base_url: str) -> openai.AsyncOpenAI:
         client = self._clients.get(base_url)
         if client is None:
-            http_client = _http_client(base_url, self._timeout, await shared_ssl_context())
+            ssl_context = await shared_ssl_context()
+            # Sessions' first requests wait here together: the first back makes the client the
+            # others use (one made and dropped would leave its connections open).
+            client = self._clients.get(base_url)
+            if client is not None:
+                return client
+            http_client = _http_client(base_url, self._timeout, ssl_context)
             client = AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=base_url,
