@@ -360,3 +360,32 @@ async def test_a_waiting_append_that_fails_to_fold_leaves_the_state_resting(stor
         with pytest.raises(RuntimeError):
             await cache.load_at(store, a.id, picky, 2)
         assert entry.state is None and entry.packed is rested and entry.pending == pending and entry.upto_seq == 2
+
+
+@pytest.mark.anyio
+async def test_a_fold_that_fails_on_appended_events_fails_its_readers_not_the_append(store: EventStore) -> None:
+    """Once events are in the log the append happened: a projection that cannot fold them (a
+    plugin's bug) is dropped from the cache and raises to whoever reads it, from the log, at every
+    read; the creation or append that wrote them succeeds, and every other state goes on."""
+    counter = counter_projection()
+
+    def apply(state: dict[str, Any], ev: Any) -> dict[str, Any]:
+        if ev.payload.get("messageId") == "bad":
+            raise RuntimeError("bad event")
+        return counter.apply(state, ev)
+
+    picky = Projection("test/picky", 1, counter.initial, apply)
+    service = SessionService(store)
+    service.projections.register(picky)
+    created = await service.create("p", seed=[user("bad")])  # created, though the fold failed
+    assert [e.payload["messageId"] for e in await store.read(created.id)] == ["bad"]
+    other = await service.create("p", seed=[user("u1")])
+    events = await service.append(other.id, [user("bad")], expected_seq=1)
+    assert [e.seq for e in events] == [2] and await store.head(other.id) == 2
+    for _ in range(2):  # from the log each time, never a half-folded state
+        with pytest.raises(RuntimeError, match="bad event"):
+            await service.projection_at(other.id, picky, 2)
+    surface = await service.projection_at(other.id, surface_projection, 2)
+    assert [n["id"] for n in surface.state["nodes"]] == ["u1", "bad"]
+    await service.append(other.id, [user("u3")], expected_seq=2)  # appends go on
+    assert (await service.projection_at(other.id, commands_projection, 3)).upto_seq == 3

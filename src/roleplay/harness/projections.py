@@ -437,6 +437,7 @@ class ProjectionCache:
         kept at exactly that seq, as a load would after reading them back (``events`` must be fresh
         copies: the states keep parts of them)."""
         blob: bytes | None = None
+        failed: list[tuple[str, str, int]] = []
         for key in self._sessions.get(session_id, ()):
             entry = self._entries[key]
             projection = entry.projection
@@ -457,12 +458,24 @@ class ProjectionCache:
                     continue
             self._use(key, entry)
             state = _unshared(entry, projection)
-            for event in events:
-                state = projection.apply(state, event)
-                if projection.rewrites is not None and projection.rewrites(event):
-                    entry.appends_since = event.seq
+            try:
+                for event in events:
+                    state = projection.apply(state, event)
+                    if projection.rewrites is not None and projection.rewrites(event):
+                        entry.appends_since = event.seq
+            except Exception:  # noqa: BLE001 - the reader of this projection is told, below
+                # The events are in the log: the append happened, whatever one fold makes of
+                # them. The state goes (it may be half folded); the next load folds the log
+                # again and raises to whoever reads this projection, not to the appender, which
+                # would take a written event for one that failed (and write it again).
+                failed.append(key)
+                continue
             self._folded += events[-1].seq - entry.upto_seq
             entry.state, entry.upto_seq = state, events[-1].seq
+        for key in failed:
+            taken = self._take(key)
+            if taken is not None:
+                self._folded -= taken.upto_seq
         self._trim()
 
     def retire(self, session_id: str) -> None:
