@@ -335,11 +335,8 @@ async def test_appends_to_a_resting_state_wait_with_it_until_it_is_used(store: E
     assert entry.pending is None and entry.clean is None
 
 
-@pytest.mark.anyio
-async def test_a_waiting_append_that_fails_to_fold_leaves_the_state_resting(store: EventStore) -> None:
-    # Never a state short of the events its seq counts: the fold raises at each use instead.
-    from roleplay.harness.sessions import fresh_copies
-
+def picky_projection() -> Projection:
+    """The counter, whose fold raises on the message with id "bad"."""
     counter = counter_projection()
 
     def apply(state: dict[str, Any], ev: Any) -> dict[str, Any]:
@@ -347,7 +344,15 @@ async def test_a_waiting_append_that_fails_to_fold_leaves_the_state_resting(stor
             raise RuntimeError("bad event")
         return counter.apply(state, ev)
 
-    picky = Projection("test/picky", 1, counter.initial, apply)
+    return Projection("test/picky", 1, counter.initial, apply)
+
+
+@pytest.mark.anyio
+async def test_a_waiting_append_that_fails_to_fold_leaves_the_state_resting(store: EventStore) -> None:
+    # Never a state short of the events its seq counts: the fold raises at each use instead.
+    from roleplay.harness.sessions import fresh_copies
+
+    picky = picky_projection()
     a = await store.create_session(preset="p", events=[user("a1")])
     b = await store.create_session(preset="p", events=[user("b1")])
     cache = ProjectionCache(max_live=1)
@@ -367,14 +372,7 @@ async def test_a_fold_that_fails_on_appended_events_fails_its_readers_not_the_ap
     """Once events are in the log the append happened: a projection that cannot fold them (a
     plugin's bug) is dropped from the cache and raises to whoever reads it, from the log, at every
     read; the creation or append that wrote them succeeds, and every other state goes on."""
-    counter = counter_projection()
-
-    def apply(state: dict[str, Any], ev: Any) -> dict[str, Any]:
-        if ev.payload.get("messageId") == "bad":
-            raise RuntimeError("bad event")
-        return counter.apply(state, ev)
-
-    picky = Projection("test/picky", 1, counter.initial, apply)
+    picky = picky_projection()
     service = SessionService(store)
     service.projections.register(picky)
     created = await service.create("p", seed=[user("bad")])  # created, though the fold failed
