@@ -250,7 +250,12 @@ async def _sample_blocked(ready: list[bool], stacks: Any, late_s: float = 0.012)
     ticked within ``late_s``, and when not, counts the loop thread's innermost frames (one sample
     is about ``BLOCK_SAMPLE_S`` of blocking). It found a new provider client loading the CA bundle
     on the loop. Cheap enough to leave the figures honest, unlike asyncio's debug mode, which
-    records where every callback was made."""
+    records where every callback was made.
+
+    Read the counts with their bias: the thread samples only when it holds the GIL, which the loop
+    thread gives up at once in a C call that releases it (zlib, hashing, a system call) and
+    otherwise only every switch interval (5 ms). Such calls are over-counted next to plain
+    Python, the more so when other threads (SQLite's) want the GIL too."""
     import threading
     import traceback
 
