@@ -52,8 +52,9 @@ def story_route(story_state: Any, default_route: Route | None = None) -> Route:
     return stored_route(profile_of(story_state)) or default_route or resolve_route(None)
 
 
-async def resolve_session_route(rt: RoleplayRuntime, session_id: str, spec: str | None = None) -> Route:
-    """The conversation route for the next command on ``session_id`` (see the module docstring)."""
+async def resolve_session_route(rt: RoleplayRuntime, session_id: str, spec: str | None = None, default_route: Route | None = None) -> Route:
+    """The conversation route for the next command on ``session_id`` (see the module docstring;
+    ``default_route``: a server's ``--model``, before the environment's)."""
     if spec:
         return resolve_route(spec)
-    return story_route((await rt.service.projection(session_id, session_projection)).state)
+    return story_route((await rt.service.projection(session_id, session_projection)).state, default_route)

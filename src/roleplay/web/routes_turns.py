@@ -17,11 +17,10 @@ from fastapi.responses import JSONResponse
 
 from roleplay.core.continue_turn import continue_turn
 from roleplay.core.impersonate import impersonate
-from roleplay.core.profile import session_projection
 from roleplay.core.regenerate import regenerate
 from roleplay.core.run import RunResult, play_turn
 from roleplay.core.runtime import RoleplayRuntime
-from roleplay.core.session_route import story_route
+from roleplay.core.session_route import resolve_session_route
 from roleplay.harness.leases import lease_taken
 from roleplay.harness.loop import abandon
 from roleplay.harness.models.routes import Route, resolve_route
@@ -37,9 +36,7 @@ router = APIRouter(tags=["turns"])
 async def session_route(w: WebState, session_id: str, spec: str | None) -> Route:
     """The route for a call that runs no turn (a draft, a preview): the request's, the story's own,
     or the server's default."""
-    if spec:
-        return resolve_route(spec)
-    return story_route((await w.rt.service.projection(session_id, session_projection)).state, w.config.default_route)
+    return await resolve_session_route(w.rt, session_id, spec, w.config.default_route)
 
 
 def _given_route(w: WebState, spec: str | None) -> tuple[Route | None, Route | None]:
